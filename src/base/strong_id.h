@@ -1,0 +1,23 @@
+// Distinct types for ids that would otherwise all be strings or integers,
+// so a JobId cannot be passed where a PeerId is expected.
+#pragma once
+
+#include <compare>
+#include <string>
+#include <utility>
+
+namespace yonder {
+
+template <typename Tag, typename Rep = std::string>
+class StrongId {
+ public:
+  StrongId() = default;
+  explicit StrongId(Rep value) : value_(std::move(value)) {}
+  const Rep& value() const { return value_; }
+  auto operator<=>(const StrongId&) const = default;
+
+ private:
+  Rep value_{};
+};
+
+}  // namespace yonder

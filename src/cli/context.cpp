@@ -1,0 +1,61 @@
+#include "cli/context.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/exit_codes.h"
+
+namespace yonder::cli {
+
+std::string Context::socket_path() const {
+  std::string s = cfg.get("api.socket");
+  return s.empty() ? paths.default_socket() : s;
+}
+
+Result<Context> make_context() {
+  Context ctx;
+  ctx.env = config::process_env();
+  auto paths = config::resolve_paths(ctx.env);
+  if (!paths) return std::move(paths).error();
+  ctx.paths = *paths;
+  auto cfg = config::Config::load(ctx.paths.config_file);
+  if (!cfg) return std::move(cfg).error();
+  ctx.cfg = std::move(*cfg);
+  YONDER_TRY(ctx.cfg.apply_env(ctx.env));
+  return ctx;
+}
+
+int print_error(const Error& e, int exit_code) {
+  std::fprintf(stderr, "yonder: %s\n", e.to_string().c_str());
+  return exit_code;
+}
+
+Result<DaemonReply> call_daemon(const Context& ctx, std::string_view method, std::string_view path,
+                                std::string_view body) {
+  auto r = os::unix_http_request(ctx.socket_path(), method, path, body);
+  if (!r) return std::move(r).error();
+  return DaemonReply{r->status, std::move(r->body)};
+}
+
+int report_daemon_error(const Context& ctx, const Error& e) {
+  if (e.code() == ErrorCode::kUnavailable) {
+    std::fprintf(stderr,
+                 "yonder: yonderd is not running for %s (no answer on %s).\n"
+                 "        Start it with: yonderd &   (set YONDER_HOME to pick another node)\n",
+                 ctx.paths.home.c_str(), ctx.socket_path().c_str());
+    return kExitNoDaemon;
+  }
+  return print_error(e, kExitError);
+}
+
+Error daemon_error(const DaemonReply& reply) {
+  auto j = nlohmann::json::parse(reply.body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("message") &&
+      j["error"]["message"].is_string()) {
+    return make_error(ErrorCode::kInternal, j["error"]["message"].get<std::string>());
+  }
+  return make_error(ErrorCode::kInternal, "yonderd answered HTTP " + std::to_string(reply.status) +
+                                              "; see its log for details");
+}
+
+}  // namespace yonder::cli

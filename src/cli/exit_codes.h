@@ -1,0 +1,14 @@
+// The CLI's exit codes; docs/cli.md lists them for scripts.
+#pragma once
+
+namespace yonder::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;         // the command failed; the message says why
+inline constexpr int kExitUsage = 2;         // bad arguments
+inline constexpr int kExitNoDaemon = 3;      // yonderd is not running (or not reachable)
+inline constexpr int kExitExists = 4;        // refused to replace something (e.g. `init` twice)
+// `yonder gpu`: 10 no NVML library, 11 driver not loaded, 12 no GPU,
+// 13 blocked by the OS (WSL), 14 other NVML error (gpu::state_exit_code).
+
+}  // namespace yonder::cli

@@ -1,0 +1,140 @@
+#include "node/daemon.h"
+
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "api/server.h"
+#include "config/config.h"
+#include "gpu/inventory.h"
+#include "node/logging.h"
+#include "node/setup.h"
+#include "node/version.h"
+#include "os/files.h"
+#include "os/terminal.h"
+
+namespace yonder::node {
+namespace asio = boost::asio;
+
+namespace {
+
+int fail(const Error& e) {
+  spdlog::error("yonderd cannot start: {}", e.to_string());
+  return 1;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "yonder-node";
+  return buf;
+}
+
+}  // namespace
+
+int run_daemon(const DaemonOptions& options) {
+  // Everything the daemon creates is private to its user.
+  ::umask(077);
+  auto env = config::process_env();
+  setup_logging(options.log_format.value_or("auto"), "info");
+
+  auto paths = config::resolve_paths(env);
+  if (!paths) return fail(paths.error());
+  auto cfg = config::Config::load(paths->config_file);
+  if (!cfg) return fail(cfg.error());
+  if (auto st = cfg->apply_env(env); !st) return fail(st.error());
+  setup_logging(options.log_format.value_or(cfg->get("log.format")), cfg->get("log.level"));
+
+  if (auto st = os::make_dirs(paths->home, 0700); !st) return fail(st.error());
+  auto lock = os::FileLock::acquire(paths->lock_file());
+  if (!lock) return fail(lock.error());
+
+  auto identity = load_identity(*paths, env, os::stderr_is_terminal());
+  if (!identity) return fail(identity.error());
+  if (auto st = prepare_database(paths->database()); !st) return fail(Error(st.error()).with_context("state database"));
+
+  auto inventory = gpu::make_inventory(cfg->get("gpu.inventory"));
+  if (!inventory) return fail(Error(inventory.error()).with_context("gpu.inventory"));
+
+  std::string name = cfg->get("node.name");
+  if (name.empty()) name = host_name();
+  std::string node_id = identity->node_id().to_string();
+  std::string socket_path = cfg->get("api.socket");
+  if (socket_path.empty()) socket_path = paths->default_socket();
+  auto started = std::chrono::steady_clock::now();
+  auto started_wall = std::chrono::system_clock::now();
+
+  asio::io_context io;
+  // Blocking work (NVML, later SQLite and Docker calls) runs here and posts
+  // its result back to `io`.
+  asio::thread_pool pool(2);
+  std::unique_ptr<api::LocalApiServer> server;
+  auto shutdown = [&] {
+    spdlog::info("shutting down");
+    if (server) server->stop();
+    io.stop();
+  };
+
+  api::Router router;
+  router.add("GET", "/v1/status", [&](const api::Request&, api::Reply reply) {
+    auto uptime = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
+    reply(api::Response::json(
+        200, {{"node_id", node_id},
+              {"name", name},
+              {"version", kVersion},
+              {"pid", ::getpid()},
+              {"uptime_s", uptime.count()},
+              {"started_at", std::chrono::duration_cast<std::chrono::seconds>(started_wall.time_since_epoch()).count()},
+              {"home", paths->home},
+              {"backends", nlohmann::json::array({cfg->get("executor.backend")})},
+              {"gpu_inventory", cfg->get("gpu.inventory")},
+              {"peers", 0}}));
+  });
+  router.add("GET", "/v1/gpus", [&](const api::Request&, api::Reply reply) {
+    asio::post(pool, [&io, &inventory, reply = std::move(reply)]() mutable {
+      auto report = (*inventory)->probe();
+      asio::post(io, [report = std::move(report), reply = std::move(reply)] {
+        reply(api::Response::json(200, gpu::to_json(report)));
+      });
+    });
+  });
+  router.add("POST", "/v1/shutdown", [&](const api::Request&, api::Reply reply) {
+    spdlog::info("shutdown requested through the local API");
+    reply(api::Response::json(200, {{"ok", true}}));
+    // Let the reply go out before the loop stops.
+    asio::post(io, shutdown);
+  });
+
+  server = std::make_unique<api::LocalApiServer>(io, socket_path, std::move(router),
+                                                 api::ServerLimits{16 * 1024, 1 << 20,
+                                                                   static_cast<int>(cfg->get_int("api.request_timeout_s"))});
+  if (auto st = server->start(); !st) return fail(st.error());
+
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    spdlog::info("received signal {}", sig);
+    shutdown();
+  });
+
+  spdlog::info("yonderd {} ready: node {} ({}), API on {}", kVersion, node_id, name, socket_path);
+  if (options.ready_fd >= 0) {
+    [[maybe_unused]] auto n = ::write(options.ready_fd, "ready\n", 6);
+    ::close(options.ready_fd);
+  }
+  io.run();
+  pool.join();
+  server.reset();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace yonder::node

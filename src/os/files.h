@@ -1,0 +1,30 @@
+// File-system helpers with the modes and durability Yonder needs.
+#pragma once
+
+#include <string>
+
+#include "base/error.h"
+
+namespace yonder::os {
+
+// mkdir -p with `mode` for the folders it creates.
+Status make_dirs(const std::string& path, unsigned mode);
+
+// Holds an exclusive flock on a file while alive (one daemon per state folder).
+class FileLock {
+ public:
+  // kAlreadyExists when another process holds the lock.
+  static Result<FileLock> acquire(const std::string& path);
+  FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FileLock& operator=(FileLock&&) = delete;
+  ~FileLock();
+
+ private:
+  explicit FileLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+// Searches PATH for an executable; "" when absent.
+std::string find_in_path(const std::string& name);
+
+}  // namespace yonder::os

@@ -1,0 +1,178 @@
+#include "store/migrations.h"
+
+#include <cstdint>
+#include <iterator>
+#include <string>
+
+namespace yonder::store {
+namespace {
+
+// Tables are STRICT so that a value of the wrong type (text in a BLOB key
+// column, say) is refused instead of silently stored. Times are unix seconds.
+// *_json columns hold documents whose format belongs to the code that writes
+// them; the store does not look inside.
+
+// v1: who we are paired with, and the share links we have handed out.
+// peers.via_link_id is not a foreign key: on the consumer's side the link
+// belongs to the provider and has no row here.
+constexpr std::string_view kV1 = R"sql(
+CREATE TABLE peers (
+  peer_id      TEXT PRIMARY KEY NOT NULL,
+  public_key   BLOB NOT NULL,
+  name         TEXT,
+  scope_json   TEXT NOT NULL,
+  paired_at    INTEGER NOT NULL,
+  last_seen_at INTEGER,
+  via_link_id  TEXT
+) STRICT;
+
+CREATE TABLE share_links (
+  link_id     TEXT PRIMARY KEY NOT NULL,
+  secret_hash BLOB NOT NULL,
+  scope_json  TEXT NOT NULL,
+  created_at  INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL,
+  uses_total  INTEGER NOT NULL,
+  uses_left   INTEGER NOT NULL CHECK (uses_left >= 0),
+  revoked_at  INTEGER
+) STRICT;
+)sql";
+
+// v2: jobs on either side of a lease, the audit hash chain, and denial of a
+// peer (a peer row is kept after denial so the audit log can name it).
+// jobs.peer_id is not a foreign key, for the same reason: job history
+// outlives a removed peer.
+constexpr std::string_view kV2 = R"sql(
+CREATE TABLE jobs (
+  job_id      TEXT PRIMARY KEY NOT NULL,
+  peer_id     TEXT NOT NULL,
+  side        TEXT NOT NULL CHECK (side IN ('provider', 'consumer')),
+  state       TEXT NOT NULL,
+  spec_json   TEXT NOT NULL,
+  handle_json TEXT,
+  exit_code   INTEGER,
+  created_at  INTEGER NOT NULL,
+  updated_at  INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX jobs_by_state ON jobs (state);
+
+-- Each row's hash covers prev_hash and the row's fields, so a rewritten or
+-- deleted entry breaks the chain. AUTOINCREMENT: a seq is never reused, even
+-- after the newest rows are deleted.
+CREATE TABLE audit_log (
+  seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+  at          INTEGER NOT NULL,
+  actor       TEXT NOT NULL,
+  action      TEXT NOT NULL,
+  subject     TEXT,
+  detail_json TEXT,
+  prev_hash   BLOB,
+  hash        BLOB NOT NULL
+) STRICT;
+
+ALTER TABLE peers ADD COLUMN denied_at INTEGER;
+)sql";
+
+constexpr Migration kMigrations[] = {
+    {1, "peers and share links", kV1},
+    {2, "jobs, audit log, peer denial", kV2},
+};
+static_assert(std::size(kMigrations) == kSchemaVersion, "add a step when raising kSchemaVersion");
+
+Result<int64_t> query_int(Database& db, std::string_view sql) {
+  Result<Statement> stmt = db.prepare(sql);
+  if (!stmt.ok()) return std::move(stmt).error();
+  Result<bool> row = stmt->step();
+  if (!row.ok()) return std::move(row).error();
+  if (!*row) return make_error(ErrorCode::kInternal, std::string(sql) + " returned no row");
+  return stmt->column_int64(0);
+}
+
+Status check_not_newer(int current, int latest) {
+  if (current > latest) {
+    return make_error(ErrorCode::kFailedPrecondition,
+                      "database schema version " + std::to_string(current) +
+                          " is newer than this build supports (" + std::to_string(latest) +
+                          "); upgrade yonder or restore an older state folder");
+  }
+  return ok_status();
+}
+
+// Runs inside the step's transaction. The version is read again here, under
+// the write lock, because another process may have migrated since we looked.
+Status apply_step(Database& db, const Migration& step, int latest) {
+  Result<int> current = schema_version(db);
+  if (!current.ok()) return std::move(current).error();
+  YONDER_TRY(check_not_newer(*current, latest));
+  if (*current >= step.version) return ok_status();  // done by someone else
+  if (*current != step.version - 1) {
+    return make_error(ErrorCode::kInternal, "schema version " + std::to_string(*current) +
+                                                " went backwards during migration");
+  }
+  if (*current == 0) {
+    Result<int64_t> objects = query_int(db, "SELECT count(*) FROM sqlite_schema");
+    if (!objects.ok()) return std::move(objects).error();
+    if (*objects != 0) {
+      return make_error(ErrorCode::kFailedPrecondition,
+                        db.path() + " holds tables but no yonder schema version, so it is not a yonder "
+                                    "state database; point yonder at another state folder or move the "
+                                    "file aside");
+    }
+  }
+  YONDER_TRY(db.exec(step.sql));
+  // user_version lives in the file header, which is written as part of this
+  // transaction: the new tables and the new version commit together.
+  return db.exec("PRAGMA user_version = " + std::to_string(step.version));
+}
+
+}  // namespace
+
+std::span<const Migration> schema_migrations() { return kMigrations; }
+
+Result<int> schema_version(Database& db) {
+  Result<int64_t> version = query_int(db, "PRAGMA user_version");
+  if (!version.ok()) return std::move(version).error().with_context("reading the schema version");
+  if (*version < 0) {
+    return make_error(ErrorCode::kFailedPrecondition,
+                      db.path() + " has schema version " + std::to_string(*version) +
+                          ", which yonder never writes; it is not a yonder state database");
+  }
+  return static_cast<int>(*version);
+}
+
+Status migrate(Database& db, int target) { return migrate_with_steps(db, kMigrations, target); }
+
+Status migrate_with_steps(Database& db, std::span<const Migration> steps, int target) {
+  const int latest = static_cast<int>(steps.size());
+  for (int i = 0; i < latest; ++i) {
+    if (steps[static_cast<size_t>(i)].version != i + 1) {
+      return make_error(ErrorCode::kInternal, "migration steps are not numbered 1, 2, ... in order");
+    }
+  }
+  if (target < 0 || target > latest) {
+    return make_error(ErrorCode::kInvalidArgument, "cannot migrate to schema version " + std::to_string(target) +
+                                                       "; this build knows versions 0 to " +
+                                                       std::to_string(latest));
+  }
+  Result<int> current = schema_version(db);
+  if (!current.ok()) return std::move(current).error();
+  YONDER_TRY(check_not_newer(*current, latest));
+  if (*current > target) {
+    return make_error(ErrorCode::kFailedPrecondition,
+                      "database schema version " + std::to_string(*current) + " is newer than the requested " +
+                          std::to_string(target) + "; yonder does not downgrade databases");
+  }
+  for (int version = *current + 1; version <= target; ++version) {
+    const Migration& step = steps[static_cast<size_t>(version - 1)];
+    Status status = db.transaction([&] { return apply_step(db, step, latest); });
+    if (!status.ok()) {
+      return std::move(status).error().with_context("migrating " + db.path() + " to schema version " +
+                                                    std::to_string(version) + " (" + std::string(step.summary) +
+                                                    ")");
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace yonder::store

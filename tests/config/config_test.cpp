@@ -1,0 +1,127 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <map>
+
+#include "support/temp_dir.h"
+
+namespace yonder::config {
+namespace {
+
+EnvFn fake_env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(Config, DefaultsWhenEmpty) {
+  auto cfg = Config::parse("", "config.toml");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_EQ(cfg->get("log.level"), "info");
+  EXPECT_EQ(cfg->source("log.level"), Source::kDefault);
+  EXPECT_EQ(cfg->get_int("api.request_timeout_s"), 30);
+}
+
+TEST(Config, ReadsTablesAndTypes) {
+  auto cfg = Config::parse("[log]\nlevel = \"debug\"\n[api]\nrequest_timeout_s = 5\n", "c.toml");
+  ASSERT_TRUE(cfg.ok()) << cfg.error().to_string();
+  EXPECT_EQ(cfg->get("log.level"), "debug");
+  EXPECT_EQ(cfg->source("log.level"), Source::kFile);
+  EXPECT_EQ(cfg->get_int("api.request_timeout_s"), 5);
+}
+
+TEST(Config, BadTomlGivesLineAndColumn) {
+  auto cfg = Config::parse("[log]\nlevel = \"debug\"\nformat = = \"json\"\n", "/etc/y.toml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(cfg.error().to_string().find("/etc/y.toml:3:"), std::string::npos) << cfg.error().to_string();
+}
+
+TEST(Config, UnknownKeyAndWrongTypeAreErrorsWithPosition) {
+  auto unknown = Config::parse("[log]\nlevle = \"debug\"\n", "c.toml");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().to_string().find("c.toml:2:1"), std::string::npos) << unknown.error().to_string();
+  EXPECT_NE(unknown.error().to_string().find("log.levle"), std::string::npos);
+
+  auto wrong_type = Config::parse("[api]\nrequest_timeout_s = \"soon\"\n", "c.toml");
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_NE(wrong_type.error().to_string().find("must be an integer"), std::string::npos);
+
+  auto not_allowed = Config::parse("[log]\nformat = \"xml\"\n", "c.toml");
+  ASSERT_FALSE(not_allowed.ok());
+  EXPECT_NE(not_allowed.error().to_string().find("auto,text,json"), std::string::npos);
+
+  auto top_level = Config::parse("level = 1\n", "c.toml");
+  ASSERT_FALSE(top_level.ok());
+}
+
+TEST(Config, EnvironmentOverridesFile) {
+  auto cfg = Config::parse("[log]\nlevel = \"debug\"\n", "c.toml");
+  ASSERT_TRUE(cfg.ok());
+  ASSERT_TRUE(cfg->apply_env(fake_env({{"YONDER_LOG_LEVEL", "warn"}})).ok());
+  EXPECT_EQ(cfg->get("log.level"), "warn");
+  EXPECT_EQ(cfg->source("log.level"), Source::kEnv);
+  auto bad = cfg->apply_env(fake_env({{"YONDER_LOG_FORMAT", "xml"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().to_string().find("YONDER_LOG_FORMAT"), std::string::npos);
+}
+
+TEST(Config, SetSaveLoadRoundTripWithDocs) {
+  testing::TempDir dir;
+  std::string path = dir / "sub/config.toml";
+  Config cfg;
+  ASSERT_TRUE(cfg.set("node.name", "studio \"main\"").ok());
+  ASSERT_TRUE(cfg.set("api.request_timeout_s", "12").ok());
+  EXPECT_FALSE(cfg.set("api.request_timeout_s", "12s").ok());
+  EXPECT_FALSE(cfg.set("no.such", "1").ok());
+  ASSERT_TRUE(cfg.save(path).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto back = Config::load(path);
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->get("node.name"), "studio \"main\"");
+  EXPECT_EQ(back->get_int("api.request_timeout_s"), 12);
+  EXPECT_NE(cfg.to_toml().find("# Name shown to peers"), std::string::npos);
+  ASSERT_TRUE(back->unset("node.name").ok());
+  EXPECT_EQ(back->source("node.name"), Source::kDefault);
+}
+
+TEST(Config, MissingFileIsEmptyConfig) {
+  auto cfg = Config::load("/nonexistent/yonder/config.toml");
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_EQ(cfg->get("log.format"), "auto");
+}
+
+TEST(Paths, HomeAndConfigResolution) {
+  auto p = resolve_paths(fake_env({{"YONDER_HOME", "/n1"}, {"HOME", "/root"}}));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->home, "/n1");
+  EXPECT_EQ(p->config_file, "/n1/config.toml");
+  auto d = resolve_paths(fake_env({{"HOME", "/home/u"}}));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->home, "/home/u/.local/share/yonder");
+  EXPECT_EQ(d->config_file, "/home/u/.config/yonder/config.toml");
+  auto c = resolve_paths(fake_env({{"HOME", "/home/u"}, {"YONDER_CONFIG", "/etc/yonder.toml"}}));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->config_file, "/etc/yonder.toml");
+  EXPECT_FALSE(resolve_paths(fake_env({})).ok());
+}
+
+TEST(Settings, EveryKeyHasTableDocAndValidDefault) {
+  for (const auto& s : all_settings()) {
+    EXPECT_NE(s.key.find('.'), std::string_view::npos) << s.key;
+    EXPECT_FALSE(s.doc.empty()) << s.key;
+    if (!s.default_value.empty()) {
+      EXPECT_TRUE(validate_value(s, s.default_value).ok()) << s.key;
+    }
+  }
+  EXPECT_NE(settings_markdown().find("`log.level`"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace yonder::config
