@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Starts the services the test suite needs, if they are not running yet:
+#   - dockerd (Debian's docker.io), the engine the executor tests talk to.
+# Idempotent. Prints what it started; processes it starts keep running.
+set -euo pipefail
+
+docker_up() { docker version --format '{{.Server.APIVersion}}' >/dev/null 2>&1; }
+
+if docker_up; then
+  echo "services: dockerd already running"
+else
+  if ! command -v dockerd >/dev/null; then
+    echo "services: dockerd is not installed; run scripts/setup.sh" >&2
+    exit 1
+  fi
+  echo "services: starting dockerd (log: /var/log/yonder-dockerd.log)"
+  nohup dockerd >/var/log/yonder-dockerd.log 2>&1 &
+  # dockerd has no readiness notification outside systemd: wait for its API.
+  for _ in $(seq 1 120); do
+    docker_up && break
+    sleep 0.5
+  done
+  if ! docker_up; then
+    echo "services: dockerd did not come up; last log lines:" >&2
+    tail -n 20 /var/log/yonder-dockerd.log >&2
+    exit 1
+  fi
+fi
+echo "services: Docker API $(docker version --format '{{.Server.APIVersion}}')"
