@@ -12,6 +12,7 @@ jobs=$(nproc)
 
 scripts/setup.sh
 scripts/services.sh
+scripts/build-test-image.sh  # the executor tests' image (docker import; no registry)
 export YONDER_REQUIRE_DOCKER=1
 
 run_preset() {

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/doctor.h"
 #include "cli/exit_codes.h"
+#include "cli/peer_commands.h"
 #include "node/version.h"
 
 int main(int argc, char** argv) {
@@ -45,6 +46,77 @@ int main(int argc, char** argv) {
   cfg_show->add_flag("--json", json, "Machine-readable output");
   auto* cfg_docs = cfg->add_subcommand("docs", "Print the settings reference as Markdown");
 
+  // --- sharing, pairing, peers (issue 3)
+  ShareArgs share_args;
+  auto* share = app.add_subcommand("share", "Print a signed share link (and QR code) that lets someone pair with this node");
+  share->add_option("--expires", share_args.expires, "How long the link works (default 1h; e.g. 30m, 2h, 1d)");
+  share->add_option("--uses", share_args.uses, "How many pairings it allows (default 1)");
+  share->add_option("--scope", share_args.scope, "What the holder may do: run,exec,forward,files (default run)");
+  share->add_option("--gpus", share_args.gpus, "GPUs per job (default 1)");
+  share->add_option("--vram", share_args.vram, "VRAM limit per job, e.g. 20G");
+  share->add_option("--max-time", share_args.max_time, "Wall time limit per job, e.g. 2h (default 2h)");
+  share->add_option("--max-jobs", share_args.max_jobs, "Concurrent jobs (default 1)");
+  share->add_option("--cpus", share_args.cpus, "CPUs per job, e.g. 4 or 0.5");
+  share->add_option("--memory", share_args.memory, "Memory per job, e.g. 16G");
+  share->add_option("--disk", share_args.disk, "Workspace disk per job, e.g. 50G");
+  share->add_flag("--egress", share_args.egress, "Let jobs reach the network (default: no network)");
+  share->add_option("--label", share_args.label, "A note for `yonder links`");
+  share->add_flag("--no-qr", share_args.no_qr, "Do not print the QR code");
+  share->add_flag("--json", json, "Machine-readable output");
+  auto* links = app.add_subcommand("links", "Share links with uses left and expiry");
+  links->add_flag("--json", json, "Machine-readable output");
+  std::string link_id;
+  auto* links_revoke = links->add_subcommand("revoke", "Kill a share link");
+  links_revoke->add_option("id", link_id, "Link id from `yonder links`")->required();
+  std::string link_text;
+  auto* pair = app.add_subcommand("pair", "Pair with a provider using its share link");
+  pair->add_option("link", link_text, "The yonder://... link")->required();
+  pair->add_flag("--json", json, "Machine-readable output");
+  auto* peers = app.add_subcommand("peers", "Paired peers: name, id, scope, last seen, path");
+  peers->add_flag("--json", json, "Machine-readable output");
+  std::string peer;
+  auto* deny = app.add_subcommand("deny", "Remove a peer's pin and close its live sessions now");
+  deny->add_option("peer", peer, "Peer name or node id")->required();
+  ScopeArgs scope_args;
+  std::string allow_caps;
+  auto* allow = app.add_subcommand("allow", "Let a peer do more: yonder allow PEER exec,files");
+  allow->add_option("peer", peer, "Peer name or node id")->required();
+  allow->add_option("capabilities", allow_caps, "run,exec,forward,files")->required();
+  auto* scope = app.add_subcommand("scope", "Change what a peer may do here (from its next request)");
+  scope->add_option("peer", peer, "Peer name or node id")->required();
+  scope->add_option("--capabilities", scope_args.capabilities, "Replace capabilities: run,exec,forward,files");
+  scope->add_option("--add", scope_args.add, "Add capabilities");
+  scope->add_option("--remove", scope_args.remove, "Remove capabilities");
+  scope->add_option("--gpus", scope_args.gpus, "GPUs per job");
+  scope->add_option("--vram", scope_args.vram, "VRAM limit per job");
+  scope->add_option("--max-time", scope_args.max_time, "Wall time per job");
+  scope->add_option("--max-jobs", scope_args.max_jobs, "Concurrent jobs");
+  scope->add_option("--cpus", scope_args.cpus, "CPUs per job");
+  scope->add_option("--memory", scope_args.memory, "Memory per job");
+  scope->add_option("--disk", scope_args.disk, "Disk per job");
+  scope->add_option("--egress", scope_args.egress, "true or false");
+  scope->add_flag("--json", json, "Machine-readable output");
+  int ping_count = 4;
+  double ping_interval = 0.2;
+  auto* ping = app.add_subcommand("ping", "Round trips to a peer over the link");
+  ping->add_option("peer", peer, "Peer name or node id")->required();
+  ping->add_option("-c,--count", ping_count, "How many (default 4)");
+  ping->add_option("-i,--interval", ping_interval, "Seconds between them (default 0.2)");
+  ping->add_flag("--json", json, "Machine-readable output");
+  std::string speed_bytes = "256M";
+  int speed_streams = 1;
+  auto* speedtest = app.add_subcommand("speedtest", "Throughput of the link to a peer (like iperf)");
+  speedtest->add_option("peer", peer, "Peer name or node id")->required();
+  speedtest->add_option("--bytes", speed_bytes, "How much to send (default 256M)");
+  speedtest->add_option("--streams", speed_streams, "Parallel streams (default 1)");
+  speedtest->add_flag("--json", json, "Machine-readable output");
+  std::string call_method, call_params;
+  auto* call = app.add_subcommand("call", "Send one request to a peer (for debugging scopes)");
+  call->add_option("peer", peer, "Peer name or node id")->required();
+  call->add_option("method", call_method, "e.g. node.info, run.submit")->required();
+  call->add_option("params", call_params, "JSON object");
+  call->group("Debugging");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -66,6 +138,20 @@ int main(int argc, char** argv) {
   if (*gpu) return cmd_gpu(*ctx);
   if (*doctor) return cmd_doctor(*ctx);
   if (*shutdown) return cmd_shutdown(*ctx);
+  if (*share) return cmd_share(*ctx, share_args);
+  if (*links_revoke) return cmd_links_revoke(*ctx, link_id);
+  if (*links) return cmd_links(*ctx);
+  if (*pair) return cmd_pair(*ctx, link_text);
+  if (*peers) return cmd_peers(*ctx);
+  if (*deny) return cmd_deny(*ctx, peer);
+  if (*allow) {
+    scope_args.add = allow_caps;
+    return cmd_scope(*ctx, peer, scope_args);
+  }
+  if (*scope) return cmd_scope(*ctx, peer, scope_args);
+  if (*ping) return cmd_ping(*ctx, peer, ping_count, ping_interval);
+  if (*speedtest) return cmd_speedtest(*ctx, peer, speed_bytes, speed_streams);
+  if (*call) return cmd_call(*ctx, peer, call_method, call_params);
   if (*cfg_get) return cmd_config_get(*ctx, key);
   if (*cfg_set) return cmd_config_set(*ctx, key, value);
   if (*cfg_unset) return cmd_config_unset(*ctx, key);

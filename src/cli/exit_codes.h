@@ -8,6 +8,7 @@ inline constexpr int kExitError = 1;         // the command failed; the message 
 inline constexpr int kExitUsage = 2;         // bad arguments
 inline constexpr int kExitNoDaemon = 3;      // yonderd is not running (or not reachable)
 inline constexpr int kExitExists = 4;        // refused to replace something (e.g. `init` twice)
+inline constexpr int kExitDenied = 5;        // the peer refused: not permitted by our scope there
 // `yonder gpu`: 10 no NVML library, 11 driver not loaded, 12 no GPU,
 // 13 blocked by the OS (WSL), 14 other NVML error (gpu::state_exit_code).
 

@@ -31,44 +31,6 @@ constexpr InventoryState kAllStates[] = {
     InventoryState::kNoDevices, InventoryState::kBlockedByOs, InventoryState::kError,
 };
 
-class FakeInventory final : public GpuInventory {
- public:
-  FakeInventory(int count, std::string name, uint64_t memory_total_bytes)
-      : count_(count), name_(std::move(name)), memory_total_bytes_(memory_total_bytes) {}
-
-  InventoryReport probe() override {
-    InventoryReport report;
-    report.source = "fake";
-    report.library = "";
-    report.driver_version = "fake";
-    report.cuda_driver_version = "12.4";
-    report.state = count_ > 0 ? InventoryState::kOk : InventoryState::kNoDevices;
-    report.detail = count_ > 0 ? "" : "fake inventory configured with 0 devices";
-    for (int i = 0; i < count_; ++i) {
-      GpuDevice device;
-      device.index = i;
-      char buffer[64];
-      std::snprintf(buffer, sizeof buffer, "GPU-fake-0000-0000-0000-%012d", i);
-      device.uuid = buffer;
-      std::snprintf(buffer, sizeof buffer, "00000000:%02X:00.0", (i + 1) & 0xff);
-      device.pci_bus_id = buffer;
-      device.name = "FAKE " + name_;
-      device.memory_total_bytes = memory_total_bytes_;
-      device.utilization_percent = 0;
-      device.compute_major = 8;
-      device.compute_minor = 0;
-      report.devices.push_back(std::move(device));
-    }
-    return report;
-  }
-
- private:
-  // Immutable after construction, so probe() needs no lock to be thread-safe.
-  const int count_;
-  const std::string name_;
-  const uint64_t memory_total_bytes_;
-};
-
 std::optional<int> parse_int(std::string_view text, int min, int max) {
   int value = 0;
   const char* end = text.data() + text.size();
@@ -338,10 +300,54 @@ bool mentions_blocked_by_os(std::string_view text) {
   return it != text.end();
 }
 
+FakeGpuInventory::FakeGpuInventory(int count, std::string name, uint64_t memory_total_bytes)
+    : count_(count), name_(std::move(name)), memory_total_bytes_(memory_total_bytes) {}
+
+InventoryReport FakeGpuInventory::probe() {
+  InventoryReport report;
+  report.source = "fake";
+  report.library = "";
+  report.driver_version = "fake";
+  report.cuda_driver_version = "12.4";
+  report.state = count_ > 0 ? InventoryState::kOk : InventoryState::kNoDevices;
+  report.detail = count_ > 0 ? "" : "fake inventory configured with 0 devices";
+  std::lock_guard lock(mutex_);
+  for (int i = 0; i < count_; ++i) {
+    GpuDevice device;
+    device.index = i;
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, "GPU-fake-0000-0000-0000-%012d", i);
+    device.uuid = buffer;
+    std::snprintf(buffer, sizeof buffer, "00000000:%02X:00.0", (i + 1) & 0xff);
+    device.pci_bus_id = buffer;
+    device.name = "FAKE " + name_;
+    device.memory_total_bytes = memory_total_bytes_;
+    for (const auto& p : processes_) {
+      if (p.uuid == device.uuid) device.memory_used_bytes += p.used_bytes;
+    }
+    device.utilization_percent = 0;
+    device.compute_major = 8;
+    device.compute_minor = 0;
+    report.devices.push_back(std::move(device));
+  }
+  return report;
+}
+
+Result<std::vector<GpuProcess>> FakeGpuInventory::processes() {
+  std::lock_guard lock(mutex_);
+  return processes_;
+}
+
+void FakeGpuInventory::simulate_process(const std::string& uuid, int pid, uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(processes_, [&](const GpuProcess& p) { return p.uuid == uuid && p.pid == pid; });
+  if (bytes > 0) processes_.push_back({uuid, pid, bytes});
+}
+
 std::unique_ptr<GpuInventory> make_fake_inventory(int count, std::string name,
                                                   uint64_t memory_total_bytes) {
-  return std::make_unique<FakeInventory>(std::clamp(count, 0, kMaxFakeDevices), std::move(name),
-                                         memory_total_bytes);
+  return std::make_unique<FakeGpuInventory>(std::clamp(count, 0, kMaxFakeDevices), std::move(name),
+                                            memory_total_bytes);
 }
 
 Result<std::unique_ptr<GpuInventory>> make_inventory(const std::string& spec) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,12 +82,45 @@ Result<InventoryReport> report_from_json(const nlohmann::json& json);
 // NVML_ERROR_OPERATING_SYSTEM. Case-insensitive.
 bool mentions_blocked_by_os(std::string_view text);
 
+// GPU memory held by one process on one device (NVML's per-process
+// accounting: nvmlDeviceGetComputeRunningProcesses). `pid` is a host pid.
+struct GpuProcess {
+  std::string uuid;
+  int pid = 0;
+  uint64_t used_bytes = 0;
+
+  bool operator==(const GpuProcess&) const = default;
+};
+
 class GpuInventory {
  public:
   virtual ~GpuInventory() = default;
   // Thread-safe; may block briefly (NVML calls), so the daemon calls it off
   // its event loop. Never throws; failures are states of the report.
   virtual InventoryReport probe() = 0;
+  // Every compute process on every device with the memory it holds. Same
+  // threading as probe(). An error when the driver cannot say (then VRAM
+  // limits cannot be enforced, and the caller must say so).
+  virtual Result<std::vector<GpuProcess>> processes() = 0;
+};
+
+// The fake inventory behind "fake:N": devices that do not exist, for tests
+// and demos, with simulated per-process memory use so VRAM enforcement can
+// be tested without a GPU. Thread-safe.
+class FakeGpuInventory final : public GpuInventory {
+ public:
+  FakeGpuInventory(int count, std::string name, uint64_t memory_total_bytes);
+  InventoryReport probe() override;
+  Result<std::vector<GpuProcess>> processes() override;
+  // Pretends host process `pid` holds `bytes` on device `uuid` (0 removes it).
+  void simulate_process(const std::string& uuid, int pid, uint64_t bytes);
+
+ private:
+  const int count_;
+  const std::string name_;
+  const uint64_t memory_total_bytes_;
+  std::mutex mutex_;  // guards processes_
+  std::vector<GpuProcess> processes_;
 };
 
 // Loads `library` on the first probe that needs it (and retries on later

@@ -13,6 +13,7 @@
 // or upgrade is seen by the next probe.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <mutex>
 
@@ -57,6 +58,20 @@ struct NvmlMemory {  // nvmlMemory_t (v1), bytes
 };
 static_assert(sizeof(NvmlMemory) == 24, "nvmlMemory_t size");
 
+// nvmlProcessInfo_t as filled by nvmlDeviceGetComputeRunningProcesses_v2/_v3
+// (v3 adds nothing to the layout v2 has: pid, memory, two instance ids).
+struct NvmlProcessInfo {
+  unsigned int pid;
+  unsigned long long used_gpu_memory;  // bytes; NVML_VALUE_NOT_AVAILABLE when unknown
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+static_assert(offsetof(NvmlProcessInfo, used_gpu_memory) == 8, "nvmlProcessInfo_t layout");
+static_assert(sizeof(NvmlProcessInfo) == 24, "nvmlProcessInfo_t size");
+constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;
+constexpr NvmlReturn kNvmlErrorInsufficientSize = 7;
+constexpr unsigned int kMaxProcessesPerDevice = 4096;
+
 struct NvmlUtilization {  // nvmlUtilization_t, percent over the last sample period
   unsigned int gpu;
   unsigned int memory;
@@ -82,6 +97,8 @@ struct NvmlApi {
   NvmlReturn (*device_get_memory_info)(NvmlDevice, NvmlMemory*);
   NvmlReturn (*device_get_utilization_rates)(NvmlDevice, NvmlUtilization*);
   NvmlReturn (*device_get_cuda_compute_capability)(NvmlDevice, int*, int*);
+  // Optional: per-process accounting (VRAM limits). Absent in very old drivers.
+  NvmlReturn (*device_get_compute_running_processes)(NvmlDevice, unsigned int*, NvmlProcessInfo*);
 };
 
 template <typename Fn>
@@ -108,6 +125,10 @@ std::string resolve_all(void* handle, NvmlApi& api) {
   resolve(handle, "nvmlDeviceGetUtilizationRates", api.device_get_utilization_rates, missing);
   resolve(handle, "nvmlDeviceGetCudaComputeCapability",
           api.device_get_cuda_compute_capability, missing);
+  std::string optional;
+  if (!resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3", api.device_get_compute_running_processes, optional)) {
+    resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v2", api.device_get_compute_running_processes, optional);
+  }
   return missing;
 }
 
@@ -157,7 +178,60 @@ class NvmlInventory final : public GpuInventory {
     return report;
   }
 
+  Result<std::vector<GpuProcess>> processes() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    InventoryReport report;
+    if (!load(report)) return make_error(ErrorCode::kUnavailable, "NVML is not available: " + report.detail);
+    if (api_.device_get_compute_running_processes == nullptr) {
+      return make_error(ErrorCode::kFailedPrecondition, library_ +
+                        " has no nvmlDeviceGetComputeRunningProcesses; update the NVIDIA driver to enforce VRAM limits");
+    }
+    NvmlReturn rc = api_.init();
+    if (rc != kNvmlSuccess) return make_error(ErrorCode::kUnavailable, "nvmlInit_v2: " + error_text(rc));
+    auto out = query_processes();
+    api_.shutdown();
+    return out;
+  }
+
  private:
+  Result<std::vector<GpuProcess>> query_processes() const {
+    std::vector<GpuProcess> out;
+    unsigned int count = 0;
+    NvmlReturn rc = api_.device_get_count(&count);
+    if (rc != kNvmlSuccess) return make_error(ErrorCode::kInternal, "nvmlDeviceGetCount_v2: " + error_text(rc));
+    for (unsigned int i = 0; i < count; ++i) {
+      NvmlDevice device = nullptr;
+      if ((rc = api_.device_get_handle_by_index(i, &device)) != kNvmlSuccess) {
+        return make_error(ErrorCode::kInternal, "nvmlDeviceGetHandleByIndex_v2: " + error_text(rc));
+      }
+      char uuid[kTextBufferSize] = {};
+      if ((rc = api_.device_get_uuid(device, uuid, kTextBufferSize)) != kNvmlSuccess) {
+        return make_error(ErrorCode::kInternal, "nvmlDeviceGetUUID: " + error_text(rc));
+      }
+      // Ask with a buffer; NVML says how many it needs when that is too small
+      // (processes come and go between the calls, so retry a few times).
+      std::vector<NvmlProcessInfo> infos(64);
+      for (int attempt = 0; attempt < 4; ++attempt) {
+        unsigned int n = static_cast<unsigned int>(infos.size());
+        rc = api_.device_get_compute_running_processes(device, &n, infos.data());
+        if (rc == kNvmlErrorInsufficientSize && n <= kMaxProcessesPerDevice) {
+          infos.resize(n + 8);
+          continue;
+        }
+        if (rc == kNvmlSuccess) infos.resize(std::min<size_t>(n, infos.size()));
+        break;
+      }
+      if (rc != kNvmlSuccess) {
+        return make_error(ErrorCode::kInternal, "nvmlDeviceGetComputeRunningProcesses: " + error_text(rc));
+      }
+      for (const auto& p : infos) {
+        out.push_back({text_from(uuid, sizeof uuid), static_cast<int>(p.pid),
+                       p.used_gpu_memory == kNvmlValueNotAvailable ? 0 : p.used_gpu_memory});
+      }
+    }
+    return out;
+  }
+
   // Opens and resolves the library unless an earlier probe already did.
   bool load(InventoryReport& report) {
     if (handle_ != nullptr) return true;

@@ -17,6 +17,8 @@
 #include "config/config.h"
 #include "gpu/inventory.h"
 #include "node/logging.h"
+#include "node/peer_link.h"
+#include "node/provider_service.h"
 #include "node/setup.h"
 #include "node/version.h"
 #include "os/files.h"
@@ -77,13 +79,31 @@ int run_daemon(const DaemonOptions& options) {
   // its result back to `io`.
   asio::thread_pool pool(2);
   std::unique_ptr<api::LocalApiServer> server;
+  std::unique_ptr<PeerLink> peer_link;
   auto shutdown = [&] {
     spdlog::info("shutting down");
     if (server) server->stop();
+    if (peer_link) peer_link->stop();
     io.stop();
   };
 
+  // --- peer link (issue 3): trust store, TLS listener, pairing, peer routes.
+  auto created_link = PeerLink::create(io, *identity, *cfg, *paths, name);
+  if (!created_link) return fail(Error(created_link.error()).with_context("peer link"));
+  peer_link = std::move(*created_link);
+  if (auto st = peer_link->start(); !st) return fail(st.error());
+  // --- end peer link
+
+  // --- provider executor (issue 4): Docker executor, job manager, /v1/provider routes.
+  auto created_provider = ProviderService::create(*cfg, *paths, **inventory, node_id);
+  if (!created_provider) return fail(Error(created_provider.error()).with_context("provider jobs"));
+  std::unique_ptr<ProviderService> provider = std::move(*created_provider);
+  provider->start();  // re-adopts jobs a previous yonderd left running (blocking, before serving)
+  // --- end provider executor
+
   api::Router router;
+  peer_link->add_routes(router);
+  provider->add_routes(router, io, pool);  // issue 4
   router.add("GET", "/v1/status", [&](const api::Request&, api::Reply reply) {
     auto uptime = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
     reply(api::Response::json(
@@ -96,7 +116,8 @@ int run_daemon(const DaemonOptions& options) {
               {"home", paths->home},
               {"backends", nlohmann::json::array({cfg->get("executor.backend")})},
               {"gpu_inventory", cfg->get("gpu.inventory")},
-              {"peers", 0}}));
+              {"peers", peer_link->peer_count()},
+              {"link_port", peer_link->port()}}));
   });
   router.add("GET", "/v1/gpus", [&](const api::Request&, api::Reply reply) {
     asio::post(pool, [&io, &inventory, reply = std::move(reply)]() mutable {
@@ -132,6 +153,7 @@ int run_daemon(const DaemonOptions& options) {
   }
   io.run();
   pool.join();
+  provider->shutdown();  // issue 4: stops watching jobs; their containers keep running
   server.reset();
   spdlog::info("stopped");
   return 0;

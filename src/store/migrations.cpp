@@ -74,9 +74,34 @@ CREATE TABLE audit_log (
 ALTER TABLE peers ADD COLUMN denied_at INTEGER;
 )sql";
 
+// v3: the peer link. A peer row now says how to reach the peer (addresses
+// from its share link) and what it granted us (scope_json stays what we grant
+// it; an empty capability list means it may do nothing here). share_links
+// gets the name the link was made with for `yonder links`.
+constexpr std::string_view kV3 = R"sql(
+ALTER TABLE peers ADD COLUMN addresses_json TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE peers ADD COLUMN granted_to_us_json TEXT;
+ALTER TABLE share_links ADD COLUMN label TEXT;
+)sql";
+
+// v4: the provider executor. result_json holds how a job ended (reason,
+// message, OOM flag, times); job_gpu_leases records which job holds which
+// GPU, and its primary key makes a double lease impossible even if the
+// scheduler were wrong.
+constexpr std::string_view kV4 = R"sql(
+ALTER TABLE jobs ADD COLUMN result_json TEXT;
+CREATE TABLE job_gpu_leases (
+  gpu_uuid TEXT PRIMARY KEY NOT NULL,
+  job_id   TEXT NOT NULL REFERENCES jobs (job_id) ON DELETE CASCADE
+) STRICT;
+CREATE INDEX job_gpu_leases_by_job ON job_gpu_leases (job_id);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "peers and share links", kV1},
     {2, "jobs, audit log, peer denial", kV2},
+    {3, "peer addresses and granted scopes", kV3},
+    {4, "provider job results and GPU leases", kV4},
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "add a step when raising kSchemaVersion");
 

@@ -17,6 +17,7 @@ class DaemonCli : public ::testing::Test {
   DaemonCli() {
     env_ = {{"YONDER_HOME", dir_ / "home"},
             {"YONDER_CONFIG", ""},
+            {"YONDER_LINK_LISTEN", "127.0.0.1:0"},
             // Deterministic GPU state on any machine: a library path that does not exist.
             {"YONDER_GPU_INVENTORY", "nvml:/nonexistent/libnvidia-ml.so.1"},
             {"YONDER_PASSPHRASE", ""},

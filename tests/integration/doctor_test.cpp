@@ -19,6 +19,7 @@ class Doctor : public ::testing::Test {
   Doctor() {
     env_ = {{"YONDER_HOME", dir_ / "home"},
             {"YONDER_CONFIG", ""},
+            {"YONDER_LINK_LISTEN", "127.0.0.1:0"},
             {"YONDER_GPU_INVENTORY", "nvml:/nonexistent/libnvidia-ml.so.1"},
             {"YONDER_DOCKER_SOCKET", dir_ / "no-docker.sock"}};
     auto r = run({program_path("yonder"), "init"}, env_);

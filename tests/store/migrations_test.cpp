@@ -87,7 +87,8 @@ constexpr SampleRow kSamples[] = {
      "ifnull(last_seen_at, 'null') || '|' || via_link_id FROM peers WHERE peer_id = 'node-a'",
      "00FF0000|alice|{\"gpus\":1}|1700000000|null|link-1"},
     {1,
-     "INSERT INTO share_links VALUES ('link-1', x'0102', '{}', 1700000000, 1700086400, 3, 2, NULL)",
+     "INSERT INTO share_links (link_id, secret_hash, scope_json, created_at, expires_at, uses_total, uses_left, "
+     "revoked_at) VALUES ('link-1', x'0102', '{}', 1700000000, 1700086400, 3, 2, NULL)",
      "SELECT hex(secret_hash) || '|' || expires_at || '|' || uses_total || '|' || uses_left || '|' || "
      "ifnull(revoked_at, 'null') FROM share_links",
      "0102|1700086400|3|2|null"},
@@ -101,6 +102,14 @@ constexpr SampleRow kSamples[] = {
      "VALUES (1700000003, 'local', 'pair', 'node-a', '{}', NULL, x'aa')",
      "SELECT seq || '|' || action || '|' || hex(hash) FROM audit_log",
      "1|pair|AA"},
+    {3,
+     "INSERT INTO peers (peer_id, public_key, scope_json, paired_at, addresses_json, granted_to_us_json) "
+     "VALUES ('node-b', x'01', '{}', 1700000004, '[\"127.0.0.1:7850\"]', '{\"gpus\":2}')",
+     "SELECT addresses_json || '|' || granted_to_us_json FROM peers WHERE peer_id = 'node-b'",
+     "[\"127.0.0.1:7850\"]|{\"gpus\":2}"},
+    // v4 (provider executor): a GPU lease of job-1 (inserted by the v2 row).
+    {4, "INSERT INTO job_gpu_leases (gpu_uuid, job_id) VALUES ('GPU-1', 'job-1')",
+     "SELECT gpu_uuid || '|' || job_id FROM job_gpu_leases", "GPU-1|job-1"},
 };
 
 std::vector<std::string> fresh_latest_schema() {
@@ -120,7 +129,7 @@ TEST(Migrations, EmptyDatabaseMigratesToLatest) {
   Status status = migrate(db);
   ASSERT_TRUE(status.ok()) << status.error().to_string();
   EXPECT_EQ(version_of(db), kSchemaVersion);
-  EXPECT_EQ(kSchemaVersion, 2);
+  EXPECT_EQ(kSchemaVersion, 4);
   for (const char* table : {"peers", "share_links", "jobs", "audit_log"}) {
     EXPECT_EQ(query_text(db, std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '") +
                                  table + "'"),
@@ -163,9 +172,31 @@ TEST(Migrations, UpgradeFromEveryEarlierVersionKeepsRowsAndMatchesFreshSchema) {
     }
     if (from >= 1) {
       EXPECT_EQ(query_text(db, "SELECT ifnull(denied_at, 'null') FROM peers"), "null");
+      // v3's defaults for rows that existed before it.
+      EXPECT_EQ(query_text(db, "SELECT addresses_json || '|' || ifnull(granted_to_us_json, 'null') FROM peers "
+                               "WHERE peer_id = 'node-a'"),
+                "[]|null");
+    }
+    if (from >= 2) {
+      // v4: jobs from before it have no result yet.
+      EXPECT_EQ(query_text(db, "SELECT ifnull(result_json, 'null') FROM jobs WHERE job_id = 'job-1'"), "null");
     }
     EXPECT_EQ(schema_of(db), fresh);
   }
+}
+
+TEST(Migrations, AGpuCannotBeLeasedTwice) {
+  TempDir dir;
+  Database db = open_or_die(dir.file("state.db"));
+  ASSERT_TRUE(migrate(db).ok());
+  ASSERT_TRUE(db.exec("INSERT INTO jobs VALUES ('a', 'p', 'provider', 'running', '{}', NULL, NULL, 1, 1, NULL);"
+                      "INSERT INTO jobs VALUES ('b', 'p', 'provider', 'running', '{}', NULL, NULL, 1, 1, NULL);"
+                      "INSERT INTO job_gpu_leases VALUES ('GPU-0', 'a')")
+                  .ok());
+  EXPECT_FALSE(db.exec("INSERT INTO job_gpu_leases VALUES ('GPU-0', 'b')").ok());
+  // Removing the job frees its lease.
+  ASSERT_TRUE(db.exec("DELETE FROM jobs WHERE job_id = 'a'").ok());
+  EXPECT_TRUE(db.exec("INSERT INTO job_gpu_leases VALUES ('GPU-0', 'b')").ok());
 }
 
 TEST(Migrations, MigratingTwiceChangesNothing) {

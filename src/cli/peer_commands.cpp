@@ -1,0 +1,274 @@
+#include "cli/peer_commands.h"
+
+#include <qrencode.h>
+
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "cli/exit_codes.h"
+#include "crypto/scope.h"
+#include "os/unix_http.h"
+
+namespace yonder::cli {
+namespace {
+
+// Calls the daemon with a JSON body; prints failures; returns the reply.
+Result<nlohmann::json> post(const Context& ctx, const std::string& path, const nlohmann::json& body,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  os::HttpRequestOptions opts;
+  opts.timeout = timeout;
+  auto r = os::unix_http_request(ctx.socket_path(), body.is_null() ? "GET" : "POST", path,
+                                 body.is_null() ? std::string() : body.dump(), opts);
+  if (!r) return std::move(r).error();
+  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  if (r->status != 200) {
+    if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+      std::string code = j["error"].value("code", "");
+      ErrorCode ec = code == "permission_denied" ? ErrorCode::kPermissionDenied
+                     : code == "not_found"       ? ErrorCode::kNotFound
+                     : code == "invalid_argument" ? ErrorCode::kInvalidArgument
+                                                  : ErrorCode::kFailedPrecondition;
+      return make_error(ec, j["error"].value("message", "yonderd refused the request"));
+    }
+    return make_error(ErrorCode::kInternal, "yonderd answered HTTP " + std::to_string(r->status));
+  }
+  if (!j.is_object()) return make_error(ErrorCode::kInternal, "yonderd sent a reply that is not JSON");
+  return j;
+}
+
+int fail(const Context& ctx, const Error& e) {
+  if (e.code() == ErrorCode::kUnavailable && e.message().rfind("cannot connect to", 0) == 0) {
+    return report_daemon_error(ctx, e);
+  }
+  return print_error(e, e.code() == ErrorCode::kInvalidArgument ? kExitUsage : kExitError);
+}
+
+std::string when(int64_t t) {
+  std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  ::localtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+// Adds the optional scope flags to a request body, converting units.
+Status add_limits(nlohmann::json& body, const std::optional<int>& gpus, const std::optional<int>& max_jobs,
+                  const std::optional<std::string>& vram, const std::optional<std::string>& max_time,
+                  const std::optional<std::string>& memory, const std::optional<std::string>& disk,
+                  const std::optional<std::string>& cpus) {
+  if (gpus) {
+    if (*gpus < 0) return make_error(ErrorCode::kInvalidArgument, "--gpus must be 0 or more");
+    body["gpus"] = *gpus;
+  }
+  if (max_jobs) {
+    if (*max_jobs < 1) return make_error(ErrorCode::kInvalidArgument, "--max-jobs must be 1 or more");
+    body["max_jobs"] = *max_jobs;
+  }
+  auto size = [&](const std::optional<std::string>& v, const char* field) -> Status {
+    if (!v) return ok_status();
+    auto n = parse_size(*v);
+    if (!n) return std::move(n).error();
+    body[field] = *n;
+    return ok_status();
+  };
+  YONDER_TRY(size(vram, "vram_bytes"));
+  YONDER_TRY(size(memory, "memory_bytes"));
+  YONDER_TRY(size(disk, "disk_bytes"));
+  if (max_time) {
+    auto d = parse_duration_s(*max_time);
+    if (!d) return std::move(d).error();
+    body["max_time_s"] = *d;
+  }
+  if (cpus) {
+    char* end = nullptr;
+    double c = std::strtod(cpus->c_str(), &end);
+    if (end == cpus->c_str() || *end != '\0' || c <= 0 || c > 4096) {
+      return make_error(ErrorCode::kInvalidArgument, "--cpus must be a number like 2 or 0.5");
+    }
+    body["cpus_milli"] = static_cast<uint64_t>(c * 1000);
+  }
+  return ok_status();
+}
+
+void print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+
+}  // namespace
+
+std::string render_qr(const std::string& text) {
+  QRcode* qr = QRcode_encodeString(text.c_str(), 0, QR_ECLEVEL_L, QR_MODE_8, 1);
+  if (qr == nullptr) return "";
+  int w = qr->width;
+  auto dark = [&](int x, int y) { return x >= 0 && y >= 0 && x < w && y < w && (qr->data[y * w + x] & 1) != 0; };
+  std::string out;
+  // Two modules per character cell, with a 2-module quiet zone; light on dark
+  // terminals and dark on light ones both scan because we draw both colours.
+  for (int y = -2; y < w + 2; y += 2) {
+    for (int x = -2; x < w + 2; ++x) {
+      bool top = dark(x, y), bottom = dark(x, y + 1);
+      out += top && bottom ? " " : top ? "\u2584" : bottom ? "\u2580" : "\u2588";
+    }
+    out += "\n";
+  }
+  QRcode_free(qr);
+  return out;
+}
+
+int cmd_share(const Context& ctx, const ShareArgs& a) {
+  nlohmann::json body = {{"capabilities", a.scope}, {"uses", a.uses}, {"egress", a.egress}, {"label", a.label}};
+  auto expires = parse_duration_s(a.expires);
+  if (!expires) return print_error(Error(expires.error()).with_context("--expires"), kExitUsage);
+  body["expires_s"] = *expires;
+  if (a.uses < 1) return print_error(make_error(ErrorCode::kInvalidArgument, "--uses must be 1 or more"), kExitUsage);
+  if (auto st = add_limits(body, a.gpus, a.max_jobs, a.vram, a.max_time, a.memory, a.disk, a.cpus); !st) {
+    return print_error(st.error(), kExitUsage);
+  }
+  auto r = post(ctx, "/v1/share", body);
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    print_json(*r);
+    return kExitOk;
+  }
+  std::string link = r->value("link", "");
+  if (!a.no_qr) std::printf("%s\n", render_qr(link).c_str());
+  std::printf("%s\n\n", link.c_str());
+  std::printf("Link %s: %s\n", r->value("id", "").c_str(), r->value("summary", "").c_str());
+  std::printf("Valid for %s, %d pairing(s), until %s. Revoke with: yonder links revoke %s\n", a.expires.c_str(),
+              a.uses, when(r->value("expires_at", int64_t{0})).c_str(), r->value("id", "").c_str());
+  std::printf("Whoever holds this link can pair with this node: send it privately.\n");
+  return kExitOk;
+}
+
+int cmd_links(const Context& ctx) {
+  auto r = post(ctx, "/v1/links", nullptr);
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    print_json(*r);
+    return kExitOk;
+  }
+  const auto& links = (*r)["links"];
+  if (links.empty()) {
+    std::printf("No share links. Create one with `yonder share`.\n");
+    return kExitOk;
+  }
+  std::printf("%-32s  %-8s  %-5s  %-16s  %s\n", "ID", "STATE", "USES", "EXPIRES", "SCOPE");
+  for (const auto& l : links) {
+    std::string uses = std::to_string(l.value("uses_left", 0)) + "/" + std::to_string(l.value("uses_total", 0));
+    std::printf("%-32s  %-8s  %-5s  %-16s  %s\n", l.value("id", "").c_str(), l.value("state", "").c_str(),
+                uses.c_str(), when(l.value("expires_at", int64_t{0})).c_str(), l.value("summary", "").c_str());
+  }
+  return kExitOk;
+}
+
+int cmd_links_revoke(const Context& ctx, const std::string& id) {
+  auto r = post(ctx, "/v1/links/revoke", {{"id", id}});
+  if (!r) return fail(ctx, r.error());
+  if (!ctx.json) std::printf("Revoked link %s: it can no longer pair anyone.\n", id.c_str());
+  else print_json(*r);
+  return kExitOk;
+}
+
+int cmd_pair(const Context& ctx, const std::string& link) {
+  auto r = post(ctx, "/v1/pair", {{"link", link}});
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    print_json(*r);
+    return kExitOk;
+  }
+  std::printf("Paired with \"%s\"\n  node id  %s\n  scope    %s\n  check    %s  (the provider's log shows the same "
+              "digits for this pairing; compare them if you want to be sure nobody is in between)\n",
+              r->value("name", "").c_str(), r->value("peer", "").c_str(), r->value("summary", "").c_str(),
+              r->value("short_auth_string", "").c_str());
+  return kExitOk;
+}
+
+int cmd_peers(const Context& ctx) {
+  auto r = post(ctx, "/v1/peers", nullptr);
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    print_json(*r);
+    return kExitOk;
+  }
+  const auto& peers = (*r)["peers"];
+  if (peers.empty()) {
+    std::printf("No peers. Pair with `yonder pair LINK`, or share with `yonder share`.\n");
+    return kExitOk;
+  }
+  std::printf("%-16s  %-7s  %-9s  %-16s  %-40s  %s\n", "NAME", "ID", "STATE", "LAST SEEN", "THEY MAY (HERE)", "PATH");
+  for (const auto& p : peers) {
+    std::string state = p.value("denied", false) ? "denied" : p.value("connected", false) ? "connected" : "idle";
+    std::string seen = p["last_seen_at"].is_number() ? when(p["last_seen_at"].get<int64_t>()) : "never";
+    std::string path = p.value("path", "");
+    if (p.contains("rtt_ms")) path += " (" + std::to_string(static_cast<int>(p["rtt_ms"].get<double>() * 1000) / 1000.0).substr(0, 5) + " ms)";
+    std::printf("%-16s  %-7s  %-9s  %-16s  %-40s  %s\n", p.value("name", "").substr(0, 16).c_str(),
+                p.value("node_id", "").substr(0, 7).c_str(), state.c_str(), seen.c_str(),
+                p.value("grant_summary", "").substr(0, 40).c_str(), path.c_str());
+  }
+  return kExitOk;
+}
+
+int cmd_deny(const Context& ctx, const std::string& peer) {
+  auto r = post(ctx, "/v1/peers/deny", {{"peer", peer}});
+  if (!r) return fail(ctx, r.error());
+  if (!ctx.json) std::printf("Denied %s: its pin is removed and its live sessions are closed.\n", r->value("peer", "").c_str());
+  else print_json(*r);
+  return kExitOk;
+}
+
+int cmd_scope(const Context& ctx, const std::string& peer, const ScopeArgs& a) {
+  nlohmann::json body = {{"peer", peer}};
+  if (a.capabilities) body["capabilities"] = *a.capabilities;
+  if (a.add) body["add"] = *a.add;
+  if (a.remove) body["remove"] = *a.remove;
+  if (a.egress) body["egress"] = *a.egress;
+  if (auto st = add_limits(body, a.gpus, a.max_jobs, a.vram, a.max_time, a.memory, a.disk, a.cpus); !st) {
+    return print_error(st.error(), kExitUsage);
+  }
+  auto r = post(ctx, "/v1/peers/scope", body);
+  if (!r) return fail(ctx, r.error());
+  if (!ctx.json) std::printf("%s may now: %s (from its next request)\n", r->value("peer", "").c_str(), r->value("summary", "").c_str());
+  else print_json(*r);
+  return kExitOk;
+}
+
+int cmd_ping(const Context& ctx, const std::string& peer, int count, double interval_s) {
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(60000 + count * interval_s * 1000));
+  auto r = post(ctx, "/v1/peers/ping", {{"peer", peer}, {"count", count}, {"interval_ms", static_cast<int>(interval_s * 1000)}},
+                timeout);
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    print_json(*r);
+    return kExitOk;
+  }
+  for (const auto& ms : (*r)["rtt_ms"]) std::printf("reply from %s: time=%.3f ms\n", peer.c_str(), ms.get<double>());
+  return kExitOk;
+}
+
+int cmd_speedtest(const Context& ctx, const std::string& peer, const std::string& bytes, int streams) {
+  auto n = parse_size(bytes);
+  if (!n) return print_error(n.error(), kExitUsage);
+  auto r = post(ctx, "/v1/peers/speedtest", {{"peer", peer}, {"bytes", *n}, {"streams", streams}},
+                std::chrono::minutes(30));
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    print_json(*r);
+    return kExitOk;
+  }
+  std::printf("sent %s over %d stream(s) in %.2f s: %.2f Gbit/s\n", format_size(r->value("bytes", uint64_t{0})).c_str(),
+              streams, r->value("seconds", 0.0), r->value("gbit_s", 0.0));
+  return kExitOk;
+}
+
+int cmd_call(const Context& ctx, const std::string& peer, const std::string& method, const std::string& params) {
+  auto p = nlohmann::json::parse(params.empty() ? "{}" : params, nullptr, false);
+  if (!p.is_object()) return print_error(make_error(ErrorCode::kInvalidArgument, "params must be a JSON object"), kExitUsage);
+  auto r = post(ctx, "/v1/peers/call", {{"peer", peer}, {"method", method}, {"params", p}});
+  if (!r) {
+    return print_error(r.error(), r.error().code() == ErrorCode::kPermissionDenied ? kExitDenied : kExitError);
+  }
+  print_json((*r)["result"]);
+  return kExitOk;
+}
+
+}  // namespace yonder::cli

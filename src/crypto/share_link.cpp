@@ -1,0 +1,276 @@
+#include "crypto/share_link.h"
+
+#include <openssl/sha.h>
+
+#include <cctype>
+#include <charconv>
+#include <ctime>
+#include <optional>
+
+namespace yonder {
+namespace {
+
+constexpr uint8_t kVersion = 1;
+constexpr std::string_view kSignContext = "yonder-share-link-v1";
+constexpr size_t kMaxAddresses = 8;
+constexpr size_t kMaxAddressLength = 80;
+constexpr size_t kMaxNameLength = 64;
+constexpr size_t kSignatureSize = 64;
+
+class Writer {
+ public:
+  void u8(uint8_t v) { out_.push_back(v); }
+  void u16(uint16_t v) { be(v, 2); }
+  void u32(uint32_t v) { be(v, 4); }
+  void u64(uint64_t v) { be(v, 8); }
+  void bytes(ByteView b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  void str8(std::string_view s) {
+    u8(static_cast<uint8_t>(s.size()));
+    bytes(as_bytes(s));
+  }
+  Bytes& out() { return out_; }
+
+ private:
+  void be(uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; --i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  Bytes out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(ByteView in) : in_(in) {}
+  bool ok() const { return ok_; }
+  size_t left() const { return in_.size() - pos_; }
+  uint8_t u8() { return static_cast<uint8_t>(be(1)); }
+  uint16_t u16() { return static_cast<uint16_t>(be(2)); }
+  uint32_t u32() { return static_cast<uint32_t>(be(4)); }
+  uint64_t u64() { return be(8); }
+  template <size_t N>
+  void fixed(std::array<uint8_t, N>& out) {
+    if (!need(N)) return;
+    std::copy(in_.begin() + static_cast<long>(pos_), in_.begin() + static_cast<long>(pos_ + N), out.begin());
+    pos_ += N;
+  }
+  std::string str8(size_t max) {
+    size_t n = u8();
+    if (n > max) ok_ = false;
+    if (!ok_ || !need(n)) return {};
+    std::string s(reinterpret_cast<const char*>(in_.data() + pos_), n);
+    pos_ += n;
+    return s;
+  }
+
+ private:
+  bool need(size_t n) {
+    if (!ok_ || left() < n) ok_ = false;
+    return ok_;
+  }
+  uint64_t be(int n) {
+    if (!need(static_cast<size_t>(n))) return 0;
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v = (v << 8) | in_[pos_++];
+    return v;
+  }
+  ByteView in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+std::string base64url(ByteView data) {
+  std::string s = base64_encode(data);
+  while (!s.empty() && s.back() == '=') s.pop_back();
+  for (char& c : s) {
+    if (c == '+') c = '-';
+    else if (c == '/') c = '_';
+  }
+  return s;
+}
+
+// Lenient on the tail: a link cut short still decodes (to a short payload,
+// reported as truncated) instead of failing as "not base64". Integrity comes
+// from the signature, not from canonical encoding.
+std::optional<Bytes> from_base64url(std::string_view text) {
+  Bytes out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    int v;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') v = c - '0' + 52;
+    else if (c == '-') v = 62;
+    else if (c == '_') v = 63;
+    else return std::nullopt;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<uint8_t>(acc >> bits));
+      acc &= (1u << bits) - 1;
+    }
+  }
+  return out;
+}
+
+Bytes signed_message(ByteView body) {
+  Bytes msg(kSignContext.begin(), kSignContext.end());
+  msg.insert(msg.end(), body.begin(), body.end());
+  return msg;
+}
+
+bool printable_address(std::string_view a) {
+  if (a.empty() || a.size() > kMaxAddressLength) return false;
+  for (char c : a) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == ':' || c == '[' || c == ']' || c == '-' ||
+          c == '%')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Error bad_link(const std::string& why) {
+  return make_error(ErrorCode::kInvalidArgument, why);
+}
+
+}  // namespace
+
+std::string ShareLink::id_text() const { return hex_encode(id); }
+
+Result<std::string> encode_share_link(const ShareLink& link, const Identity& provider) {
+  if (provider.public_key() != link.provider_key) {
+    return make_error(ErrorCode::kInvalidArgument, "a share link must be signed by the provider it names");
+  }
+  if (link.addresses.size() > kMaxAddresses) {
+    return make_error(ErrorCode::kInvalidArgument, "a share link carries at most 8 addresses");
+  }
+  for (const auto& a : link.addresses) {
+    if (!printable_address(a)) {
+      return make_error(ErrorCode::kInvalidArgument, "address \"" + a.substr(0, 90) + "\" cannot go in a share link");
+    }
+  }
+  if (link.provider_name.size() > kMaxNameLength) {
+    return make_error(ErrorCode::kInvalidArgument, "node names in share links are at most 64 bytes; shorten node.name");
+  }
+  Writer w;
+  w.u8(kVersion);
+  w.bytes(link.provider_key);
+  w.bytes(link.id);
+  w.bytes(link.secret);
+  w.u64(static_cast<uint64_t>(link.expires_at));
+  w.u16(link.uses);
+  const Scope& s = link.scope;
+  w.u8(s.capabilities);
+  w.u8(s.egress ? 1 : 0);
+  w.u16(s.gpus);
+  w.u64(s.vram_bytes);
+  w.u32(s.max_time_s);
+  w.u16(s.max_jobs);
+  w.u32(s.cpus_milli);
+  w.u64(s.memory_bytes);
+  w.u64(s.disk_bytes);
+  w.u8(static_cast<uint8_t>(link.addresses.size()));
+  for (const auto& a : link.addresses) w.str8(a);
+  w.str8(link.provider_name);
+  Bytes sig = provider.sign(signed_message(w.out()));
+  w.bytes(sig);
+  return std::string(kLinkScheme) + base64url(w.out());
+}
+
+Result<ShareLink> decode_share_link(std::string_view text) {
+  // People paste links with spaces, newlines or angle brackets around them.
+  while (!text.empty() && (std::isspace(static_cast<unsigned char>(text.front())) || text.front() == '<')) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && (std::isspace(static_cast<unsigned char>(text.back())) || text.back() == '>')) {
+    text.remove_suffix(1);
+  }
+  if (text.substr(0, kLinkScheme.size()) != kLinkScheme) {
+    return bad_link("this is not a Yonder share link (it should start with yonder://); copy the whole link again");
+  }
+  text.remove_prefix(kLinkScheme.size());
+  if (text.size() > kMaxLinkBytes * 4 / 3 + 4) return bad_link("this share link is too long to be valid");
+  auto raw = from_base64url(text);
+  if (!raw) {
+    return bad_link("this share link is damaged (it contains characters a link never has, or was cut short); "
+                    "copy the whole link again");
+  }
+  Reader r(*raw);
+  ShareLink link;
+  uint8_t version = r.u8();
+  if (r.ok() && version != kVersion) {
+    return bad_link("this share link has format version " + std::to_string(version) +
+                    ", which this yonder does not know; upgrade yonder");
+  }
+  r.fixed(link.provider_key);
+  r.fixed(link.id);
+  r.fixed(link.secret);
+  link.expires_at = static_cast<int64_t>(r.u64());
+  link.uses = r.u16();
+  Scope& s = link.scope;
+  s.capabilities = r.u8();
+  s.egress = (r.u8() & 1) != 0;
+  s.gpus = r.u16();
+  s.vram_bytes = r.u64();
+  s.max_time_s = r.u32();
+  s.max_jobs = r.u16();
+  s.cpus_milli = r.u32();
+  s.memory_bytes = r.u64();
+  s.disk_bytes = r.u64();
+  size_t n_addr = r.u8();
+  if (n_addr > kMaxAddresses) return bad_link("this share link is damaged (too many addresses)");
+  for (size_t i = 0; i < n_addr && r.ok(); ++i) link.addresses.push_back(r.str8(kMaxAddressLength));
+  link.provider_name = r.str8(kMaxNameLength);
+  size_t body_size = raw->size() - r.left();
+  std::array<uint8_t, kSignatureSize> sig{};
+  r.fixed(sig);
+  if (!r.ok()) {
+    return bad_link("this share link is truncated (part of it is missing); copy the whole link again");
+  }
+  if (r.left() != 0) return bad_link("this share link has extra bytes at the end; copy exactly the link");
+  if (!verify_signature(link.provider_key, signed_message(ByteView(raw->data(), body_size)), sig)) {
+    return make_error(ErrorCode::kPermissionDenied,
+                      "this share link has been altered (its signature does not match the provider's key); "
+                      "do not use it, and ask the provider for a new link");
+  }
+  for (const auto& a : link.addresses) {
+    if (!printable_address(a)) return bad_link("this share link carries an invalid address");
+  }
+  return link;
+}
+
+Status check_link_expiry(const ShareLink& link, TimePoint now) {
+  if (unix_seconds(now) < link.expires_at) return ok_status();
+  std::time_t t = static_cast<std::time_t>(link.expires_at);
+  char when[32];
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+  return make_error(ErrorCode::kFailedPrecondition,
+                    std::string("this share link expired at ") + when + "; ask the provider for a new one");
+}
+
+Bytes hash_link_secret(const LinkSecret& secret) {
+  Bytes out(SHA256_DIGEST_LENGTH);
+  SHA256(secret.data(), secret.size(), out.data());
+  return out;
+}
+
+Result<LinkIdBytes> parse_link_id(std::string_view text) {
+  LinkIdBytes id{};
+  if (text.size() != 32) {
+    return make_error(ErrorCode::kInvalidArgument, "a link id has 32 hex digits; `yonder links` lists them");
+  }
+  for (size_t i = 0; i < 16; ++i) {
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(text.data() + 2 * i, text.data() + 2 * i + 2, v, 16);
+    if (ec != std::errc() || p != text.data() + 2 * i + 2) {
+      return make_error(ErrorCode::kInvalidArgument, "a link id has 32 hex digits; `yonder links` lists them");
+    }
+    id[i] = static_cast<uint8_t>(v);
+  }
+  return id;
+}
+
+}  // namespace yonder

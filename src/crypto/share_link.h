@@ -1,0 +1,73 @@
+// Share links: what `yonder share` prints and `yonder pair` consumes.
+//
+//   yonder://<base64url, no padding, of the binary payload below>
+//
+// Payload (big-endian integers), at most kMaxLinkBytes:
+//   u8   version (1)
+//   32   provider's Ed25519 public key (its node id)
+//   16   link id (random; names the link in `yonder links`)
+//   32   one-time secret (the provider stores only its SHA-256)
+//   i64  expires_at, unix seconds
+//   u16  uses (how many pairings the link allows; informational for the holder)
+//   scope: u8 capabilities, u8 flags (bit 0: egress), u16 gpus, u64 vram,
+//          u32 max_time_s, u16 max_jobs, u32 cpus_milli, u64 memory, u64 disk
+//   u8   address count (<= 8), each: u8 length (<= 80) + "host:port" ASCII
+//   u8   name length (<= 64) + provider's name (UTF-8)
+//   64   Ed25519 signature over "yonder-share-link-v1" || every byte above
+//
+// The holder verifies the signature and expiry before dialling; the provider
+// checks them again, plus the secret, uses left and revocation, before it
+// pins the holder's key. The link is a bearer secret: whoever holds it first
+// can pair, so it is short-lived and single-use by default.
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/bytes.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "crypto/identity.h"
+#include "crypto/scope.h"
+
+namespace yonder {
+
+using LinkIdBytes = std::array<uint8_t, 16>;
+using LinkSecret = std::array<uint8_t, 32>;
+
+struct ShareLink {
+  PublicKeyBytes provider_key{};
+  LinkIdBytes id{};
+  LinkSecret secret{};
+  int64_t expires_at = 0;
+  uint16_t uses = 1;
+  Scope scope;
+  std::vector<std::string> addresses;  // "host:port", "[v6]:port"
+  std::string provider_name;
+
+  std::string id_text() const;  // 32 hex digits
+  NodeId provider() const { return NodeId(provider_key); }
+};
+
+constexpr size_t kMaxLinkBytes = 1024;
+constexpr std::string_view kLinkScheme = "yonder://";
+
+// Signs and encodes. Addresses and names beyond the format's bounds are errors.
+Result<std::string> encode_share_link(const ShareLink& link, const Identity& provider);
+
+// Decodes and verifies the signature (not the expiry: see check_link_expiry).
+// Each failure has its own message: not a link, truncated, tampered, unknown version.
+Result<ShareLink> decode_share_link(std::string_view text);
+
+// kFailedPrecondition "expired" when now >= expires_at.
+Status check_link_expiry(const ShareLink& link, TimePoint now);
+
+// SHA-256 of the secret, as stored by the provider.
+Bytes hash_link_secret(const LinkSecret& secret);
+
+// Parses a link id as printed by `yonder links` (32 hex digits).
+Result<LinkIdBytes> parse_link_id(std::string_view text);
+
+}  // namespace yonder

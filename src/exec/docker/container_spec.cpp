@@ -1,0 +1,89 @@
+#include "exec/docker/container_spec.h"
+
+#include <algorithm>
+
+namespace yonder::exec::docker {
+
+nlohmann::json build_create_body(const TaskSpec& spec, const CreateContext& ctx) {
+  using nlohmann::json;
+  json env = json::array();
+  for (const auto& [k, v] : spec.env) env.push_back(k + "=" + v);
+  std::string visible = "void";
+  if (!spec.gpu_uuids.empty()) {
+    visible.clear();
+    for (const auto& u : spec.gpu_uuids) visible += (visible.empty() ? "" : ",") + u;
+  }
+  // Set last so nothing above can override them (the consumer's env was
+  // already refused if it named them; this is the second lock).
+  env.push_back("NVIDIA_VISIBLE_DEVICES=" + visible);
+  if (!spec.gpu_uuids.empty()) env.push_back("NVIDIA_DRIVER_CAPABILITIES=compute,utility");
+  if (spec.simulate_gpus) env.push_back("YONDER_FAKE_GPUS=1");
+
+  const Limits& l = spec.limits;
+  json host = {
+      {"CapDrop", json::array({"ALL"})},
+      {"CapAdd", json::array()},
+      {"SecurityOpt", json::array({"no-new-privileges"})},
+      {"Privileged", false},
+      {"ReadonlyRootfs", true},
+      {"PidsLimit", l.pids},
+      {"Memory", l.memory_bytes},
+      {"MemorySwap", l.memory_bytes},
+      {"NanoCpus", l.nano_cpus},
+      {"ShmSize", l.shm_bytes},
+      {"IpcMode", "private"},
+      {"OomScoreAdj", 500},  // under host memory pressure, jobs go first
+      {"Init", true},        // reaps zombies and forwards signals to the job
+      {"NetworkMode", spec.network_egress ? ctx.egress_network : std::string("none")},
+      {"RestartPolicy", {{"Name", "no"}}},
+      {"AutoRemove", false},  // we read the exit status and logs first
+      {"LogConfig",
+       {{"Type", "json-file"}, {"Config", {{"max-size", std::to_string(l.log_file_bytes)}, {"max-file", "2"}}}}},
+      {"Tmpfs", {{"/tmp", "rw,nosuid,nodev,size=" + std::to_string(l.tmp_bytes) + ",mode=1777"}}},
+  };
+  if (!ctx.workspace.empty()) {
+    host["Mounts"] = json::array(
+        {{{"Type", "bind"}, {"Source", ctx.workspace}, {"Target", "/workspace"}, {"ReadOnly", false}}});
+  }
+  if (spec.isolation == Isolation::kGvisor) host["Runtime"] = ctx.gvisor_runtime;
+  if (!spec.gpu_uuids.empty() && !spec.simulate_gpus) {
+    host["DeviceRequests"] = json::array({{{"Driver", "nvidia"},
+                                           {"DeviceIDs", spec.gpu_uuids},
+                                           {"Capabilities", json::array({json::array({"gpu"})})}}});
+  }
+  json body = {
+      {"Image", spec.image},
+      {"User", "65534:65534"},
+      {"WorkingDir", spec.workdir},
+      {"Env", env},
+      {"Hostname", "job"},
+      {"Tty", false},
+      {"OpenStdin", false},
+      {"AttachStdin", false},
+      {"AttachStdout", false},
+      {"AttachStderr", false},
+      {"StopSignal", "SIGTERM"},
+      {"Labels", {{kOwnerLabel, ctx.owner}, {kJobLabel, spec.job_id}}},
+      {"HostConfig", host},
+  };
+  if (!spec.command.empty()) body["Cmd"] = spec.command;
+  if (!spec.network_egress) body["NetworkDisabled"] = true;
+  return body;
+}
+
+GpuSupport gpu_support(const EngineVersion& version, const EngineInfo& info, bool hook_installed,
+                       const std::string& socket) {
+  if (version.podman) {
+    return {false, "the engine at " + socket +
+                       " is Podman, whose Docker-compatible API silently ignores GPU requests; a GPU job would run "
+                       "without its GPU, so GPU jobs are refused (use Docker with the NVIDIA container toolkit)"};
+  }
+  bool nvidia_runtime = std::find(info.runtimes.begin(), info.runtimes.end(), "nvidia") != info.runtimes.end();
+  if (nvidia_runtime || hook_installed) return {true, ""};
+  return {false, "the Docker engine at " + socket +
+                     " has no NVIDIA runtime (no \"nvidia\" runtime in `docker info` and no "
+                     "nvidia-container-runtime-hook on PATH); install the NVIDIA container toolkit "
+                     "(nvidia-container-toolkit), run `nvidia-ctk runtime configure --runtime=docker` and restart dockerd"};
+}
+
+}  // namespace yonder::exec::docker

@@ -1,0 +1,49 @@
+// The hardened container a job runs in, as the body of Docker's
+// POST /containers/create, and the engine capability checks made before
+// creating one. Pure functions: unit-tested field by field
+// (tests/exec/docker/container_spec_test.cpp) and then by the abuse suite
+// against a real dockerd.
+//
+// Defaults, all on, always (measured in ../shared/ARCHITECTURE.md):
+// CapDrop ALL, no-new-privileges, read-only root, User 65534:65534,
+// PidsLimit, Memory = MemorySwap, NanoCpus, ShmSize, NetworkMode none (or the
+// dedicated egress network when the scope allows egress), json-file logs
+// capped by size and count, a size-limited tmpfs /tmp, the workspace bind
+// mount, a private IPC namespace, an init process, and
+// NVIDIA_VISIBLE_DEVICES set by us ("void" for CPU jobs, so an engine whose
+// default runtime is nvidia exposes no GPU).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "exec/docker/docker_json.h"
+#include "exec/executor.h"
+
+namespace yonder::exec::docker {
+
+inline constexpr const char* kOwnerLabel = "yonder.owner";
+inline constexpr const char* kJobLabel = "yonder.job";
+
+struct CreateContext {
+  std::string owner;            // value of the owner label (the node's id)
+  std::string workspace;        // host path bind-mounted at /workspace, "" for none
+  std::string gvisor_runtime;   // runtime name for Isolation::kGvisor ("runsc")
+  std::string egress_network;   // network for jobs allowed egress
+};
+
+nlohmann::json build_create_body(const TaskSpec& spec, const CreateContext& ctx);
+
+struct GpuSupport {
+  bool capable = false;
+  std::string detail;  // the missing piece and how to add it
+};
+
+// Whether GPU jobs can run on this engine. `hook_installed`: the NVIDIA
+// container runtime hook is on this host's PATH (what Docker's DeviceRequests
+// for driver "nvidia" need even without a registered "nvidia" runtime).
+GpuSupport gpu_support(const EngineVersion& version, const EngineInfo& info, bool hook_installed,
+                       const std::string& socket);
+
+}  // namespace yonder::exec::docker

@@ -1,0 +1,68 @@
+// The Docker backend of exec::Executor: hardened containers
+// (container_spec.h) on the Docker Engine API (docker_api.h), each with a
+// loop-mounted ext4 workspace (os/loop_mount.h), images checked against the
+// provider's ImagePolicy, GPUs passed by UUID through DeviceRequests, and
+// every container labelled with the owner (this node) and its job id so a
+// restarted daemon can find what it started.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "exec/docker/docker_api.h"
+#include "exec/executor.h"
+#include "exec/image_policy.h"
+
+namespace yonder::exec::docker {
+
+struct DockerOptions {
+  std::string socket = "/var/run/docker.sock";
+  std::string owner;             // owner label value; the node id
+  std::string jobs_dir;          // <jobs_dir>/<job_id>/{workspace.img,workspace}
+  ImagePolicy images;
+  std::string gvisor_runtime = "runsc";
+  std::string egress_network = "yonder-egress";
+  bool workspaces = true;        // false: no workspace mount (bench of the bare engine path)
+};
+
+class DockerExecutor final : public Executor {
+ public:
+  explicit DockerExecutor(DockerOptions options);
+
+  Fingerprint fingerprint() override;
+  Status check(const TaskSpec& spec) override;
+  Result<TaskHandle> start(const TaskSpec& spec) override;
+  Result<TaskStatus> recover(const TaskHandle& handle) override;
+  Result<ExitInfo> wait(const TaskHandle& handle, const CancelSlot& on_cancel) override;
+  Status stop(const TaskHandle& handle, int signal, std::chrono::seconds grace) override;
+  Status signal(const TaskHandle& handle, int signal) override;
+  Status destroy(const TaskHandle& handle, bool remove_workspace) override;
+  Result<TaskStatus> inspect(const TaskHandle& handle) override;
+  Result<TaskStats> stats(const TaskHandle& handle) override;
+  Result<std::unique_ptr<ExecSession>> exec(const TaskHandle& handle, const ExecSpec& spec) override;
+  Status logs(const TaskHandle& handle, const LogOptions& options, const LogSink& sink,
+              const CancelSlot& on_cancel) override;
+  Result<std::vector<OwnedTask>> list_owned() override;
+  Status remove_task(const std::string& task_id) override;
+  bool owns_pid(const TaskHandle& handle, int pid) override;
+
+  // The container name used for a job ("yonder-<job_id>").
+  static std::string container_name(const std::string& job_id) { return "yonder-" + job_id; }
+
+ private:
+  // Fingerprint, cached for a few seconds (it costs two API calls).
+  Fingerprint cached_fingerprint();
+  Status ensure_image(const std::string& image);
+  Result<ExitInfo> wait_for(const std::string& id, std::chrono::milliseconds timeout, const CancelSlot& on_cancel);
+
+  DockerOptions options_;
+  DockerApi api_;
+  std::mutex mutex_;  // guards the cache below
+  std::optional<Fingerprint> fingerprint_;
+  std::chrono::steady_clock::time_point fingerprint_at_;
+};
+
+}  // namespace yonder::exec::docker

@@ -1,0 +1,165 @@
+#include "jobs/provider/job_log.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace yonder::jobs::provider {
+namespace {
+
+uint64_t get_be(std::string_view b, size_t pos, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v = (v << 8) | static_cast<uint8_t>(b[pos + i]);
+  return v;
+}
+
+void put_be(std::string& out, uint64_t v, size_t n) {
+  for (size_t i = 0; i < n; ++i) out.push_back(static_cast<char>(v >> (8 * (n - 1 - i))));
+}
+
+Error io_error(const std::string& what, const std::string& path) {
+  return make_error(ErrorCode::kInternal, what + " " + path + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+std::string encode_log_record(exec::LogStream stream, int64_t unix_ns, std::string_view data) {
+  std::string out;
+  out.reserve(kLogRecordHeader + data.size());
+  out.push_back(static_cast<char>(stream));
+  out.append(3, '\0');
+  put_be(out, data.size(), 4);
+  put_be(out, static_cast<uint64_t>(unix_ns), 8);
+  out.append(data);
+  return out;
+}
+
+Result<std::vector<LogRecord>> decode_log_records(std::string_view bytes, size_t* consumed) {
+  std::vector<LogRecord> out;
+  size_t pos = 0;
+  while (bytes.size() - pos >= kLogRecordHeader) {
+    uint8_t stream = static_cast<uint8_t>(bytes[pos]);
+    if (stream < 1 || stream > 3 || bytes[pos + 1] != 0 || bytes[pos + 2] != 0 || bytes[pos + 3] != 0) {
+      return make_error(ErrorCode::kDataLoss, "job log record at offset " + std::to_string(pos) +
+                                                  " has a bad header; use an offset this API returned");
+    }
+    uint64_t length = get_be(bytes, pos + 4, 4);
+    if (length > kMaxRecordPayload) {
+      return make_error(ErrorCode::kDataLoss, "job log record at offset " + std::to_string(pos) + " is too long");
+    }
+    if (bytes.size() - pos - kLogRecordHeader < length) break;
+    LogRecord r;
+    r.stream = static_cast<exec::LogStream>(stream);
+    r.unix_ns = static_cast<int64_t>(get_be(bytes, pos + 8, 8));
+    r.data = std::string(bytes.substr(pos + kLogRecordHeader, length));
+    out.push_back(std::move(r));
+    pos += kLogRecordHeader + length;
+  }
+  if (consumed != nullptr) *consumed = pos;
+  return out;
+}
+
+Result<std::unique_ptr<JobLog>> JobLog::open(const std::string& path, uint64_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return io_error("opening job log", path);
+  std::unique_ptr<JobLog> log(new JobLog(fd, path, max_bytes));
+  // Walk the headers to find the last whole record and the last time.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return io_error("reading job log", path);
+  uint64_t pos = 0;
+  int64_t last_ns = 0;
+  bool truncated = false;
+  char header[kLogRecordHeader];
+  while (pos + kLogRecordHeader <= static_cast<uint64_t>(st.st_size)) {
+    if (::pread(fd, header, sizeof header, static_cast<off_t>(pos)) != static_cast<ssize_t>(sizeof header)) break;
+    std::string_view h(header, sizeof header);
+    uint8_t stream = static_cast<uint8_t>(h[0]);
+    uint64_t length = get_be(h, 4, 4);
+    if (stream < 1 || stream > 3 || length > kMaxRecordPayload || pos + kLogRecordHeader + length > static_cast<uint64_t>(st.st_size)) {
+      break;
+    }
+    last_ns = std::max<int64_t>(last_ns, static_cast<int64_t>(get_be(h, 8, 8)));
+    if (stream == static_cast<uint8_t>(exec::LogStream::kSystem)) truncated = true;
+    pos += kLogRecordHeader + length;
+  }
+  if (pos != static_cast<uint64_t>(st.st_size) && ::ftruncate(fd, static_cast<off_t>(pos)) != 0) {
+    return io_error("repairing job log", path);
+  }
+  log->size_ = pos;
+  log->last_ns_ = last_ns;
+  log->truncated_ = truncated;
+  return log;
+}
+
+JobLog::~JobLog() { ::close(fd_); }
+
+Status JobLog::write_record(exec::LogStream stream, int64_t unix_ns, std::string_view data) {
+  std::string rec = encode_log_record(stream, unix_ns, data);
+  uint64_t at = size_.load();
+  size_t off = 0;
+  while (off < rec.size()) {
+    ssize_t n = ::pwrite(fd_, rec.data() + off, rec.size() - off, static_cast<off_t>(at + off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error("writing job log", path_);
+    off += static_cast<size_t>(n);
+  }
+  size_ = at + rec.size();
+  if (unix_ns > last_ns_.load()) last_ns_ = unix_ns;
+  return ok_status();
+}
+
+Result<bool> JobLog::append(exec::LogStream stream, int64_t unix_ns, std::string_view data) {
+  std::lock_guard lock(write_mutex_);
+  if (truncated_.load()) return false;
+  while (!data.empty()) {
+    std::string_view part = data.substr(0, kMaxRecordPayload);
+    if (size_.load() + kLogRecordHeader + part.size() > max_bytes_) {
+      std::string notice = "[yonder] log truncated: the job wrote more than " + std::to_string(max_bytes_) +
+                           " bytes of output (jobs.log_max_bytes); later output was dropped\n";
+      YONDER_TRY(write_record(exec::LogStream::kSystem, unix_ns, notice));
+      truncated_ = true;
+      return false;
+    }
+    YONDER_TRY(write_record(stream, unix_ns, part));
+    data.remove_prefix(part.size());
+  }
+  return true;
+}
+
+Result<LogSlice> JobLog::read(uint64_t offset, size_t max_bytes) const {
+  LogSlice slice;
+  uint64_t end = size_.load();
+  if (offset > end) {
+    return make_error(ErrorCode::kInvalidArgument, "log offset " + std::to_string(offset) + " is past the end (" +
+                                                       std::to_string(end) + " bytes so far)");
+  }
+  slice.next_offset = offset;
+  if (offset == end) return slice;
+  size_t want = static_cast<size_t>(std::min<uint64_t>(end - offset, max_bytes + kLogRecordHeader + kMaxRecordPayload));
+  std::string buf(want, '\0');
+  size_t got = 0;
+  while (got < want) {
+    ssize_t n = ::pread(fd_, buf.data() + got, want - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  buf.resize(got);
+  size_t consumed = 0;
+  auto records = decode_log_records(buf, &consumed);
+  if (!records) return std::move(records).error();
+  size_t used = 0, payload = 0;
+  for (auto& r : *records) {
+    if (payload > 0 && payload + r.data.size() > max_bytes) break;
+    payload += r.data.size();
+    used += kLogRecordHeader + r.data.size();
+    slice.records.push_back(std::move(r));
+  }
+  slice.next_offset = offset + used;
+  return slice;
+}
+
+}  // namespace yonder::jobs::provider

@@ -1,0 +1,173 @@
+#include "jobs/provider/job_request.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "exec/env_filter.h"
+#include "exec/image_policy.h"
+
+namespace yonder::jobs::provider {
+namespace {
+
+using nlohmann::json;
+constexpr size_t kMaxArgs = 256;
+constexpr size_t kMaxArgBytes = 64 * 1024;
+constexpr size_t kMaxCommandBytes = 256 * 1024;
+
+Error bad(const std::string& field, const std::string& why) {
+  return make_error(ErrorCode::kInvalidArgument, "job request: '" + field + "' " + why);
+}
+
+Result<int64_t> read_int(const json& j, const char* key, int64_t min, int64_t max) {
+  const json& v = j.at(key);
+  if (!v.is_number_integer()) return bad(key, "must be an integer");
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max)) {
+    return bad(key, "must be at most " + std::to_string(max));
+  }
+  int64_t x = v.get<int64_t>();
+  if (x < min || x > max) return bad(key, "must be from " + std::to_string(min) + " to " + std::to_string(max));
+  return x;
+}
+
+Error over(const std::string& what, const std::string& asked, const std::string& max, const char* setting) {
+  return make_error(ErrorCode::kPermissionDenied, "this job asks for " + asked + " " + what + " but this provider allows at most " +
+                                                      max + " (" + setting + ")");
+}
+
+}  // namespace
+
+json JobRequest::to_json() const {
+  return {{"image", image},       {"command", command},         {"env", env},
+          {"gpus", gpus},         {"vram_mib", vram_mib},       {"cpus", cpus},
+          {"memory_mib", memory_mib}, {"disk_mib", disk_mib},   {"wall_time_s", wall_time_s},
+          {"isolation", exec::isolation_name(isolation)}, {"network", egress ? "egress" : "none"}};
+}
+
+Result<JobRequest> parse_job_request(const json& j) {
+  if (!j.is_object()) return make_error(ErrorCode::kInvalidArgument, "job request must be a JSON object");
+  static const std::set<std::string> known = {"image", "command", "env", "gpus", "vram_mib", "cpus", "memory_mib",
+                                              "disk_mib", "wall_time_s", "isolation", "network", "peer_id"};
+  for (const auto& [key, _] : j.items()) {
+    if (!known.count(key)) return bad(key.substr(0, 64), "is not a known field (check the spelling)");
+  }
+  JobRequest r;
+  auto image = j.find("image");
+  if (image == j.end() || !image->is_string()) return bad("image", "is required and must be a string");
+  r.image = image->get<std::string>();
+  auto ref = exec::parse_image_ref(r.image);
+  if (!ref) return std::move(ref).error();
+  if (auto c = j.find("command"); c != j.end()) {
+    if (!c->is_array()) return bad("command", "must be an array of strings");
+    if (c->size() > kMaxArgs) return bad("command", "has more than 256 arguments");
+    size_t total = 0;
+    for (const auto& a : *c) {
+      if (!a.is_string()) return bad("command", "must be an array of strings");
+      const auto& s = a.get_ref<const std::string&>();
+      if (s.size() > kMaxArgBytes || s.find('\0') != std::string::npos) {
+        return bad("command", "has an argument longer than 64 KiB or with a NUL byte");
+      }
+      total += s.size();
+      r.command.push_back(s);
+    }
+    if (total > kMaxCommandBytes) return bad("command", "is longer than 256 KiB in all");
+  }
+  if (auto e = j.find("env"); e != j.end()) {
+    if (!e->is_object()) return bad("env", "must be an object of strings");
+    if (e->size() > exec::kMaxEnvVars) return bad("env", "has more than 256 variables");
+    for (const auto& [k, v] : e->items()) {
+      if (!v.is_string()) return bad("env." + k.substr(0, 64), "must be a string");
+      r.env[k] = v.get<std::string>();
+    }
+    YONDER_TRY(exec::check_consumer_env(r.env));
+  }
+  struct IntField {
+    const char* key;
+    int64_t max;
+    int64_t* out;
+  };
+  int64_t gpus = 0;
+  for (auto f : {IntField{"gpus", 64, &gpus}, IntField{"vram_mib", 16 << 20, &r.vram_mib},
+                 IntField{"memory_mib", 16 << 20, &r.memory_mib}, IntField{"disk_mib", 64 << 20, &r.disk_mib},
+                 IntField{"wall_time_s", 365LL * 86400, &r.wall_time_s}}) {
+    if (!j.contains(f.key)) continue;
+    auto v = read_int(j, f.key, 0, f.max);
+    if (!v) return std::move(v).error();
+    *f.out = *v;
+  }
+  r.gpus = static_cast<int>(gpus);
+  if (auto c = j.find("cpus"); c != j.end()) {
+    if (!c->is_number()) return bad("cpus", "must be a number");
+    double v = c->get<double>();
+    if (!std::isfinite(v) || v < 0 || v > 1024) return bad("cpus", "must be from 0 to 1024");
+    r.cpus = v;
+  }
+  if (auto i = j.find("isolation"); i != j.end()) {
+    if (!i->is_string()) return bad("isolation", "must be \"standard\" or \"gvisor\"");
+    std::string v = i->get<std::string>();
+    if (v == "gvisor") {
+      r.isolation = exec::Isolation::kGvisor;
+    } else if (v != "standard") {
+      return bad("isolation", "must be \"standard\" or \"gvisor\"");
+    }
+  }
+  if (auto n = j.find("network"); n != j.end()) {
+    if (!n->is_string()) return bad("network", "must be \"none\" or \"egress\"");
+    std::string v = n->get<std::string>();
+    if (v == "egress") {
+      r.egress = true;
+    } else if (v != "none") {
+      return bad("network", "must be \"none\" or \"egress\"");
+    }
+  }
+  return r;
+}
+
+Result<ResolvedJob> resolve(const JobRequest& request, const ProviderLimits& limits) {
+  ResolvedJob out;
+  exec::TaskSpec& t = out.task;
+  t.image = request.image;
+  t.command = request.command;
+  t.env = request.env;
+  double cpus = request.cpus > 0 ? request.cpus : limits.default_cpus;
+  if (cpus > limits.max_cpus) return over("CPUs", std::to_string(cpus), std::to_string(limits.max_cpus), "jobs.max_cpus");
+  int64_t memory = request.memory_mib > 0 ? request.memory_mib : limits.default_memory_mib;
+  if (memory > limits.max_memory_mib) {
+    return over("MiB of memory", std::to_string(memory), std::to_string(limits.max_memory_mib), "jobs.max_memory_mib");
+  }
+  if (memory < 16) return make_error(ErrorCode::kInvalidArgument, "a job needs at least 16 MiB of memory");
+  int64_t disk = request.disk_mib > 0 ? request.disk_mib : limits.default_disk_mib;
+  if (disk > limits.max_disk_mib) {
+    return over("MiB of workspace disk", std::to_string(disk), std::to_string(limits.max_disk_mib), "jobs.max_disk_mib");
+  }
+  if (disk < 8) return make_error(ErrorCode::kInvalidArgument, "a job's workspace must be at least 8 MiB");
+  int64_t wall = request.wall_time_s > 0 ? request.wall_time_s : limits.default_wall_time_s;
+  if (wall > limits.max_wall_time_s) {
+    return over("seconds of wall time", std::to_string(wall), std::to_string(limits.max_wall_time_s), "jobs.max_wall_time_s");
+  }
+  if (request.egress && !limits.allow_egress) {
+    return make_error(ErrorCode::kPermissionDenied,
+                      "this job asks for network egress but this provider runs jobs without a network "
+                      "(executor.allow_egress is false)");
+  }
+  if (request.isolation == exec::Isolation::kGvisor && !limits.allow_gvisor) {
+    return make_error(ErrorCode::kPermissionDenied, "this provider does not offer gVisor isolation");
+  }
+  t.limits.nano_cpus = static_cast<int64_t>(cpus * 1e9);
+  t.limits.memory_bytes = memory << 20;
+  // /tmp is RAM: a quarter of the job's memory at most, so it can never
+  // take the whole limit.
+  t.limits.tmp_bytes = std::min<int64_t>(256LL << 20, t.limits.memory_bytes / 4);
+  t.limits.shm_bytes = std::min<int64_t>(limits.shm_mib << 20, t.limits.memory_bytes / 4);
+  t.limits.disk_bytes = disk << 20;
+  t.limits.pids = limits.pids;
+  t.limits.log_file_bytes = limits.log_file_bytes;
+  t.network_egress = request.egress;
+  t.isolation = request.isolation;
+  out.wall_time = std::chrono::seconds(wall);
+  out.gpus = request.gpus;
+  out.vram_bytes = static_cast<uint64_t>(request.vram_mib) << 20;
+  return out;
+}
+
+}  // namespace yonder::jobs::provider

@@ -1,0 +1,328 @@
+// ProviderJobs: the life of a running job (runner and log pump threads),
+// the watchdog (wall time, VRAM), recovery after a restart, and shutdown.
+#include <signal.h>
+
+#include <algorithm>
+
+#include "jobs/provider/live_job.h"
+#include "jobs/provider/provider_jobs.h"
+
+namespace yonder::jobs::provider {
+
+using Clock = std::chrono::steady_clock;
+
+void ProviderJobs::finish_locked(const LivePtr& job, JobState state, const std::string& reason,
+                                 const std::string& message, std::optional<exec::ExitInfo> exit) {
+  JobRecord& r = job->rec;
+  r.state = state;
+  r.result["reason"] = reason;
+  r.result["message"] = message;
+  r.result["finished_at"] = now_s();
+  if (exit) {
+    r.exit_code = exit->exit_code;
+    r.result["oom_killed"] = exit->oom_killed;
+  }
+  if (!r.gpu_uuids.empty()) r.result["gpus"] = r.gpu_uuids;
+  for (const auto& u : r.gpu_uuids) leases_.erase(u);
+  r.gpu_uuids.clear();  // the save below deletes the lease rows
+  job->deadline.reset();
+  (void)save_locked(*job);  // on failure the next start() finds the job and settles it again
+  notify_watchers_locked(*job);
+  watch_cv_.notify_all();
+}
+
+void ProviderJobs::request_stop_locked(const LivePtr& job, const std::string& reason, const std::string& message) {
+  if (is_terminal(job->rec.state) || !job->stop_reason.empty()) return;
+  job->stop_reason = reason;
+  job->stop_message = message;
+  if (job->rec.state == JobState::kQueued) {
+    queue_.erase(std::remove(queue_.begin(), queue_.end(), job->rec.job_id), queue_.end());
+    finish_locked(job, JobState::kStopped, reason, message, std::nullopt);
+    return;
+  }
+  if (job->rec.state == JobState::kRunning && job->rec.handle && !job->stopper.joinable()) {
+    job->stopper = std::thread([this, handle = *job->rec.handle] {
+      (void)executor_.stop(handle, SIGTERM, options_.stop_grace);
+    });
+  }
+  // kStarting: the runner sees stop_reason once start() returns.
+}
+
+void ProviderJobs::run(LivePtr job, bool recovered) {
+  exec::TaskHandle handle;
+  if (!recovered) {
+    exec::TaskSpec task;
+    std::string error;
+    {
+      std::lock_guard lock(mutex_);
+      auto request = parse_job_request(job->rec.spec.value("request", nlohmann::json::object()));
+      auto resolved = request ? resolve(*request, options_.limits) : Result<ResolvedJob>(request.error());
+      if (resolved) {
+        task = resolved->task;
+        task.job_id = job->rec.job_id;
+        task.gpu_uuids = job->rec.gpu_uuids;
+        task.simulate_gpus = job->rec.spec.value("simulate_gpus", false);
+      } else {
+        error = resolved.error().to_string();
+      }
+    }
+    Result<exec::TaskHandle> started = error.empty() ? executor_.start(task) : Result<exec::TaskHandle>(make_error(ErrorCode::kInvalidArgument, error));
+    std::unique_lock lock(mutex_);
+    if (!started) {
+      finish_locked(job, JobState::kFailed, "start_failed", started.error().to_string(), std::nullopt);
+      schedule_locked(lock);
+      job->runner_done = true;
+      return;
+    }
+    handle = *started;
+    job->rec.handle = handle;
+    job->rec.state = JobState::kRunning;
+    job->rec.result["started_at"] = now_s();
+    (void)save_locked(*job);  // labels find the container even if this write is lost
+    job->deadline = Clock::now() + std::chrono::seconds(job->rec.spec.value("wall_time_s", int64_t{3600}));
+    if (!job->stop_reason.empty()) {
+      std::string reason = job->stop_reason, message = job->stop_message;
+      job->stop_reason.clear();
+      request_stop_locked(job, reason, message);
+    }
+    watch_cv_.notify_all();
+  } else {
+    std::lock_guard lock(mutex_);
+    handle = *job->rec.handle;
+    int64_t started_at = job->rec.result.value("started_at", now_s());
+    int64_t wall = job->rec.spec.value("wall_time_s", int64_t{3600});
+    job->deadline = Clock::now() + std::chrono::seconds(std::max<int64_t>(0, started_at + wall - now_s()));
+    watch_cv_.notify_all();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (open_log_locked(*job)) job->pump = std::thread(&ProviderJobs::pump, this, job, handle);
+  }
+
+  auto exit = executor_.wait(handle, [this, job](std::shared_ptr<exec::Cancel> c) {
+    std::lock_guard lock(mutex_);
+    job->wait_cancel = c;
+    if (shutting_down_) c->cancel();
+  });
+  bool daemon_stopping = false;
+  {
+    std::unique_lock lock(mutex_);
+    daemon_stopping = shutting_down_;
+    if (!daemon_stopping && job->pump.joinable()) {
+      // The follow stream ends when the container does; give it a moment
+      // to deliver the last entries, then cut it.
+      if (!job->pump_cv.wait_for(lock, std::chrono::seconds(10), [&] { return job->pump_done; }) && job->pump_cancel) {
+        job->pump_cancel->cancel();
+      }
+    }
+  }
+  if (job->pump.joinable()) job->pump.join();
+  if (job->stopper.joinable()) job->stopper.join();
+  if (daemon_stopping) {
+    job->runner_done = true;  // the task runs on; the next start() re-adopts it
+    return;
+  }
+  if (!exit) {
+    auto status = executor_.inspect(handle);
+    if (status && status->state == exec::TaskState::kExited) exit = status->exit;
+  }
+  std::string cleanup;
+  if (auto destroyed = executor_.destroy(handle, false); !destroyed) {
+    cleanup = " (cleaning up failed: " + destroyed.error().to_string() + ")";
+  }
+  std::unique_lock lock(mutex_);
+  if (!exit) {
+    finish_locked(job, JobState::kFailed, "lost", "lost track of the job's task: " + exit.error().to_string() + cleanup,
+                  std::nullopt);
+  } else if (!job->stop_reason.empty()) {
+    finish_locked(job, JobState::kStopped, job->stop_reason, job->stop_message + cleanup, *exit);
+  } else if (exit->oom_killed) {
+    int64_t mib = job->rec.spec.value("request", nlohmann::json::object()).value("memory_mib", int64_t{0});
+    finish_locked(job, JobState::kExited, "out_of_memory",
+                  "the job ran out of memory" + (mib > 0 ? " (limit " + std::to_string(mib) + " MiB)" : std::string()) +
+                      " and was killed" + cleanup,
+                  *exit);
+  } else {
+    finish_locked(job, JobState::kExited, "exited", "exited with code " + std::to_string(exit->exit_code) + cleanup, *exit);
+  }
+  schedule_locked(lock);
+  job->runner_done = true;
+}
+
+void ProviderJobs::pump(LivePtr job, exec::TaskHandle handle) {
+  JobLog* log = job->log.get();
+  exec::LogOptions options;
+  options.follow = true;
+  options.since_unix_ns = log->last_unix_ns();
+  auto sink = [&](exec::LogStream stream, int64_t ns, std::string_view data) {
+    auto more = log->append(stream, ns, data);
+    std::lock_guard lock(mutex_);
+    notify_watchers_locked(*job);
+    return more.ok() && *more;
+  };
+  (void)executor_.logs(handle, options, sink, [this, job](std::shared_ptr<exec::Cancel> c) {
+    std::lock_guard lock(mutex_);
+    job->pump_cancel = c;
+    if (shutting_down_) c->cancel();
+  });
+  std::lock_guard lock(mutex_);
+  job->pump_done = true;
+  job->pump_cv.notify_all();
+  notify_watchers_locked(*job);
+}
+
+void ProviderJobs::watchdog() {
+  std::unique_lock lock(mutex_);
+  auto next_vram = Clock::now() + options_.vram_interval;
+  while (!shutting_down_) {
+    auto now = Clock::now();
+    auto wake = Clock::time_point::max();
+    bool vram_jobs = false;
+    for (auto& [_, job] : jobs_) {
+      if (job->rec.state != JobState::kRunning || !job->stop_reason.empty()) continue;
+      if (job->deadline && now >= *job->deadline) {
+        request_stop_locked(job, "wall_time",
+                            "stopped: the job ran past its wall-time limit of " +
+                                std::to_string(job->rec.spec.value("wall_time_s", 0)) + " s");
+        continue;
+      }
+      if (job->deadline) wake = std::min(wake, *job->deadline);
+      if (job->rec.spec.value("vram_bytes", uint64_t{0}) > 0 && !job->rec.gpu_uuids.empty()) vram_jobs = true;
+    }
+    if (vram_jobs) {
+      if (now >= next_vram) {
+        lock.unlock();
+        check_vram();
+        lock.lock();
+        next_vram = Clock::now() + options_.vram_interval;
+        continue;
+      }
+      wake = std::min(wake, next_vram);
+    }
+    if (wake == Clock::time_point::max()) {
+      watch_cv_.wait(lock);
+    } else {
+      watch_cv_.wait_until(lock, wake);
+    }
+  }
+}
+
+void ProviderJobs::check_vram() {
+  auto processes = inventory_.processes();
+  struct Watched {
+    LivePtr job;
+    exec::TaskHandle handle;
+    std::vector<std::string> uuids;
+    uint64_t limit;
+  };
+  std::vector<Watched> watched;
+  {
+    std::lock_guard lock(mutex_);
+    if (!processes) {
+      vram_watch_error_ = "VRAM limits are not enforced: " + processes.error().to_string();
+      return;
+    }
+    vram_watch_error_.clear();
+    for (auto& [_, job] : jobs_) {
+      uint64_t limit = job->rec.spec.value("vram_bytes", uint64_t{0});
+      if (job->rec.state == JobState::kRunning && job->rec.handle && limit > 0 && !job->rec.gpu_uuids.empty()) {
+        watched.push_back({job, *job->rec.handle, job->rec.gpu_uuids, limit});
+      }
+    }
+  }
+  for (auto& w : watched) {
+    for (const auto& uuid : w.uuids) {
+      uint64_t used = 0;
+      for (const auto& p : *processes) {
+        if (p.uuid == uuid && executor_.owns_pid(w.handle, p.pid)) used += p.used_bytes;
+      }
+      if (used > w.limit) {
+        std::lock_guard lock(mutex_);
+        request_stop_locked(w.job, "vram_exceeded",
+                            "stopped: the job used " + std::to_string(used >> 20) + " MiB of GPU memory on " + uuid +
+                                ", over its limit of " + std::to_string(w.limit >> 20) + " MiB");
+        break;
+      }
+    }
+  }
+}
+
+Status ProviderJobs::start() {
+  auto records = store_->list();
+  if (!records) return std::move(records).error().with_context("reading provider jobs");
+  auto owned = executor_.list_owned();
+  if (!owned) return std::move(owned).error().with_context("finding this node's containers");
+  std::vector<exec::OwnedTask> orphans;
+  {
+    std::unique_lock lock(mutex_);
+    if (started_) return ok_status();
+    recover_locked(*records, *owned);
+    for (const auto& task : *owned) {
+      auto it = jobs_.find(task.job_id);
+      bool claimed = it != jobs_.end() && (it->second->rec.state == JobState::kRunning ||
+                                           it->second->rec.state == JobState::kStarting);
+      if (!claimed) orphans.push_back(task);
+    }
+    started_ = true;
+    watchdog_ = std::thread(&ProviderJobs::watchdog, this);
+  }
+  // Reconcile: a container labelled as ours that no live job claims.
+  for (const auto& task : orphans) (void)executor_.destroy(task.handle, false);
+  schedule();
+  return ok_status();
+}
+
+void ProviderJobs::recover_locked(const std::vector<JobRecord>& records, const std::vector<exec::OwnedTask>& owned) {
+  for (const auto& rec : records) {
+    auto job = std::make_shared<Live>();
+    job->rec = rec;
+    jobs_[rec.job_id] = job;
+    if (rec.state == JobState::kQueued) {
+      queue_.push_back(rec.job_id);
+      continue;
+    }
+    if (is_terminal(rec.state)) continue;
+    auto task = std::find_if(owned.begin(), owned.end(), [&](const exec::OwnedTask& t) { return t.job_id == rec.job_id; });
+    if (task == owned.end()) {
+      finish_locked(job, JobState::kFailed, "lost", "the job's container disappeared while yonderd was not running",
+                    std::nullopt);
+      continue;
+    }
+    // A job killed between create and the write of its handle: the label
+    // and the backend's naming rule rebuild the handle.
+    if (!job->rec.handle || job->rec.handle->task_id != task->task_id) job->rec.handle = task->handle;
+    for (const auto& u : job->rec.gpu_uuids) leases_[u] = rec.job_id;
+    if (!task->running && rec.state == JobState::kStarting) {
+      // Created but never started: the start was cut short.
+      (void)executor_.destroy(task->handle, false);
+      finish_locked(job, JobState::kFailed, "interrupted", "yonderd stopped while starting the job; submit it again",
+                    std::nullopt);
+      continue;
+    }
+    job->rec.state = JobState::kRunning;
+    if (!job->rec.result.contains("started_at")) job->rec.result["started_at"] = now_s();
+    (void)save_locked(*job);
+    job->runner = std::thread(&ProviderJobs::run, this, job, true);
+  }
+}
+
+void ProviderJobs::shutdown() {
+  std::vector<LivePtr> all;
+  {
+    std::lock_guard lock(mutex_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    for (auto& [_, job] : jobs_) {
+      if (job->wait_cancel) job->wait_cancel->cancel();
+      if (job->pump_cancel) job->pump_cancel->cancel();
+      all.push_back(job);
+    }
+    watch_cv_.notify_all();
+  }
+  if (watchdog_.joinable()) watchdog_.join();
+  for (auto& job : all) {
+    if (job->runner.joinable()) job->runner.join();
+  }
+}
+
+}  // namespace yonder::jobs::provider

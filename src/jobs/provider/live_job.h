@@ -1,0 +1,43 @@
+// ProviderJobs' in-memory state of one job (private to the manager; every
+// field is guarded by ProviderJobs::mutex_ except where noted).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jobs/provider/job_log.h"
+#include "jobs/provider/job_store.h"
+#include "jobs/provider/provider_jobs.h"
+
+namespace yonder::jobs::provider {
+
+struct Watcher {
+  uint64_t offset = 0;
+  std::function<void()> ready;
+};
+
+struct ProviderJobs::Live {
+  JobRecord rec;
+  std::unique_ptr<JobLog> log;  // opened on first use; the pump writes it without the lock
+  std::thread runner;           // start, wait, clean up
+  std::thread pump;             // executor logs -> log; joined by the runner
+  std::thread stopper;          // executor stop; joined by the runner
+  std::shared_ptr<exec::Cancel> wait_cancel;
+  std::shared_ptr<exec::Cancel> pump_cancel;
+  std::string stop_reason;      // set once: "stopped", "wall_time", "vram_exceeded"
+  std::string stop_message;
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // wall time, while running
+  std::vector<Watcher> watchers;
+  bool pump_done = false;
+  std::condition_variable pump_cv;
+  std::atomic<bool> runner_done{false};  // set by the runner as its last act
+};
+
+}  // namespace yonder::jobs::provider

@@ -1,0 +1,326 @@
+// ProviderJobs: the public calls, scheduling and job views. The runner,
+// log pump, watchdog and recovery are in job_runner.cpp.
+#include "jobs/provider/provider_jobs.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+
+#include "jobs/provider/live_job.h"
+#include "os/files.h"
+
+namespace yonder::jobs::provider {
+namespace {
+
+std::string new_job_id() {
+  std::random_device rd;
+  std::uniform_int_distribution<int> hex(0, 15);
+  std::string id;
+  for (int i = 0; i < 16; ++i) id.push_back("0123456789abcdef"[hex(rd)]);
+  return id;
+}
+
+}  // namespace
+
+ProviderJobs::ProviderJobs(std::unique_ptr<JobStore> store, exec::Executor& executor, gpu::GpuInventory& inventory,
+                           ProviderOptions options)
+    : store_(std::move(store)), executor_(executor), inventory_(inventory), options_(std::move(options)) {}
+
+ProviderJobs::~ProviderJobs() { shutdown(); }
+
+int64_t ProviderJobs::now_s() const {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+nlohmann::json ProviderJobs::view(const Live& job) const {
+  const JobRecord& r = job.rec;
+  nlohmann::json request = r.spec.value("request", nlohmann::json::object());
+  nlohmann::json v = {
+      {"job_id", r.job_id},
+      {"peer_id", r.peer_id},
+      {"state", job_state_name(r.state)},
+      {"image", request.value("image", "")},
+      {"command", request.value("command", nlohmann::json::array())},
+      {"gpus", r.gpu_uuids.empty() ? r.result.value("gpus", nlohmann::json::array()) : nlohmann::json(r.gpu_uuids)},
+      {"fake_gpus", r.spec.value("simulate_gpus", false)},
+      {"wall_time_s", r.spec.value("wall_time_s", 0)},
+      {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json(nullptr)},
+      {"created_at", r.created_at},
+      {"updated_at", r.updated_at},
+  };
+  for (const char* key : {"reason", "message", "oom_killed", "started_at", "finished_at", "waiting_for"}) {
+    if (r.result.contains(key)) v[key] = r.result[key];
+  }
+  if (job.log) {
+    v["log_bytes"] = job.log->size();
+    v["log_truncated"] = job.log->truncated();
+  }
+  if (!job.stop_reason.empty() && !is_terminal(r.state)) v["stopping"] = job.stop_reason;
+  if (r.state == JobState::kQueued) {
+    auto pos = std::find(queue_.begin(), queue_.end(), r.job_id);
+    if (pos != queue_.end()) v["queue_position"] = pos - queue_.begin();
+  }
+  return v;
+}
+
+Result<ProviderJobs::LivePtr> ProviderJobs::find(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return make_error(ErrorCode::kNotFound, "no provider job " + job_id.substr(0, 64));
+  return it->second;
+}
+
+Status ProviderJobs::save_locked(Live& job) {
+  job.rec.updated_at = now_s();
+  return store_->save(job.rec);
+}
+
+Result<nlohmann::json> ProviderJobs::submit(const std::string& peer_id, const JobRequest& request) {
+  auto resolved = resolve(request, options_.limits);
+  if (!resolved) return std::move(resolved).error();
+  if (resolved->gpus > 0) {
+    auto decision = pick_gpus(inventory_.probe(), {}, resolved->gpus, resolved->vram_bytes);
+    if (decision.fit == Fit::kNever) return make_error(ErrorCode::kFailedPrecondition, decision.reason);
+  }
+  // Image policy, GPU runtime, gVisor: refused here, before anything exists.
+  exec::TaskSpec probe_spec = resolved->task;
+  probe_spec.job_id = "submit-check";
+  probe_spec.gpu_uuids.assign(static_cast<size_t>(resolved->gpus), "GPU-check");
+  probe_spec.simulate_gpus = options_.simulate_gpus;
+  YONDER_TRY(executor_.check(probe_spec));
+
+  std::unique_lock lock(mutex_);
+  if (!started_) return make_error(ErrorCode::kUnavailable, "the provider job manager has not started");
+  if (static_cast<int>(queue_.size()) >= options_.max_queued) {
+    return make_error(ErrorCode::kResourceExhausted, "the provider's queue is full (" + std::to_string(queue_.size()) +
+                                                         " jobs, jobs.max_queued); try again later");
+  }
+  auto job = std::make_shared<Live>();
+  JobRecord& r = job->rec;
+  r.job_id = new_job_id();
+  r.peer_id = peer_id;
+  r.state = JobState::kQueued;
+  r.spec = {{"request", request.to_json()},
+            {"wall_time_s", resolved->wall_time.count()},
+            {"vram_bytes", resolved->vram_bytes},
+            {"gpus", resolved->gpus},
+            {"simulate_gpus", options_.simulate_gpus && resolved->gpus > 0}};
+  r.created_at = now_s();
+  YONDER_TRY(save_locked(*job));  // persisted before acknowledged
+  jobs_[r.job_id] = job;
+  queue_.push_back(r.job_id);
+  schedule_locked(lock);
+  return view(*job);
+}
+
+Result<nlohmann::json> ProviderJobs::get(const std::string& job_id) {
+  std::lock_guard lock(mutex_);
+  auto job = find(job_id);
+  if (!job) return std::move(job).error();
+  return view(**job);
+}
+
+Result<nlohmann::json> ProviderJobs::list() {
+  std::lock_guard lock(mutex_);
+  nlohmann::json out = nlohmann::json::array();
+  std::vector<const Live*> all;
+  for (const auto& [_, job] : jobs_) all.push_back(job.get());
+  std::sort(all.begin(), all.end(), [](const Live* a, const Live* b) {
+    return std::tie(a->rec.created_at, a->rec.job_id) < std::tie(b->rec.created_at, b->rec.job_id);
+  });
+  for (const Live* job : all) out.push_back(view(*job));
+  return out;
+}
+
+Result<nlohmann::json> ProviderJobs::stop(const std::string& job_id) {
+  std::unique_lock lock(mutex_);
+  auto job = find(job_id);
+  if (!job) return std::move(job).error();
+  request_stop_locked(*job, "stopped", "stopped on request");
+  schedule_locked(lock);
+  return view(**job);
+}
+
+Status ProviderJobs::remove(const std::string& job_id) {
+  LivePtr job;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = find(job_id);
+    if (!found) return std::move(found).error();
+    job = *found;
+    if (!is_terminal(job->rec.state) || job->runner.joinable()) {
+      if (!is_terminal(job->rec.state)) {
+        return make_error(ErrorCode::kFailedPrecondition, "job " + job_id + " is " + job_state_name(job->rec.state) +
+                                                              "; stop it before removing it");
+      }
+      job->runner.join();  // finished: returns at once
+    }
+    jobs_.erase(job_id);
+  }
+  if (job->rec.handle) YONDER_TRY(executor_.destroy(*job->rec.handle, true));
+  job->log.reset();
+  YONDER_TRY(store_->remove(job_id));
+  std::error_code ec;
+  std::filesystem::remove_all(options_.jobs_dir + "/" + job_id, ec);
+  return ok_status();
+}
+
+Result<JobLog*> ProviderJobs::open_log_locked(Live& job) {
+  if (!job.log) {
+    std::string dir = options_.jobs_dir + "/" + job.rec.job_id;
+    YONDER_TRY(os::make_dirs(dir, 0700));
+    auto log = JobLog::open(dir + "/output.log", options_.log_max_bytes);
+    if (!log) return std::move(log).error();
+    job.log = std::move(*log);
+  }
+  return job.log.get();
+}
+
+Result<LogRead> ProviderJobs::read_log(const std::string& job_id, uint64_t offset, size_t max_bytes) {
+  JobLog* log = nullptr;
+  LivePtr job;
+  bool terminal = false;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = find(job_id);
+    if (!found) return std::move(found).error();
+    job = *found;  // keeps the log alive while reading
+    auto opened = open_log_locked(*job);
+    if (!opened) return std::move(opened).error();
+    log = *opened;
+    terminal = is_terminal(job->rec.state);
+  }
+  auto slice = log->read(offset, max_bytes);
+  if (!slice) return std::move(slice).error();
+  LogRead out;
+  out.ended = terminal && slice->next_offset >= log->size();
+  out.slice = std::move(*slice);
+  return out;
+}
+
+Status ProviderJobs::watch_log(const std::string& job_id, uint64_t offset, std::function<void()> ready) {
+  {
+    std::lock_guard lock(mutex_);
+    auto found = find(job_id);
+    if (!found) return std::move(found).error();
+    Live& job = **found;
+    auto log = open_log_locked(job);
+    if (!log) return std::move(log).error();
+    if (!(is_terminal(job.rec.state) || (*log)->size() > offset)) {
+      job.watchers.push_back({offset, std::move(ready)});
+      return ok_status();
+    }
+  }
+  ready();
+  return ok_status();
+}
+
+void ProviderJobs::notify_watchers_locked(Live& job) {
+  if (job.watchers.empty()) return;
+  uint64_t size = job.log ? job.log->size() : 0;
+  bool terminal = is_terminal(job.rec.state);
+  std::vector<Watcher> keep;
+  for (auto& w : job.watchers) {
+    if (terminal || size > w.offset) {
+      w.ready();
+    } else {
+      keep.push_back(std::move(w));
+    }
+  }
+  job.watchers = std::move(keep);
+}
+
+Result<std::unique_ptr<exec::ExecSession>> ProviderJobs::exec(const std::string& job_id, const exec::ExecSpec& spec) {
+  exec::TaskHandle handle;
+  {
+    std::lock_guard lock(mutex_);
+    auto job = find(job_id);
+    if (!job) return std::move(job).error();
+    if ((*job)->rec.state != JobState::kRunning || !(*job)->rec.handle) {
+      return make_error(ErrorCode::kFailedPrecondition, "job " + job_id + " is " +
+                                                            job_state_name((*job)->rec.state) + ", not running");
+    }
+    handle = *(*job)->rec.handle;
+  }
+  return executor_.exec(handle, spec);
+}
+
+nlohmann::json ProviderJobs::executor_status() {
+  exec::Fingerprint fp = executor_.fingerprint();
+  std::lock_guard lock(mutex_);
+  int running = 0;
+  for (const auto& [_, job] : jobs_) running += job->rec.state == JobState::kRunning || job->rec.state == JobState::kStarting;
+  return {{"backend", fp.backend},          {"healthy", fp.healthy},       {"engine", fp.engine},
+          {"version", fp.version},          {"runtimes", fp.runtimes},     {"gpu_capable", fp.gpu_capable},
+          {"gpu_detail", fp.gpu_detail},    {"detail", fp.detail},         {"running", running},
+          {"queued", queue_.size()},        {"leases", leases_},           {"fake_gpus", options_.simulate_gpus},
+          {"max_concurrent", options_.max_concurrent}, {"max_per_peer", options_.max_per_peer},
+          {"vram_watch_error", vram_watch_error_}};
+}
+
+void ProviderJobs::schedule() {
+  std::unique_lock lock(mutex_);
+  schedule_locked(lock);
+}
+
+void ProviderJobs::schedule_locked(std::unique_lock<std::mutex>& lock) {
+  (void)lock;
+  if (!started_ || shutting_down_) return;
+  reap_locked();
+  int total = 0;
+  std::map<std::string, int> per_peer;
+  for (const auto& [_, job] : jobs_) {
+    if (job->rec.state == JobState::kStarting || job->rec.state == JobState::kRunning) {
+      ++total;
+      ++per_peer[job->rec.peer_id];
+    }
+  }
+  std::optional<gpu::InventoryReport> inventory;
+  for (auto it = queue_.begin(); it != queue_.end() && total < options_.max_concurrent;) {
+    LivePtr job = jobs_.at(*it);
+    JobRecord& r = job->rec;
+    if (per_peer[r.peer_id] >= options_.max_per_peer) {
+      r.result["waiting_for"] = "this peer already has " + std::to_string(options_.max_per_peer) + " job(s) running (jobs.max_per_peer)";
+      ++it;
+      continue;
+    }
+    int gpus = r.spec.value("gpus", 0);
+    std::vector<std::string> uuids;
+    if (gpus > 0) {
+      if (!inventory) inventory = inventory_.probe();
+      auto d = pick_gpus(*inventory, leases_, gpus, r.spec.value("vram_bytes", uint64_t{0}));
+      if (d.fit == Fit::kLater) {
+        r.result["waiting_for"] = d.reason;
+        ++it;
+        continue;
+      }
+      if (d.fit == Fit::kNever) {
+        it = queue_.erase(it);
+        finish_locked(job, JobState::kFailed, "never_fits", d.reason, std::nullopt);
+        continue;
+      }
+      uuids = d.uuids;
+    }
+    it = queue_.erase(it);
+    r.state = JobState::kStarting;
+    r.gpu_uuids = uuids;
+    r.result.erase("waiting_for");
+    if (auto saved = save_locked(*job); !saved) {
+      r.gpu_uuids.clear();
+      finish_locked(job, JobState::kFailed, "start_failed", saved.error().to_string(), std::nullopt);
+      continue;
+    }
+    for (const auto& u : uuids) leases_[u] = r.job_id;
+    ++total;
+    ++per_peer[r.peer_id];
+    job->runner = std::thread(&ProviderJobs::run, this, job, false);
+  }
+}
+
+void ProviderJobs::reap_locked() {
+  for (auto& [_, job] : jobs_) {
+    if (job->runner_done.load() && job->runner.joinable()) job->runner.join();
+  }
+}
+
+}  // namespace yonder::jobs::provider

@@ -1,0 +1,124 @@
+// The provider's job manager: a persistent queue in front of an
+// exec::Executor. Jobs wait for GPUs and slots instead of being refused; a
+// job that can never fit is refused at submit with the reason. Each job is
+// written to SQLite before submit() returns, and its task handle as soon as
+// the executor gives one. After a crash, start() re-adopts running tasks,
+// records how finished ones ended, and removes tasks nobody claims.
+//
+// Per running job, one runner thread (start, wait, clean up) and one log
+// pump thread (executor logs -> JobLog); one watchdog thread for all jobs
+// enforces wall time (a deadline wait, not polling) and VRAM limits (NVML
+// has no events: it samples every vram_interval).
+//
+// Threading: every public method may block (SQLite, Docker) and is called
+// from worker threads, never from the event loop. watch_log's callback runs
+// on an internal thread; post from it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "exec/executor.h"
+#include "gpu/inventory.h"
+#include "jobs/provider/gpu_leases.h"
+#include "jobs/provider/job_log.h"
+#include "jobs/provider/job_request.h"
+#include "jobs/provider/job_store.h"
+
+namespace yonder::jobs::provider {
+
+struct ProviderOptions {
+  ProviderLimits limits;
+  int max_concurrent = 4;        // starting + running, all peers
+  int max_per_peer = 2;
+  int max_queued = 100;
+  uint64_t log_max_bytes = 16 << 20;
+  std::string jobs_dir;          // per-job folders (logs; the executor keeps workspaces there too)
+  std::chrono::seconds stop_grace{10};
+  std::chrono::milliseconds vram_interval{2000};
+  bool simulate_gpus = false;    // fake inventory without an NVIDIA runtime (tests only)
+};
+
+struct LogRead {
+  LogSlice slice;
+  bool ended = false;  // the job is over and nothing is left past next_offset
+};
+
+class ProviderJobs {
+ public:
+  ProviderJobs(std::unique_ptr<JobStore> store, exec::Executor& executor, gpu::GpuInventory& inventory,
+               ProviderOptions options);
+  ~ProviderJobs();
+  ProviderJobs(const ProviderJobs&) = delete;
+  ProviderJobs& operator=(const ProviderJobs&) = delete;
+
+  // Recovery and reconciliation, then scheduling. Call once.
+  Status start();
+  // Stops watching (threads end; tasks keep running for the next start()).
+  void shutdown();
+
+  // Persists the job (queued) and schedules it. Returns the job's view.
+  Result<nlohmann::json> submit(const std::string& peer_id, const JobRequest& request);
+  Result<nlohmann::json> get(const std::string& job_id);
+  Result<nlohmann::json> list();
+  // Stops a job (SIGTERM, grace, SIGKILL); a queued job just leaves the queue.
+  Result<nlohmann::json> stop(const std::string& job_id);
+  // Forgets a finished job: its record, log and workspace.
+  Status remove(const std::string& job_id);
+  Result<LogRead> read_log(const std::string& job_id, uint64_t offset, size_t max_bytes);
+  // Calls `ready` once, when the log grows past `offset` or the job ends
+  // (at once if either is already true).
+  Status watch_log(const std::string& job_id, uint64_t offset, std::function<void()> ready);
+  Result<std::unique_ptr<exec::ExecSession>> exec(const std::string& job_id, const exec::ExecSpec& spec);
+  nlohmann::json executor_status();
+
+ private:
+  struct Live;
+  using LivePtr = std::shared_ptr<Live>;
+
+  nlohmann::json view(const Live& job) const;
+  Result<LivePtr> find(const std::string& job_id);
+  Status save_locked(Live& job);
+  void schedule();
+  void schedule_locked(std::unique_lock<std::mutex>& lock);
+  void run(LivePtr job, bool recovered);
+  void pump(LivePtr job, exec::TaskHandle handle);
+  void finish_locked(const LivePtr& job, JobState state, const std::string& reason, const std::string& message,
+                     std::optional<exec::ExitInfo> exit);
+  void request_stop_locked(const LivePtr& job, const std::string& reason, const std::string& message);
+  void notify_watchers_locked(Live& job);
+  void watchdog();
+  void check_vram();
+  void recover_locked(const std::vector<JobRecord>& records, const std::vector<exec::OwnedTask>& owned);
+  void reap_locked();
+  Result<JobLog*> open_log_locked(Live& job);
+  int64_t now_s() const;
+
+  std::unique_ptr<JobStore> store_;
+  exec::Executor& executor_;
+  gpu::GpuInventory& inventory_;
+  ProviderOptions options_;
+
+  std::mutex mutex_;  // guards everything below
+  std::condition_variable watch_cv_;
+  std::map<std::string, LivePtr> jobs_;
+  std::deque<std::string> queue_;
+  LeaseMap leases_;
+  bool started_ = false;
+  bool shutting_down_ = false;
+  std::string vram_watch_error_;
+  std::thread watchdog_;
+  std::vector<std::thread> finished_threads_;  // joined by reap_locked
+};
+
+}  // namespace yonder::jobs::provider

@@ -1,0 +1,170 @@
+// The control stream (hello, pairing) and session events of LinkService.
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "net/link/link_service_impl.h"
+
+namespace yonder::link {
+
+void LinkService::Impl::on_mux_event(const std::shared_ptr<Session>& session, MuxEvent event) {
+  Conn* c = conn_of(session);
+  if (c == nullptr) return;
+  std::visit(
+      [&](auto&& e) {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, StreamOpened>) {
+          on_stream_opened(*c, e.id.value, static_cast<uint16_t>(e.kind));
+        } else if constexpr (std::is_same_v<E, DataAvailable>) {
+          if (e.id == wire::kControlStream) {
+            Bytes b = session->mux().read(wire::kControlStream);
+            c->control.feed(b);
+            while (!session->closed()) {
+              auto msg = c->control.next();
+              if (!msg) {
+                session->abort("peer broke the control protocol: " + msg.error().message());
+                return;
+              }
+              if (!*msg) break;
+              on_control_message(*c, std::move(**msg));
+            }
+          } else {
+            on_stream_data(*c, e.id.value);
+          }
+        } else if constexpr (std::is_same_v<E, StreamClosed>) {
+          on_stream_closed(*c, e.id.value);
+        } else if constexpr (std::is_same_v<E, StreamReset>) {
+          on_stream_reset(*c, e.id.value, e.reason.empty() ? "the peer reset the stream" : e.reason);
+        } else if constexpr (std::is_same_v<E, StreamWritable>) {
+          on_stream_writable(*c, e.id.value);
+        } else if constexpr (std::is_same_v<E, GoAwayReceived>) {
+          // The peer is leaving (or removed our access): end our side too.
+          session->close(e.reason.empty() ? "the peer closed the link" : "the peer closed the link: " + e.reason);
+        } else {
+          // PongReceived (the session keeps the RTT) and LinkError (the
+          // session closes itself) need nothing more here.
+        }
+      },
+      std::move(event));
+  // The acceptor trusts a pinned dialer from its first valid frame: its key
+  // was checked during the handshake, before any of its frames.
+  if (!session->closed() && !session->established() && !c->dialed && session->verdict() == KeyVerdict::kPinned &&
+      session->mux().peer_seen()) {
+    mark_established(*c);
+  }
+}
+
+void LinkService::Impl::on_control_message(Conn& c, nlohmann::json msg) {
+  auto& s = c.session;
+  std::string type = msg.value("type", "");
+  if (type == "hello") {
+    if (s->verdict() != KeyVerdict::kPinned) {
+      s->abort("hello from a dialer that is not paired");
+      return;
+    }
+    mark_established(c);
+    return;
+  }
+  if (type == "pair" && !c.dialed) {
+    // A known peer may pair again (a new link, a new scope); an unknown one
+    // may do nothing else.
+    auto id = parse_link_id(msg.value("link_id", ""));
+    auto secret_bytes = base64_decode(msg.value("secret", ""));
+    std::string name = msg.value("name", "");
+    if (name.size() > 64) name.resize(64);
+    if (!id || !secret_bytes || secret_bytes->size() != 32) {
+      s->abort("malformed pairing request");
+      return;
+    }
+    LinkSecret secret{};
+    std::copy(secret_bytes->begin(), secret_bytes->end(), secret.begin());
+    std::string sas = s->short_auth_string();
+    auto r = policy.redeem(*id, secret, s->peer(), name, sas);
+    if (!r) {
+      if (r.error().code() == ErrorCode::kNotFound) {
+        spdlog::warn("link: pairing attempt from {} with an unknown link or wrong secret: closed",
+                     NodeId(s->peer()).short_form());
+        s->abort("unknown link");
+      } else {
+        spdlog::warn("link: pairing from {} refused: {}", NodeId(s->peer()).short_form(), r.error().message());
+        send_control(c, {{"type", "pair_error"}, {"message", r.error().message()}});
+        s->close("pairing refused");
+      }
+      return;
+    }
+    s->set_verdict(KeyVerdict::kPinned);
+    nlohmann::json ok = *r;
+    ok["type"] = "pair_ok";
+    ok["name"] = config.name;
+    send_control(c, ok);
+    mark_established(c);
+    spdlog::info("link: paired with {} \"{}\"; short authentication string {}", NodeId(s->peer()).to_string(), name,
+                 sas);
+    return;
+  }
+  if (type == "pair_ok" && c.dialed && c.pair_done) {
+    PairResult pr;
+    pr.provider = s->peer();
+    pr.provider_name = msg.value("name", "");
+    pr.granted = msg.contains("scope") ? msg["scope"] : nlohmann::json::object();
+    pr.short_auth_string = s->short_auth_string();
+    auto done = std::move(c.pair_done);
+    c.pair_done = nullptr;
+    mark_established(c);
+    done(pr);
+    return;
+  }
+  if (type == "pair_error" && c.dialed && c.pair_done) {
+    auto done = std::move(c.pair_done);
+    c.pair_done = nullptr;
+    std::string message = msg.value("message", "the provider refused the pairing");
+    if (message.size() > 300) message.resize(300);
+    done(make_error(ErrorCode::kFailedPrecondition, message));
+    s->close("pairing refused");
+    return;
+  }
+  // Unknown control messages from a newer peer are ignored; from an
+  // unauthenticated one they end the session.
+  if (s->verdict() != KeyVerdict::kPinned) s->abort("unexpected control message");
+}
+
+void LinkService::Impl::on_session_closed(const std::shared_ptr<Session>& session, const std::string& why) {
+  auto it = conns.find(session.get());
+  if (it == conns.end()) return;
+  Conn& c = it->second;
+  std::string who = NodeId(session->peer()).short_form();
+  spdlog::info("link: session with {} ({}) ended: {}", who, session->path(), why);
+  Error err = make_error(ErrorCode::kUnavailable, "link to " + who + " closed: " + why);
+  if (c.dialed && !session->established()) {
+    err = make_error(ErrorCode::kFailedPrecondition,
+                     "peer " + who + " refused the connection: it does not accept this node (it may have denied it, "
+                                     "or it has no valid share link for it)");
+  }
+  if (c.pair_done) {
+    auto done = std::move(c.pair_done);
+    c.pair_done = nullptr;
+    done(make_error(ErrorCode::kUnavailable,
+                    "the provider closed the connection without pairing: it does not know this link (or the secret "
+                    "in it is wrong); ask the provider for a new link"));
+  }
+  auto waiters = std::move(c.waiters);
+  c.waiters.clear();
+  for (auto& w : waiters) w(err);
+  for (auto& [id, st] : c.streams) {
+    if (st.on_reply) {
+      auto r = std::move(st.on_reply);
+      st.on_reply = nullptr;
+      r(err);
+    }
+    if (st.on_end) {
+      auto e = std::move(st.on_end);
+      st.on_end = nullptr;
+      e(err.message());
+    }
+  }
+  c.streams.clear();
+  if (c.establish_timer) c.establish_timer->cancel();
+  // Erase later: callers up the stack may still hold this Conn.
+  asio::post(io, [this, key = session.get()] { conns.erase(key); });
+}
+
+}  // namespace yonder::link

@@ -1,0 +1,341 @@
+#include <openssl/ssl.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <spdlog/spdlog.h>
+
+#include "net/link/link_service_impl.h"
+
+namespace yonder::link {
+namespace {
+
+// "host:port" or "[v6]:port".
+Result<std::pair<std::string, std::string>> split_host_port(const std::string& a) {
+  std::string host, port;
+  if (!a.empty() && a.front() == '[') {
+    size_t close = a.find(']');
+    if (close == std::string::npos || close + 1 >= a.size() || a[close + 1] != ':') {
+      return make_error(ErrorCode::kInvalidArgument, "bad address \"" + a + "\" (expected [v6]:port)");
+    }
+    host = a.substr(1, close - 1);
+    port = a.substr(close + 2);
+  } else {
+    size_t colon = a.rfind(':');
+    if (colon == std::string::npos) return make_error(ErrorCode::kInvalidArgument, "address \"" + a + "\" has no port");
+    host = a.substr(0, colon);
+    port = a.substr(colon + 1);
+  }
+  if (host.empty() || port.empty()) return make_error(ErrorCode::kInvalidArgument, "bad address \"" + a + "\"");
+  return std::make_pair(host, port);
+}
+
+std::string short_id(const PublicKeyBytes& k) { return NodeId(k).short_form(); }
+
+asio::ssl::context wrap(const std::shared_ptr<TlsContext>& tls) {
+  SSL_CTX_up_ref(tls->native());  // asio's context frees its handle
+  return asio::ssl::context(tls->native());
+}
+
+}  // namespace
+
+LinkService::Impl::Impl(asio::io_context& io_ctx, const Identity& identity, TrustPolicy& p, LinkConfig c)
+    : io(io_ctx),
+      self_key(identity.public_key()),
+      policy(p),
+      config(std::move(c)),
+      server_tls(TlsContext::create(identity, true).value()),
+      client_tls(TlsContext::create(identity, false).value()),
+      server_ctx(wrap(server_tls)),
+      client_ctx(wrap(client_tls)) {}
+
+LinkService::LinkService(asio::io_context& io, const Identity& identity, TrustPolicy& policy, LinkConfig config)
+    : impl_(std::make_unique<Impl>(io, identity, policy, std::move(config))) {}
+
+LinkService::~LinkService() { stop(); }
+
+Status LinkService::listen(const std::string& host_port) {
+  auto hp = split_host_port(host_port);
+  if (!hp) return std::move(hp).error();
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(hp->first, ec);
+  if (ec) return make_error(ErrorCode::kInvalidArgument, "link.listen must be an IP address and port, not " + host_port);
+  unsigned long port = std::strtoul(hp->second.c_str(), nullptr, 10);
+  if (port > 65535) return make_error(ErrorCode::kInvalidArgument, "bad port in " + host_port);
+  auto acc = std::make_unique<asio::ip::tcp::acceptor>(impl_->io);
+  asio::ip::tcp::endpoint ep(addr, static_cast<uint16_t>(port));
+  acc->open(ep.protocol(), ec);
+  if (!ec) acc->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acc->bind(ep, ec);
+  if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return make_error(ErrorCode::kUnavailable, "cannot listen for peers on " + host_port + ": " + ec.message() +
+                                                   "; set link.listen to a free address (port 0 picks one)");
+  }
+  impl_->acceptor = std::move(acc);
+  impl_->accept_next();
+  return ok_status();
+}
+
+uint16_t LinkService::port() const {
+  if (!impl_->acceptor) return 0;
+  boost::system::error_code ec;
+  return impl_->acceptor->local_endpoint(ec).port();
+}
+
+void LinkService::stop() {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  if (impl_->acceptor) {
+    boost::system::error_code ec;
+    impl_->acceptor->close(ec);
+  }
+  std::vector<std::shared_ptr<Session>> all;
+  for (auto& [ptr, c] : impl_->conns) all.push_back(c.session);
+  for (auto& s : all) s->abort("the node is shutting down");
+}
+
+void LinkService::add_method(const std::string& method, RpcHandler handler) {
+  impl_->methods[method] = std::move(handler);
+}
+
+bool LinkService::has_method(const std::string& method) const { return impl_->methods.count(method) != 0; }
+
+void LinkService::disconnect(const PublicKeyBytes& peer, const std::string& reason) {
+  std::vector<std::shared_ptr<Session>> victims;
+  for (auto& [ptr, c] : impl_->conns) {
+    if (c.session->peer() == peer) victims.push_back(c.session);
+  }
+  for (auto& s : victims) s->close(reason);
+}
+
+std::vector<SessionInfo> LinkService::sessions() const {
+  std::vector<SessionInfo> out;
+  for (const auto& [ptr, c] : impl_->conns) {
+    SessionInfo i;
+    i.peer = c.session->peer();
+    i.established = c.session->established();
+    i.pairing_only = c.session->verdict() == KeyVerdict::kPairingOnly;
+    i.dialed = c.dialed;
+    i.path = c.session->path();
+    i.rtt = c.session->rtt();
+    i.streams = c.streams.size();
+    i.bytes_in = c.session->bytes_in();
+    i.bytes_out = c.session->bytes_out();
+    out.push_back(i);
+  }
+  return out;
+}
+
+void LinkService::Impl::accept_next() {
+  if (stopped || !acceptor) return;
+  acceptor->async_accept([this](boost::system::error_code ec, asio::ip::tcp::socket socket) {
+    if (stopped) return;
+    if (!ec) on_accepted(std::move(socket));
+    accept_next();
+  });
+}
+
+void LinkService::Impl::on_accepted(asio::ip::tcp::socket socket) {
+  boost::system::error_code ec;
+  auto remote = socket.remote_endpoint(ec);
+  socket.set_option(asio::ip::tcp::no_delay(true), ec);
+  auto stream = std::make_unique<TlsStream>(std::move(socket), server_ctx);
+  TlsContext::set_policy(stream->native_handle(), [this](const PublicKeyBytes& key) { return policy.classify(key); });
+  auto timer = std::make_shared<asio::steady_timer>(io, config.connect_timeout);
+  TlsStream* raw = stream.get();
+  timer->async_wait([raw, stream_alive = std::weak_ptr<asio::steady_timer>(timer)](boost::system::error_code e) {
+    if (!e && !stream_alive.expired()) {
+      boost::system::error_code ignored;
+      raw->lowest_layer().close(ignored);  // a dialer that stalls the handshake
+    }
+  });
+  std::string path = "direct from " + remote.address().to_string() + ":" + std::to_string(remote.port());
+  auto holder = std::make_shared<std::unique_ptr<TlsStream>>(std::move(stream));
+  raw->async_handshake(asio::ssl::stream_base::server, [this, holder, timer, path](boost::system::error_code hec) {
+    timer->cancel();
+    if (hec || stopped) return;  // rejected keys end here: the dialer learned nothing
+    SSL* ssl = (*holder)->native_handle();
+    auto key = TlsContext::peer_key(ssl);
+    KeyVerdict verdict = TlsContext::verdict(ssl);
+    if (!key || verdict == KeyVerdict::kReject) return;
+    auto session = std::make_shared<Session>(std::move(*holder), Role::kAcceptor, *key, verdict, this, path);
+    Conn& c = conns[session.get()];
+    c.session = session;
+    c.tokens = config.rate_burst;
+    c.refilled = Clock::now();
+    session->start();
+    if (verdict == KeyVerdict::kPinned) {
+      send_control(c, {{"type", "hello"}, {"v", 1}, {"name", config.name}});
+      policy.seen(*key);
+    } else {
+      spdlog::info("link: pairing attempt from {} ({})", short_id(*key), session->path());
+    }
+  });
+}
+
+void LinkService::Impl::send_control(Conn& c, const nlohmann::json& msg) {
+  Bytes b = encode_message(msg);
+  auto w = c.session->mux().write(wire::kControlStream, b);
+  // The control stream's credit is far above what hello/pair need.
+  if (!w || *w != b.size()) {
+    c.session->close("control stream is blocked");
+    return;
+  }
+  c.session->flush();
+}
+
+Conn* LinkService::Impl::conn_of(const std::shared_ptr<Session>& s) {
+  auto it = conns.find(s.get());
+  return it == conns.end() ? nullptr : &it->second;
+}
+
+Conn* LinkService::Impl::find_established(const PublicKeyBytes& peer) {
+  for (auto& [ptr, c] : conns) {
+    if (c.session->peer() == peer && !c.session->closed() && c.session->verdict() == KeyVerdict::kPinned &&
+        c.session->established()) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+void LinkService::Impl::with_session(const PublicKeyBytes& peer, const std::vector<std::string>& addresses,
+                                     std::function<void(Result<Conn*>)> use) {
+  if (Conn* c = find_established(peer)) {
+    use(c);
+    return;
+  }
+  for (auto& [ptr, c] : conns) {
+    if (c.dialed && c.session->peer() == peer && !c.session->established() && !c.session->closed()) {
+      c.waiters.push_back([this, peer, use](Status st) {
+        if (!st) return use(std::move(st).error());
+        Conn* conn = find_established(peer);
+        if (!conn) return use(make_error(ErrorCode::kUnavailable, "the link closed right after it was set up"));
+        use(conn);
+      });
+      return;
+    }
+  }
+  dial(peer, addresses, std::nullopt, nullptr, [this, peer, use](Status st) {
+    if (!st) return use(std::move(st).error());
+    Conn* conn = find_established(peer);
+    if (!conn) return use(make_error(ErrorCode::kUnavailable, "the link closed right after it was set up"));
+    use(conn);
+  });
+}
+
+void LinkService::Impl::dial(const PublicKeyBytes& peer, const std::vector<std::string>& addresses,
+                             std::optional<ShareLink> pairing, PairDone pair_done,
+                             std::function<void(Status)> established) {
+  if (addresses.empty()) {
+    established(make_error(ErrorCode::kUnavailable, "no known address for peer " + short_id(peer)));
+    return;
+  }
+  dial_address(peer, addresses, 0, std::move(pairing), std::move(pair_done), "", std::move(established));
+}
+
+void LinkService::Impl::dial_address(const PublicKeyBytes& peer, std::vector<std::string> addresses, size_t index,
+                                     std::optional<ShareLink> pairing, PairDone pair_done, std::string last_error,
+                                     std::function<void(Status)> done) {
+  if (index >= addresses.size()) {
+    done(make_error(ErrorCode::kUnavailable, "cannot reach peer " + short_id(peer) + " at any of its addresses (" +
+                                                 last_error + "); check that its yonderd runs and is reachable"));
+    return;
+  }
+  auto next = [this, peer, addresses, index, pairing, pair_done, done](const std::string& why) {
+    dial_address(peer, addresses, index + 1, pairing, pair_done, addresses[index] + ": " + why, done);
+  };
+  auto hp = split_host_port(addresses[index]);
+  if (!hp) return next(hp.error().message());
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io);
+  resolver->async_resolve(hp->first, hp->second, [this, resolver, peer, pairing, pair_done, done, next,
+                                                  address = addresses[index]](
+                                                     boost::system::error_code ec,
+                                                     asio::ip::tcp::resolver::results_type results) {
+    if (ec) return next("cannot resolve: " + ec.message());
+    auto stream = std::make_shared<std::unique_ptr<TlsStream>>(std::make_unique<TlsStream>(io, client_ctx));
+    SSL* ssl = (*stream)->native_handle();
+    TlsContext::set_policy(ssl, [peer](const PublicKeyBytes& key) {
+      return key == peer ? KeyVerdict::kPinned : KeyVerdict::kReject;
+    });
+    auto timer = std::make_shared<asio::steady_timer>(io, config.connect_timeout);
+    TlsStream* raw = stream->get();
+    timer->async_wait([raw](boost::system::error_code e) {
+      if (!e) {
+        boost::system::error_code ignored;
+        raw->lowest_layer().close(ignored);
+      }
+    });
+    asio::async_connect(raw->lowest_layer(), results, [this, stream, raw, timer, peer, pairing, pair_done, done, next,
+                                                        address](
+                                                          boost::system::error_code cec, const asio::ip::tcp::endpoint&) {
+      if (cec) {
+        timer->cancel();
+        return next(cec == asio::error::operation_aborted ? "timed out" : cec.message());
+      }
+      boost::system::error_code ignored;
+      raw->lowest_layer().set_option(asio::ip::tcp::no_delay(true), ignored);
+      raw->async_handshake(asio::ssl::stream_base::client, [this, stream, raw, timer, peer, pairing, pair_done, done,
+                                                            next, address](boost::system::error_code hec) {
+        timer->cancel();
+        if (hec) {
+          bool wrong_key = TlsContext::peer_key(raw->native_handle()).has_value() &&
+                           TlsContext::verdict(raw->native_handle()) == KeyVerdict::kReject;
+          if (wrong_key) {
+            spdlog::warn("link: {} answered with a different key than {}: refusing (man in the middle?)", address,
+                         short_id(peer));
+            return done(make_error(ErrorCode::kPermissionDenied,
+                                   address + " answered with a different key than the peer's; refusing to talk to "
+                                             "it (a man in the middle, or another node on that address)"));
+          }
+          return done(make_error(ErrorCode::kFailedPrecondition,
+                                 "peer " + short_id(peer) + " at " + address +
+                                     " refused the connection: it does not accept this node (it may have denied it, "
+                                     "or it has no valid share link for it)"));
+        }
+        auto session = std::make_shared<Session>(std::move(*stream), Role::kDialer, peer, KeyVerdict::kPinned, this,
+                                                 "direct to " + address);
+        Conn& c = conns[session.get()];
+        c.session = session;
+        c.dialed = true;
+        c.waiters.push_back(done);
+        if (pair_done) {
+          c.pair_done = [pair_done](Result<PairResult> r) {
+            if (!*pair_done) return;
+            auto d = std::move(*pair_done);
+            *pair_done = nullptr;
+            d(std::move(r));
+          };
+        }
+        c.establish_timer = std::make_unique<asio::steady_timer>(io, config.connect_timeout);
+        std::weak_ptr<Session> weak = session;
+        c.establish_timer->async_wait([weak](boost::system::error_code e) {
+          auto s = weak.lock();
+          if (!e && s && !s->established()) s->abort("the peer did not answer in time (it may have refused us)");
+        });
+        session->start();
+        if (pairing) {
+          send_control(c, {{"type", "pair"},
+                           {"v", 1},
+                           {"link_id", pairing->id_text()},
+                           {"secret", base64_encode(pairing->secret)},
+                           {"name", config.name}});
+        } else {
+          send_control(c, {{"type", "hello"}, {"v", 1}, {"name", config.name}});
+        }
+      });
+    });
+  });
+}
+
+void LinkService::Impl::mark_established(Conn& c) {
+  if (c.session->established()) return;
+  c.session->set_established();
+  if (c.establish_timer) c.establish_timer->cancel();
+  policy.seen(c.session->peer());
+  auto waiters = std::move(c.waiters);
+  c.waiters.clear();
+  for (auto& w : waiters) w(ok_status());
+}
+
+}  // namespace yonder::link

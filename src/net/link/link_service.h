@@ -1,0 +1,136 @@
+// The peer link service: listens for peers, dials them, pairs with share
+// links, and carries requests (RPC) and byte streams over each TLS session.
+//
+// Life of a connection:
+//   1. TCP connect; TLS 1.3 handshake in which each side's verify callback
+//      checks the other's Ed25519 key (tls_context.h). The dialer expects
+//      exactly one key. The acceptor asks its TrustPolicy: pinned, "pairing
+//      only" (unknown key while a share link could pair it), or reject.
+//   2. Pinned: the acceptor sends `hello` on the control stream; the dialer
+//      answers with its own `hello`. Each side counts the session as
+//      established when the other's first message arrives.
+//      Pairing: the dialer sends `pair` (link id, secret, its name); the
+//      acceptor sends nothing at all until then. A valid link pins the
+//      dialer and the acceptor answers `pair_ok`; a revoked, expired or used
+//      link gets `pair_error` (the dialer proved it holds the secret); a
+//      wrong link id or secret gets the connection closed without a byte.
+//   3. Requests: the caller opens an RPC stream, writes one message, and
+//      half-closes; the acceptor authorises it against the caller's current
+//      scope (every request, never cached), runs the handler, replies, closes.
+//   4. Denying a peer closes its sessions at once (GOAWAY, then close).
+//
+// Threading: everything runs on the io_context thread it was built with.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "crypto/identity.h"
+#include "crypto/scope.h"
+#include "crypto/share_link.h"
+#include "net/link/tls_context.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace yonder::link {
+
+// Stream kinds this service speaks (wire::StreamKind values are open-ended).
+enum class AppStreamKind : uint16_t {
+  kRpc = 100,
+  kEcho = 101,     // diagnostic: the acceptor sends back what it receives
+  kDiscard = 102,  // diagnostic: the acceptor counts and drops what it receives
+};
+
+// What the link needs to know from the node's trust store.
+class TrustPolicy {
+ public:
+  virtual ~TrustPolicy() = default;
+  virtual KeyVerdict classify(const PublicKeyBytes& key) = 0;
+  // A pairing attempt. Ok: the dialer is now pinned; the JSON goes back in
+  // pair_ok (our name and the scope granted). kNotFound: say nothing.
+  virtual Result<nlohmann::json> redeem(const LinkIdBytes& id, const LinkSecret& secret, const PublicKeyBytes& key,
+                                        const std::string& peer_name, const std::string& short_auth_string) = 0;
+  // Every request: may this peer call `method` now?
+  virtual Status authorize(const PublicKeyBytes& key, const std::string& method) = 0;
+  virtual void seen(const PublicKeyBytes& key) = 0;
+};
+
+struct LinkConfig {
+  std::string name;  // sent to pinned peers in hello, never to unknown ones
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds request_timeout{30'000};
+  // Requests per peer: token bucket (burst, per second).
+  double rate_burst = 200;
+  double rate_per_second = 100;
+};
+
+struct PairResult {
+  PublicKeyBytes provider{};
+  std::string provider_name;
+  nlohmann::json granted;  // the scope the provider gave us
+  std::string short_auth_string;
+};
+
+struct SessionInfo {
+  PublicKeyBytes peer{};
+  bool established = false;
+  bool pairing_only = false;
+  bool dialed = false;
+  std::string path;
+  std::optional<std::chrono::nanoseconds> rtt;
+  size_t streams = 0;
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+};
+
+using RpcReply = std::function<void(Result<nlohmann::json>)>;
+using RpcHandler = std::function<void(const PublicKeyBytes& peer, const nlohmann::json& params, RpcReply reply)>;
+
+class LinkService {
+ public:
+  LinkService(boost::asio::io_context& io, const Identity& identity, TrustPolicy& policy, LinkConfig config);
+  ~LinkService();
+
+  // Binds "host:port" (port 0 picks one) and starts accepting.
+  Status listen(const std::string& host_port);
+  uint16_t port() const;
+  // Stops accepting and closes every session.
+  void stop();
+
+  // Registers a request method; the policy authorises each call.
+  void add_method(const std::string& method, RpcHandler handler);
+  bool has_method(const std::string& method) const;
+
+  // Consumer side. Dials the link's addresses in order, pairs, and reports.
+  void pair(const ShareLink& link, std::function<void(Result<PairResult>)> done);
+  // Calls `method` on a pinned peer, reusing or dialling a session.
+  void call(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, const std::string& method,
+            const nlohmann::json& params, std::function<void(Result<nlohmann::json>)> done);
+  // Round trips on one echo stream, `count` of them `interval` apart;
+  // `progress` gets each RTT; `done` the end (an error if the stream died).
+  void ping(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, int count,
+            std::chrono::milliseconds interval, std::function<void(std::chrono::nanoseconds)> progress,
+            std::function<void(Status)> done);
+  // Sends `bytes` over `streams` parallel discard streams; reports what the
+  // far side counted (a link throughput test, like iperf).
+  void speed_test(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, uint64_t bytes, int streams,
+                  std::function<void(Result<uint64_t>)> done);
+
+  // Closes every session with `peer` now (used by deny).
+  void disconnect(const PublicKeyBytes& peer, const std::string& reason);
+  std::vector<SessionInfo> sessions() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace yonder::link

@@ -1,0 +1,135 @@
+#include "net/link/session.h"
+
+#include <boost/asio/write.hpp>
+
+namespace yonder::link {
+namespace asio = boost::asio;
+
+namespace {
+MonoTime mono_now() { return std::chrono::steady_clock::now(); }
+constexpr size_t kWriteChunk = 256 * 1024;
+}  // namespace
+
+Session::Session(std::unique_ptr<TlsStream> stream, Role role, PublicKeyBytes peer, KeyVerdict verdict,
+                 SessionObserver* observer, std::string path)
+    : stream_(std::move(stream)),
+      mux_(role, mono_now()),
+      peer_(peer),
+      verdict_(verdict),
+      observer_(observer),
+      path_(std::move(path)),
+      timer_(stream_->get_executor()) {}
+
+Session::~Session() = default;
+
+void Session::start() {
+  read_some();
+  arm_timer(mux_.on_timer(mono_now()));
+  flush();
+}
+
+std::string Session::short_auth_string() {
+  auto sas = TlsContext::short_auth_string(stream_->native_handle());
+  return sas ? *sas : std::string("unavailable");
+}
+
+void Session::read_some() {
+  if (closed_) return;
+  auto self = shared_from_this();
+  stream_->async_read_some(asio::buffer(read_buf_), [this, self](boost::system::error_code ec, size_t n) {
+    if (closed_) return;
+    if (ec) {
+      finish(ec == asio::error::eof || ec == asio::ssl::error::stream_truncated
+                 ? (close_reason_.empty() ? "the peer closed the link" : close_reason_)
+                 : "link read failed: " + ec.message());
+      return;
+    }
+    bytes_in_ += n;
+    mux_.feed(ByteView(read_buf_.data(), n), mono_now());
+    drain_events();
+    if (closed_) return;
+    flush();
+    read_some();
+  });
+}
+
+void Session::flush() {
+  if (closed_ || writing_) return;
+  if (!mux_.has_output()) {
+    if (closing_ || mux_.is_dead()) {
+      // Everything queued went out: end the TLS session.
+      closed_ = true;
+      auto self = shared_from_this();
+      stream_->async_shutdown([this, self](boost::system::error_code) {
+        boost::system::error_code ignored;
+        stream_->lowest_layer().close(ignored);
+      });
+      timer_.cancel();
+      observer_->on_session_closed(self, close_reason_.empty() ? "link closed" : close_reason_);
+    }
+    return;
+  }
+  write_some();
+}
+
+void Session::write_some() {
+  writing_ = true;
+  write_buf_ = mux_.take_output(kWriteChunk);
+  auto self = shared_from_this();
+  asio::async_write(*stream_, asio::buffer(write_buf_), [this, self](boost::system::error_code ec, size_t n) {
+    writing_ = false;
+    if (closed_) return;
+    if (ec) {
+      finish("link write failed: " + ec.message());
+      return;
+    }
+    bytes_out_ += n;
+    drain_events();  // credit returned while we wrote may have freed writers
+    flush();
+  });
+}
+
+void Session::arm_timer(MonoTime deadline) {
+  if (closed_) return;
+  timer_.expires_at(deadline);
+  auto self = shared_from_this();
+  timer_.async_wait([this, self](boost::system::error_code ec) {
+    if (ec || closed_) return;
+    MonoTime next = mux_.on_timer(mono_now());
+    drain_events();
+    flush();
+    arm_timer(next);
+  });
+}
+
+void Session::drain_events() {
+  auto self = shared_from_this();
+  while (auto event = mux_.poll_event()) {
+    if (auto* err = std::get_if<LinkError>(&*event)) {
+      if (close_reason_.empty()) close_reason_ = err->error.to_string();
+      closing_ = true;
+    }
+    if (auto* pong = std::get_if<PongReceived>(&*event)) rtt_ = pong->rtt;
+    observer_->on_mux_event(self, std::move(*event));
+    if (closed_) return;
+  }
+}
+
+void Session::close(const std::string& reason) {
+  if (closed_ || closing_) return;
+  close_reason_ = reason;
+  closing_ = true;
+  mux_.go_away(ResetCode::kNoError, reason);
+  flush();
+}
+
+void Session::finish(const std::string& why) {
+  if (closed_) return;
+  closed_ = true;
+  timer_.cancel();
+  boost::system::error_code ignored;
+  stream_->lowest_layer().close(ignored);
+  observer_->on_session_closed(shared_from_this(), why);
+}
+
+}  // namespace yonder::link

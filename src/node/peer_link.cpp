@@ -1,0 +1,214 @@
+#include "node/peer_link.h"
+
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <boost/asio/io_context.hpp>
+#include <nlohmann/json.hpp>
+#include <sodium.h>
+#include <spdlog/spdlog.h>
+
+namespace yonder::node {
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    std::string item = s.substr(start, comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The capability a request method needs; nullopt: any pinned peer may call it.
+std::optional<Capability> capability_for(const std::string& method) {
+  auto prefix = method.substr(0, method.find('.'));
+  if (prefix == "run") return Capability::kRun;
+  if (prefix == "exec") return Capability::kExec;
+  if (prefix == "forward") return Capability::kForward;
+  if (prefix == "files") return Capability::kFiles;
+  if (prefix == "mesh") return Capability::kMesh;
+  return std::nullopt;
+}
+
+const char* capability_name(Capability c) {
+  switch (c) {
+    case Capability::kRun: return "run";
+    case Capability::kExec: return "exec";
+    case Capability::kForward: return "forward";
+    case Capability::kFiles: return "files";
+    case Capability::kMesh: return "mesh";
+  }
+  return "?";
+}
+
+}  // namespace
+
+// Applies the optional scope fields of a request body to `s` (also used by peer_routes.cpp).
+Status apply_scope_fields(const nlohmann::json& b, Scope& s) {
+  auto caps = [&](const char* field) -> Result<uint8_t> {
+    if (!b.contains(field)) return uint8_t{0};
+    if (!b[field].is_string()) return make_error(ErrorCode::kInvalidArgument, std::string(field) + " must be a string");
+    return parse_capabilities(b[field].get<std::string>());
+  };
+  if (b.contains("capabilities")) {
+    auto c = caps("capabilities");
+    if (!c) return std::move(c).error();
+    s.capabilities = *c;
+  }
+  auto add = caps("add");
+  if (!add) return std::move(add).error();
+  auto remove = caps("remove");
+  if (!remove) return std::move(remove).error();
+  s.capabilities = static_cast<uint8_t>((s.capabilities | *add) & ~*remove);
+  auto num = [&](const char* field, uint64_t max, auto& out) -> Status {
+    if (!b.contains(field)) return ok_status();
+    if (!b[field].is_number_unsigned() || b[field].get<uint64_t>() > max) {
+      return make_error(ErrorCode::kInvalidArgument, std::string(field) + " must be a non-negative number");
+    }
+    out = static_cast<std::remove_reference_t<decltype(out)>>(b[field].get<uint64_t>());
+    return ok_status();
+  };
+  YONDER_TRY(num("gpus", UINT16_MAX, s.gpus));
+  YONDER_TRY(num("vram_bytes", UINT64_MAX, s.vram_bytes));
+  YONDER_TRY(num("max_time_s", UINT32_MAX, s.max_time_s));
+  YONDER_TRY(num("max_jobs", UINT16_MAX, s.max_jobs));
+  YONDER_TRY(num("cpus_milli", UINT32_MAX, s.cpus_milli));
+  YONDER_TRY(num("memory_bytes", UINT64_MAX, s.memory_bytes));
+  YONDER_TRY(num("disk_bytes", UINT64_MAX, s.disk_bytes));
+  if (b.contains("egress")) {
+    if (!b["egress"].is_boolean()) return make_error(ErrorCode::kInvalidArgument, "egress must be true or false");
+    s.egress = b["egress"].get<bool>();
+  }
+  return ok_status();
+}
+
+
+Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, const Identity& identity,
+                                                   const config::Config& cfg, const config::Paths& paths,
+                                                   std::string name) {
+  auto store = peers::TrustStore::open(paths.database());
+  if (!store) return std::move(store).error();
+  std::unique_ptr<PeerLink> pl(new PeerLink(identity, std::move(*store), name, cfg.get("link.listen"),
+                                            cfg.get("link.advertise")));
+  link::LinkConfig lc;
+  lc.name = name;
+  pl->service_ = std::make_unique<link::LinkService>(io, identity, *pl, lc);
+  return pl;
+}
+
+PeerLink::PeerLink(const Identity& identity, peers::TrustStore store, std::string name, std::string listen,
+                   std::string advertise)
+    : identity_(identity),
+      store_(std::move(store)),
+      name_(std::move(name)),
+      listen_(std::move(listen)),
+      advertise_(std::move(advertise)) {}
+
+PeerLink::~PeerLink() { stop(); }
+
+Status PeerLink::start() {
+  // Placeholder methods for capabilities whose features arrive in later
+  // issues: authorised like the real thing, then answered honestly.
+  for (const char* m : {"run.submit", "exec.open", "forward.open", "files.put"}) {
+    if (service_->has_method(m)) continue;
+    service_->add_method(m, [m](const PublicKeyBytes&, const nlohmann::json&, link::RpcReply reply) {
+      reply(make_error(ErrorCode::kFailedPrecondition, std::string(m) + " is not available on this provider yet"));
+    });
+  }
+  service_->add_method("node.info", [this](const PublicKeyBytes&, const nlohmann::json&, link::RpcReply reply) {
+    reply(nlohmann::json{{"name", name_}, {"node_id", identity_.node_id().to_string()}});
+  });
+  if (listen_.empty()) return ok_status();
+  YONDER_TRY(service_->listen(listen_));
+  spdlog::info("peer links on {} (port {})", listen_, service_->port());
+  return ok_status();
+}
+
+void PeerLink::stop() {
+  if (service_) service_->stop();
+}
+
+size_t PeerLink::peer_count() const {
+  size_t n = 0;
+  for (const auto& p : store_.peers()) n += !p.denied();
+  return n;
+}
+
+std::vector<std::string> PeerLink::advertised_addresses() const {
+  if (!advertise_.empty()) return split_list(advertise_);
+  std::string port = std::to_string(service_->port());
+  std::string host = listen_.substr(0, listen_.rfind(':'));
+  if (host != "0.0.0.0" && host != "[::]" && host != "::") return {host + ":" + port};
+  std::vector<std::string> out;
+  ifaddrs* ifs = nullptr;
+  if (::getifaddrs(&ifs) == 0) {
+    for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+      char buf[INET_ADDRSTRLEN];
+      auto* sin = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
+      if (::inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof buf) == nullptr) continue;
+      std::string a = buf;
+      if (a.rfind("127.", 0) == 0) continue;
+      out.push_back(a + ":" + port);
+    }
+    ::freeifaddrs(ifs);
+  }
+  out.push_back("127.0.0.1:" + port);  // the same machine, last
+  if (out.size() > 8) out.erase(out.begin() + 7, out.end() - 1);
+  return out;
+}
+
+Result<const peers::PeerRecord*> PeerLink::find_peer(const std::string& text) const {
+  const peers::PeerRecord* p = store_.find_by_text(text);
+  if (p == nullptr) {
+    return make_error(ErrorCode::kNotFound, "no paired peer \"" + text.substr(0, 80) +
+                                                "\" (or the name is ambiguous); `yonder peers` lists them");
+  }
+  return p;
+}
+
+link::KeyVerdict PeerLink::classify(const PublicKeyBytes& key) {
+  if (store_.find(key) != nullptr) return link::KeyVerdict::kPinned;
+  if (store_.any_redeemable(unix_seconds(clock_.now()))) return link::KeyVerdict::kPairingOnly;
+  return link::KeyVerdict::kReject;
+}
+
+Result<nlohmann::json> PeerLink::redeem(const LinkIdBytes& id, const LinkSecret& secret, const PublicKeyBytes& key,
+                                        const std::string& peer_name, const std::string& sas) {
+  peers::PeerRecord p;
+  p.key = key;
+  p.name = peer_name;
+  auto pinned = store_.redeem(id, secret, p, unix_seconds(clock_.now()));
+  if (!pinned) return std::move(pinned).error();
+  (void)sas;
+  return nlohmann::json{{"scope", scope_to_json(pinned->grant)}};
+}
+
+Status PeerLink::authorize(const PublicKeyBytes& key, const std::string& method) {
+  const peers::PeerRecord* p = store_.find(key);
+  if (p == nullptr) {
+    return make_error(ErrorCode::kPermissionDenied, "this provider no longer accepts requests from this node");
+  }
+  auto cap = capability_for(method);
+  if (cap && !p->grant.allows(*cap)) {
+    return make_error(ErrorCode::kPermissionDenied,
+                      std::string("not permitted: your scope on this provider does not include \"") +
+                          capability_name(*cap) + "\" (it allows " + p->grant.capabilities_text() +
+                          "); ask the provider to run `yonder allow` for you");
+  }
+  return ok_status();
+}
+
+void PeerLink::seen(const PublicKeyBytes& key) { (void)store_.touch(key, unix_seconds(clock_.now())); }
+
+}  // namespace yonder::node

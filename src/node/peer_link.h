@@ -1,0 +1,63 @@
+// The node's side of the peer link: owns the trust store and the LinkService,
+// answers the link's policy questions (who is pinned, may this peer call
+// that), and serves the local API routes for sharing, pairing and peers:
+//   POST /v1/share, GET /v1/links, POST /v1/links/revoke, POST /v1/pair,
+//   GET /v1/peers, POST /v1/peers/deny, POST /v1/peers/scope,
+//   POST /v1/peers/ping, POST /v1/peers/speedtest, POST /v1/peers/call
+// Runs on the daemon's event loop.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "api/server.h"
+#include "base/clock.h"
+#include "config/config.h"
+#include "crypto/identity.h"
+#include "net/link/link_service.h"
+#include "peers/trust_store.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace yonder::node {
+
+class PeerLink final : public link::TrustPolicy {
+ public:
+  static Result<std::unique_ptr<PeerLink>> create(boost::asio::io_context& io, const Identity& identity,
+                                                  const config::Config& cfg, const config::Paths& paths,
+                                                  std::string name);
+  ~PeerLink() override;
+
+  // Starts listening (link.listen); a no-op when it is empty.
+  Status start();
+  void stop();
+  void add_routes(api::Router& router);
+  link::LinkService& service() { return *service_; }
+  size_t peer_count() const;
+  uint16_t port() const { return service_->port(); }
+
+  // link::TrustPolicy
+  link::KeyVerdict classify(const PublicKeyBytes& key) override;
+  Result<nlohmann::json> redeem(const LinkIdBytes& id, const LinkSecret& secret, const PublicKeyBytes& key,
+                                const std::string& peer_name, const std::string& short_auth_string) override;
+  Status authorize(const PublicKeyBytes& key, const std::string& method) override;
+  void seen(const PublicKeyBytes& key) override;
+
+ private:
+  PeerLink(const Identity& identity, peers::TrustStore store, std::string name, std::string listen,
+           std::string advertise);
+  std::vector<std::string> advertised_addresses() const;
+  Result<const peers::PeerRecord*> find_peer(const std::string& text) const;
+
+  const Identity& identity_;
+  peers::TrustStore store_;
+  std::string name_;
+  std::string listen_;
+  std::string advertise_;
+  SystemClock clock_;
+  std::unique_ptr<link::LinkService> service_;
+};
+
+}  // namespace yonder::node

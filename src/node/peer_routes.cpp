@@ -1,0 +1,254 @@
+// Local API routes of PeerLink: sharing, pairing, peers.
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <nlohmann/json.hpp>
+#include <sodium.h>
+#include <spdlog/spdlog.h>
+
+#include "node/peer_link.h"
+
+namespace yonder::node {
+namespace {
+
+Result<nlohmann::json> parse_body(const api::Request& req) {
+  auto j = nlohmann::json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+  if (!j.is_object()) return make_error(ErrorCode::kInvalidArgument, "the request body must be a JSON object");
+  return j;
+}
+
+std::string string_field(const nlohmann::json& b, const char* name) {
+  auto it = b.find(name);
+  return it != b.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+uint64_t uint_field(const nlohmann::json& b, const char* name, uint64_t fallback) {
+  auto it = b.find(name);
+  return it != b.end() && it->is_number_unsigned() ? it->get<uint64_t>() : fallback;
+}
+
+}  // namespace
+
+Status apply_scope_fields(const nlohmann::json& b, Scope& s);
+
+void PeerLink::add_routes(api::Router& router) {
+  using api::Reply;
+  using api::Request;
+  using api::Response;
+
+  router.add("POST", "/v1/share", [this](const Request& req, Reply reply) {
+    auto body = parse_body(req);
+    if (!body) return reply(Response::error(body.error()));
+    if (listen_.empty()) {
+      return reply(Response::error(make_error(
+          ErrorCode::kFailedPrecondition, "this node does not listen for peers (link.listen is empty); set it first")));
+    }
+    Scope scope;  // conservative defaults: run only, 1 GPU, 2h, 1 job, no egress
+    if (auto st = apply_scope_fields(*body, scope); !st) return reply(Response::error(st.error()));
+    uint64_t expires_s = uint_field(*body, "expires_s", 3600);
+    uint64_t uses = uint_field(*body, "uses", 1);
+    if (expires_s == 0 || expires_s > 30ull * 86400) {
+      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "--expires must be between 1s and 30d")));
+    }
+    if (uses == 0 || uses > 1000) {
+      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "--uses must be between 1 and 1000")));
+    }
+    ShareLink link;
+    link.provider_key = identity_.public_key();
+    randombytes_buf(link.id.data(), link.id.size());
+    randombytes_buf(link.secret.data(), link.secret.size());
+    int64_t now = unix_seconds(clock_.now());
+    link.expires_at = now + static_cast<int64_t>(expires_s);
+    link.uses = static_cast<uint16_t>(uses);
+    link.scope = scope;
+    link.addresses = advertised_addresses();
+    link.provider_name = name_.substr(0, 64);
+    auto text = encode_share_link(link, identity_);
+    if (!text) return reply(Response::error(text.error()));
+    peers::LinkRecord rec;
+    rec.id = link.id;
+    rec.secret_hash = hash_link_secret(link.secret);
+    rec.scope = scope;
+    rec.created_at = now;
+    rec.expires_at = link.expires_at;
+    rec.uses_total = rec.uses_left = static_cast<int>(uses);
+    rec.label = string_field(*body, "label");
+    if (auto st = store_.add_link(rec); !st) return reply(Response::error(st.error()));
+    spdlog::info("share link {} created: {}, {} use(s), expires in {}", link.id_text(), scope.summary(), uses,
+                 format_duration(expires_s));
+    reply(Response::json(200, {{"link", *text},
+                               {"id", link.id_text()},
+                               {"expires_at", link.expires_at},
+                               {"uses", uses},
+                               {"scope", scope_to_json(scope)},
+                               {"summary", scope.summary()},
+                               {"addresses", link.addresses}}));
+  });
+
+  router.add("GET", "/v1/links", [this](const Request&, Reply reply) {
+    auto links = store_.links();
+    if (!links) return reply(Response::error(links.error()));
+    int64_t now = unix_seconds(clock_.now());
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& l : *links) {
+      arr.push_back({{"id", l.id_text()},
+                     {"state", l.state(now)},
+                     {"uses_left", l.uses_left},
+                     {"uses_total", l.uses_total},
+                     {"created_at", l.created_at},
+                     {"expires_at", l.expires_at},
+                     {"scope", scope_to_json(l.scope)},
+                     {"summary", l.scope.summary()},
+                     {"label", l.label}});
+    }
+    reply(Response::json(200, {{"links", arr}}));
+  });
+
+  router.add("POST", "/v1/links/revoke", [this](const Request& req, Reply reply) {
+    auto body = parse_body(req);
+    if (!body) return reply(Response::error(body.error()));
+    auto id = parse_link_id(string_field(*body, "id"));
+    if (!id) return reply(Response::error(id.error()));
+    if (auto st = store_.revoke_link(*id, unix_seconds(clock_.now())); !st) return reply(Response::error(st.error()));
+    spdlog::info("share link {} revoked", hex_encode(*id));
+    reply(Response::json(200, {{"ok", true}}));
+  });
+
+  router.add("POST", "/v1/pair", [this](const Request& req, Reply reply) {
+    auto body = parse_body(req);
+    if (!body) return reply(Response::error(body.error()));
+    auto link = decode_share_link(string_field(*body, "link"));
+    if (!link) return reply(Response::error(link.error()));
+    if (auto st = check_link_expiry(*link, clock_.now()); !st) return reply(Response::error(st.error()));
+    if (link->provider_key == identity_.public_key()) {
+      return reply(Response::error(make_error(ErrorCode::kInvalidArgument,
+                                              "this is a link of this very node; give it to the other person")));
+    }
+    ShareLink l = *link;
+    service_->pair(l, [this, l, reply](Result<link::PairResult> r) {
+      if (!r) return reply(Response::error(r.error()));
+      peers::PeerRecord p;
+      if (const auto* existing = store_.find(l.provider_key)) p = *existing;
+      else p.grant.capabilities = 0;  // we grant the provider nothing unless we share with it too
+      p.key = l.provider_key;
+      p.name = r->provider_name.empty() ? l.provider_name : r->provider_name;
+      p.addresses = l.addresses;
+      auto granted = scope_from_json(r->granted);
+      if (granted) p.granted_to_us = *granted;
+      if (p.paired_at == 0) p.paired_at = unix_seconds(clock_.now());
+      p.denied_at.reset();
+      if (auto st = store_.upsert(p); !st) return reply(Response::error(st.error()));
+      spdlog::info("paired with provider {} \"{}\"; short authentication string {}", p.id().to_string(), p.name,
+                   r->short_auth_string);
+      reply(Response::json(200, {{"peer", p.id().to_string()},
+                                 {"name", p.name},
+                                 {"scope", r->granted},
+                                 {"summary", granted ? granted->summary() : std::string("?")},
+                                 {"short_auth_string", r->short_auth_string}}));
+    });
+  });
+
+  router.add("GET", "/v1/peers", [this](const Request&, Reply reply) {
+    auto sessions = service_->sessions();
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& p : store_.peers()) {
+      nlohmann::json j = {{"node_id", p.id().to_string()},
+                          {"name", p.name},
+                          {"grant", scope_to_json(p.grant)},
+                          {"grant_summary", p.grant.capabilities ? p.grant.summary() : "nothing"},
+                          {"granted_to_us", p.granted_to_us ? scope_to_json(*p.granted_to_us) : nlohmann::json()},
+                          {"paired_at", p.paired_at},
+                          {"last_seen_at", p.last_seen_at ? nlohmann::json(*p.last_seen_at) : nlohmann::json()},
+                          {"denied", p.denied()},
+                          {"addresses", p.addresses},
+                          {"connected", false},
+                          {"path", ""},
+                          {"streams", 0}};
+      for (const auto& s : sessions) {
+        if (s.peer != p.key || !s.established) continue;
+        j["connected"] = true;
+        j["path"] = s.path;
+        j["streams"] = j["streams"].get<size_t>() + s.streams;
+        if (s.rtt) j["rtt_ms"] = std::chrono::duration<double, std::milli>(*s.rtt).count();
+      }
+      arr.push_back(j);
+    }
+    reply(Response::json(200, {{"peers", arr}}));
+  });
+
+  router.add("POST", "/v1/peers/deny", [this](const Request& req, Reply reply) {
+    auto body = parse_body(req);
+    if (!body) return reply(Response::error(body.error()));
+    auto p = find_peer(string_field(*body, "peer"));
+    if (!p) return reply(Response::error(p.error()));
+    PublicKeyBytes key = (*p)->key;
+    std::string id = (*p)->id().to_string();
+    if (auto st = store_.deny(key, unix_seconds(clock_.now())); !st) return reply(Response::error(st.error()));
+    // The pin is gone from memory and disk; now end its live sessions.
+    service_->disconnect(key, "the provider removed this node's access");
+    spdlog::info("denied peer {}", id);
+    reply(Response::json(200, {{"ok", true}, {"peer", id}}));
+  });
+
+  router.add("POST", "/v1/peers/scope", [this](const Request& req, Reply reply) {
+    auto body = parse_body(req);
+    if (!body) return reply(Response::error(body.error()));
+    auto p = find_peer(string_field(*body, "peer"));
+    if (!p) return reply(Response::error(p.error()));
+    Scope s = (*p)->grant;
+    if (auto st = apply_scope_fields(*body, s); !st) return reply(Response::error(st.error()));
+    PublicKeyBytes key = (*p)->key;
+    if (auto st = store_.set_grant(key, s); !st) return reply(Response::error(st.error()));
+    reply(Response::json(200, {{"peer", NodeId(key).to_string()}, {"scope", scope_to_json(s)}, {"summary", s.summary()}}));
+  });
+
+  router.add("POST", "/v1/peers/ping", [this](const Request& req, Reply reply) {
+    auto body = parse_body(req);
+    if (!body) return reply(Response::error(body.error()));
+    auto p = find_peer(string_field(*body, "peer"));
+    if (!p) return reply(Response::error(p.error()));
+    int count = static_cast<int>(std::min<uint64_t>(uint_field(*body, "count", 4), 10000));
+    auto interval = std::chrono::milliseconds(std::min<uint64_t>(uint_field(*body, "interval_ms", 200), 60000));
+    auto rtts = std::make_shared<std::vector<double>>();
+    service_->ping(
+        (*p)->key, (*p)->addresses, std::max(count, 1), interval,
+        [rtts](std::chrono::nanoseconds rtt) { rtts->push_back(std::chrono::duration<double, std::milli>(rtt).count()); },
+        [rtts, reply](Status st) {
+          if (!st) {
+            nlohmann::json e = nlohmann::json::parse(Response::error(st.error()).body);
+            e["rtt_ms"] = *rtts;
+            return reply(Response::json(503, e));
+          }
+          reply(Response::json(200, {{"rtt_ms", *rtts}}));
+        });
+  });
+
+  router.add("POST", "/v1/peers/speedtest", [this](const Request& req, Reply reply) {
+    auto body = parse_body(req);
+    if (!body) return reply(Response::error(body.error()));
+    auto p = find_peer(string_field(*body, "peer"));
+    if (!p) return reply(Response::error(p.error()));
+    uint64_t bytes = std::min<uint64_t>(uint_field(*body, "bytes", 256ull << 20), 64ull << 30);
+    int streams = static_cast<int>(std::min<uint64_t>(uint_field(*body, "streams", 1), 64));
+    auto start = std::chrono::steady_clock::now();
+    service_->speed_test((*p)->key, (*p)->addresses, bytes, streams, [reply, start](Result<uint64_t> r) {
+      if (!r) return reply(Response::error(r.error()));
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      reply(Response::json(200, {{"bytes", *r}, {"seconds", s}, {"gbit_s", static_cast<double>(*r) * 8 / s / 1e9}}));
+    });
+  });
+
+  router.add("POST", "/v1/peers/call", [this](const Request& req, Reply reply) {
+    auto body = parse_body(req);
+    if (!body) return reply(Response::error(body.error()));
+    auto p = find_peer(string_field(*body, "peer"));
+    if (!p) return reply(Response::error(p.error()));
+    nlohmann::json params = body->contains("params") ? (*body)["params"] : nlohmann::json::object();
+    service_->call((*p)->key, (*p)->addresses, string_field(*body, "method"), params,
+                   [reply](Result<nlohmann::json> r) {
+                     if (!r) return reply(Response::error(r.error()));
+                     reply(Response::json(200, {{"result", *r}}));
+                   });
+  });
+}
+
+}  // namespace yonder::node
