@@ -128,6 +128,10 @@ Status PeerLink::start() {
   service_->add_method("node.info", [this](const PublicKeyBytes&, const nlohmann::json&, link::RpcReply reply) {
     reply(nlohmann::json{{"name", name_}, {"node_id", identity_.node_id().to_string()}});
   });
+  // Stay connected to the providers we paired with (reconnecting with backoff).
+  for (const auto& p : store_.peers()) {
+    if (p.granted_to_us && !p.denied() && !p.addresses.empty()) service_->keep_connected(p.key, p.addresses);
+  }
   if (listen_.empty()) return ok_status();
   YONDER_TRY(service_->listen(listen_));
   spdlog::info("peer links on {} (port {})", listen_, service_->port());

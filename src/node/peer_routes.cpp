@@ -137,6 +137,7 @@ void PeerLink::add_routes(api::Router& router) {
       if (p.paired_at == 0) p.paired_at = unix_seconds(clock_.now());
       p.denied_at.reset();
       if (auto st = store_.upsert(p); !st) return reply(Response::error(st.error()));
+      service_->keep_connected(p.key, p.addresses);
       spdlog::info("paired with provider {} \"{}\"; short authentication string {}", p.id().to_string(), p.name,
                    r->short_auth_string);
       reply(Response::json(200, {{"peer", p.id().to_string()},

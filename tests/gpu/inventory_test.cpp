@@ -315,3 +315,36 @@ TEST(BlockedByOs, RecognisesNvidiaSmiWording) {
 
 }  // namespace
 }  // namespace yonder::gpu
+
+namespace yonder::gpu {
+namespace {
+
+// Per-process accounting (issue 4) through the stub's nvmlProcessInfo_t.
+TEST(NvmlInventory, StubReportsComputeProcessesPerDevice) {
+  auto processes = make_nvml_inventory(NVML_STUB_TWO_GPUS_PATH)->processes();
+  ASSERT_TRUE(processes.ok()) << processes.error().to_string();
+  std::vector<GpuProcess> want = {{"GPU-5a1b0000-0000-4000-8000-000000000001", 4242, 1ULL << 30},
+                                  {"GPU-5a1b0000-0000-4000-8000-000000000001", 4343, 0}};
+  EXPECT_EQ(*processes, want);
+  EXPECT_EQ(stub_init_count(NVML_STUB_TWO_GPUS_PATH), 0) << "nvmlShutdown was not called";
+  // A driver without the call cannot enforce VRAM limits, and says so.
+  auto old = make_nvml_inventory(NVML_STUB_NO_DEVICES_PATH)->processes();
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.error().message().find("update the NVIDIA driver"), std::string::npos) << old.error().message();
+  EXPECT_FALSE(make_nvml_inventory("/nonexistent/libnvidia-ml.so.1")->processes().ok());
+}
+
+TEST(FakeInventory, SimulatesPerProcessUse) {
+  FakeGpuInventory fake(2, "GPU", 24ULL << 30);
+  EXPECT_TRUE(fake.processes()->empty());
+  fake.simulate_process("GPU-fake-0000-0000-0000-000000000001", 7, 3ULL << 30);
+  auto report = fake.probe();
+  EXPECT_EQ(report.devices[1].memory_used_bytes, 3ULL << 30);
+  EXPECT_EQ(report.devices[0].memory_used_bytes, 0u);
+  EXPECT_EQ(fake.processes()->size(), 1u);
+  fake.simulate_process("GPU-fake-0000-0000-0000-000000000001", 7, 0);
+  EXPECT_TRUE(fake.processes()->empty());
+}
+
+}  // namespace
+}  // namespace yonder::gpu

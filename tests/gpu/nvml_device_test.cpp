@@ -83,3 +83,31 @@ TEST(NvmlDevice, ReportMatchesThisMachine) {
 
 }  // namespace
 }  // namespace yonder::gpu
+
+namespace yonder::gpu {
+namespace {
+
+// Per-process accounting (issue 4, VRAM limits) against the real driver.
+TEST(NvmlDevice, ProcessesMatchThisMachine) {
+  auto inventory = make_nvml_inventory();
+  InventoryReport report = inventory->probe();
+  auto processes = inventory->processes();
+  if (report.state != InventoryState::kOk) {
+    EXPECT_FALSE(gpu_expected()) << state_message(report);
+    EXPECT_FALSE(processes.ok()) << "no working GPU, yet processes() answered";
+    if (!processes.ok()) std::cout << "processes(): " << processes.error().to_string() << "\n";
+    return;
+  }
+  ASSERT_TRUE(processes.ok()) << processes.error().to_string();
+  std::cout << processes->size() << " compute process(es)\n";
+  for (const auto& p : *processes) {
+    std::cout << "  " << p.uuid << " pid " << p.pid << " " << (p.used_bytes >> 20) << " MiB\n";
+    bool known = false;
+    for (const auto& d : report.devices) known = known || d.uuid == p.uuid;
+    EXPECT_TRUE(known) << p.uuid;
+    EXPECT_GT(p.pid, 0);
+  }
+}
+
+}  // namespace
+}  // namespace yonder::gpu

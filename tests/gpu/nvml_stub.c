@@ -187,3 +187,32 @@ STUB_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device,
   return NVML_SUCCESS;
 }
 #endif
+
+#if defined(NVML_STUB_TWO_GPUS)
+/* Per-process accounting (issue 4): two processes on the first GPU, one of
+ * whose memory NVML cannot tell (NVML_VALUE_NOT_AVAILABLE), none on the
+ * second. The layout is nvmlProcessInfo_t v2/v3. */
+typedef struct {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
+STUB_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                                 nvmlProcessInfo_t* infos) {
+  unsigned int n = device == &kStubGpus[0] ? 2 : 0;
+  if (*count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  *count = n;
+  if (n == 2) {
+    infos[0].pid = 4242;
+    infos[0].usedGpuMemory = 1073741824ULL;
+    infos[1].pid = 4343;
+    infos[1].usedGpuMemory = ~0ULL;
+  }
+  return NVML_SUCCESS;
+}
+#endif

@@ -93,8 +93,8 @@ constexpr SampleRow kSamples[] = {
      "ifnull(revoked_at, 'null') FROM share_links",
      "0102|1700086400|3|2|null"},
     {2,
-     "INSERT INTO jobs VALUES ('job-1', 'node-a', 'provider', 'running', '{}', '{\"id\":\"c1\"}', NULL, "
-     "1700000001, 1700000002)",
+     "INSERT INTO jobs (job_id, peer_id, side, state, spec_json, handle_json, exit_code, created_at, updated_at) "
+     "VALUES ('job-1', 'node-a', 'provider', 'running', '{}', '{\"id\":\"c1\"}', NULL, 1700000001, 1700000002)",
      "SELECT side || '|' || state || '|' || handle_json || '|' || updated_at FROM jobs",
      "provider|running|{\"id\":\"c1\"}|1700000002"},
     {2,
@@ -260,10 +260,12 @@ TEST(Migrations, SchemaEnforcesItsRules) {
   TempDir dir;
   Database db = open_or_die(dir.file("state.db"));
   ASSERT_TRUE(migrate(db).ok());
-  Status negative = db.exec("INSERT INTO share_links VALUES ('l', x'01', '{}', 1, 2, 1, -1, NULL)");
+  Status negative = db.exec("INSERT INTO share_links (link_id, secret_hash, scope_json, created_at, expires_at, "
+                            "uses_total, uses_left, revoked_at) VALUES ('l', x'01', '{}', 1, 2, 1, -1, NULL)");
   ASSERT_FALSE(negative.ok());
   EXPECT_EQ(negative.error().code(), ErrorCode::kInvalidArgument);
-  Status side = db.exec("INSERT INTO jobs VALUES ('j', 'p', 'bystander', 's', '{}', NULL, NULL, 1, 1)");
+  Status side = db.exec("INSERT INTO jobs (job_id, peer_id, side, state, spec_json, handle_json, exit_code, "
+                        "created_at, updated_at) VALUES ('j', 'p', 'bystander', 's', '{}', NULL, NULL, 1, 1)");
   ASSERT_FALSE(side.ok());
   EXPECT_EQ(side.error().code(), ErrorCode::kInvalidArgument);
   // STRICT: a key given as text is refused, not stored as text.

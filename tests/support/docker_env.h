@@ -24,7 +24,9 @@ inline std::string docker_socket() {
 }
 
 inline bool docker_answers() {
-  auto r = os::unix_http_request(docker_socket(), "GET", "/_ping", {}, {std::chrono::milliseconds(3000)});
+  os::HttpRequestOptions options;
+  options.timeout = std::chrono::milliseconds(3000);
+  auto r = os::unix_http_request(docker_socket(), "GET", "/_ping", {}, options);
   return r.ok() && r->status == 200;
 }
 

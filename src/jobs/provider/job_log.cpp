@@ -150,7 +150,10 @@ Result<LogSlice> JobLog::read(uint64_t offset, size_t max_bytes) const {
   buf.resize(got);
   size_t consumed = 0;
   auto records = decode_log_records(buf, &consumed);
-  if (!records) return std::move(records).error();
+  if (!records) {
+    return make_error(ErrorCode::kInvalidArgument, "log offset " + std::to_string(offset) +
+                                                       " is not the start of a log record; use an offset this API returned");
+  }
   size_t used = 0, payload = 0;
   for (auto& r : *records) {
     if (payload > 0 && payload + r.data.size() > max_bytes) break;

@@ -1,5 +1,6 @@
 // The control stream (hello, pairing) and session events of LinkService.
 #include <boost/asio/post.hpp>
+#include <sodium.h>
 #include <spdlog/spdlog.h>
 
 #include "net/link/link_service_impl.h"
@@ -163,8 +164,50 @@ void LinkService::Impl::on_session_closed(const std::shared_ptr<Session>& sessio
   }
   c.streams.clear();
   if (c.establish_timer) c.establish_timer->cancel();
+  if (c.dialed && keep.count(session->peer()) && !stopped) schedule_redial(session->peer());
   // Erase later: callers up the stack may still hold this Conn.
   asio::post(io, [this, key = session.get()] { conns.erase(key); });
+}
+
+void LinkService::keep_connected(const PublicKeyBytes& peer, const std::vector<std::string>& addresses) {
+  auto& k = impl_->keep[peer];
+  k.addresses = addresses;
+  if (!k.timer) k.timer = std::make_unique<asio::steady_timer>(impl_->io);
+  if (impl_->find_established(peer) == nullptr && !k.dialing) impl_->redial(peer);
+}
+
+void LinkService::forget(const PublicKeyBytes& peer) { impl_->keep.erase(peer); }
+
+void LinkService::Impl::redial(const PublicKeyBytes& peer) {
+  auto it = keep.find(peer);
+  if (it == keep.end() || stopped || find_established(peer) != nullptr) return;
+  it->second.dialing = true;
+  with_session(peer, it->second.addresses, [this, peer](Result<Conn*> conn) {
+    auto k = keep.find(peer);
+    if (k == keep.end()) return;
+    k->second.dialing = false;
+    if (conn) {
+      k->second.failures = 0;
+      return;
+    }
+    spdlog::info("link: cannot reach {}: {}", NodeId(peer).short_form(), conn.error().message());
+    k->second.failures++;
+    schedule_redial(peer);
+  });
+}
+
+void LinkService::Impl::schedule_redial(const PublicKeyBytes& peer) {
+  auto it = keep.find(peer);
+  if (it == keep.end() || !it->second.timer || it->second.dialing) return;
+  int f = std::min(it->second.failures, 7);
+  auto base = std::chrono::milliseconds(500) * (1 << f);  // 0.5 s .. 64 s
+  auto delay = std::min<std::chrono::milliseconds>(base, std::chrono::seconds(60));
+  // Jitter (+0..25 %), so many consumers of one provider do not redial in step.
+  delay += std::chrono::milliseconds(randombytes_uniform(static_cast<uint32_t>(delay.count() / 4 + 1)));
+  it->second.timer->expires_after(delay);
+  it->second.timer->async_wait([this, peer](boost::system::error_code ec) {
+    if (!ec) redial(peer);
+  });
 }
 
 }  // namespace yonder::link

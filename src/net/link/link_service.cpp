@@ -85,6 +85,7 @@ uint16_t LinkService::port() const {
 void LinkService::stop() {
   if (impl_->stopped) return;
   impl_->stopped = true;
+  impl_->keep.clear();
   if (impl_->acceptor) {
     boost::system::error_code ec;
     impl_->acceptor->close(ec);

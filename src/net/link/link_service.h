@@ -124,6 +124,13 @@ class LinkService {
   void speed_test(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, uint64_t bytes, int streams,
                   std::function<void(Result<uint64_t>)> done);
 
+  // Keeps a session to `peer` up: dials now if there is none, and redials
+  // with exponential backoff (0.5 s doubling to 60 s, with jitter) whenever
+  // it drops. Requests in flight on a dropped session fail at once with the
+  // reason; they are not retried behind the caller's back.
+  void keep_connected(const PublicKeyBytes& peer, const std::vector<std::string>& addresses);
+  void forget(const PublicKeyBytes& peer);
+
   // Closes every session with `peer` now (used by deny).
   void disconnect(const PublicKeyBytes& peer, const std::string& reason);
   std::vector<SessionInfo> sessions() const;

@@ -67,6 +67,15 @@ struct LinkService::Impl : SessionObserver {
   std::unique_ptr<asio::ip::tcp::acceptor> acceptor;
   std::map<Session*, Conn> conns;
   std::map<std::string, RpcHandler> methods;
+  struct Keep {
+    std::vector<std::string> addresses;
+    int failures = 0;
+    std::unique_ptr<asio::steady_timer> timer;
+    bool dialing = false;
+  };
+  std::map<PublicKeyBytes, Keep> keep;
+  void redial(const PublicKeyBytes& peer);
+  void schedule_redial(const PublicKeyBytes& peer);
   bool stopped = false;
 
   // link_service.cpp

@@ -231,8 +231,27 @@ void LinkService::call(const PublicKeyBytes& peer, const std::vector<std::string
     Conn& c = **conn;
     auto id = impl->open(c, AppStreamKind::kRpc);
     if (!id) return done(std::move(id).error());
-    c.streams[*id].on_reply = done;
+    // A reply that never comes fails the call instead of hanging it.
+    auto timer = std::make_shared<asio::steady_timer>(impl->io, impl->config.request_timeout);
+    c.streams[*id].on_reply = [timer, done](Result<nlohmann::json> r) {
+      timer->cancel();
+      done(std::move(r));
+    };
     impl->send(c, *id, encode_message({{"method", method}, {"params", params}}), true);
+    std::weak_ptr<Session> weak = c.session;
+    uint32_t sid = *id;
+    timer->async_wait([impl, weak, sid, method](boost::system::error_code ec) {
+      auto s = weak.lock();
+      Conn* cc = s ? impl->conn_of(s) : nullptr;
+      if (ec || cc == nullptr) return;
+      auto it = cc->streams.find(sid);
+      if (it == cc->streams.end() || !it->second.on_reply) return;
+      auto reply = std::move(it->second.on_reply);
+      cc->streams.erase(it);
+      (void)s->mux().reset(wire::StreamId{sid}, wire::ResetCode::kTimeout, "no reply in time");
+      s->flush();
+      reply(make_error(ErrorCode::kUnavailable, "the peer did not answer \"" + method + "\" in time"));
+    });
   });
 }
 

@@ -80,10 +80,14 @@ struct StreamOpened {  // the peer opened a stream
   StreamId id;
   StreamKind kind;
 };
-struct DataAvailable {  // a stream's receive buffer went from empty to not
+// A stream's receive buffer went from empty to not: read() until it returns
+// nothing; there is no further DataAvailable for that stream until then.
+struct DataAvailable {
   StreamId id;
 };
-struct StreamClosed {  // the peer sent its last byte (remote half-close)
+// The peer sent its last byte (remote half-close). Bytes before it may
+// still be waiting in read(); our half stays open until close().
+struct StreamClosed {
   StreamId id;
 };
 struct StreamReset {  // the peer reset the stream, or it was refused

@@ -74,7 +74,8 @@ void Session::flush() {
 
 void Session::write_some() {
   writing_ = true;
-  write_buf_ = mux_.take_output(kWriteChunk);
+  write_buf_.clear();  // reused: no allocation per write
+  mux_.take_output(write_buf_, kWriteChunk);
   auto self = shared_from_this();
   asio::async_write(*stream_, asio::buffer(write_buf_), [this, self](boost::system::error_code ec, size_t n) {
     writing_ = false;

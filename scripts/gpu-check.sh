@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Real-GPU check (issue 4), for a machine with an NVIDIA GPU: NVML probe and
+# per-process accounting through the built gpu_nvml_device_test, and what the
+# engine offers for GPU containers. Usage: scripts/gpu-check.sh (after a dev build).
+set -u
+T=build/dev/tests/gpu/gpu_nvml_device_test
+echo "== nvidia-smi"; timeout 20 nvidia-smi -L 2>&1 | head -5
+echo "== tools"; for t in docker dockerd nvidia-container-runtime-hook nvidia-ctk python3; do printf '%s: %s\n' $t "$(command -v $t || echo missing)"; done
+echo "== docker"; timeout 10 docker info 2>/dev/null | grep -iE 'server version|runtimes|default runtime' || echo "no docker engine answers"
+echo "== probe without a GPU process"; YONDER_EXPECT_GPU=1 timeout 60 $T 2>&1 | grep -vE '^\[ RUN|^\[----' | tail -40
+if python3 -c 'import torch' 2>/dev/null; then
+  echo "== with a torch process holding ~1 GiB"
+  python3 -c 'import torch,time; x=torch.empty(2**28, device="cuda"); print("holding", flush=True); time.sleep(25)' &
+  P=$!; sleep 12
+  YONDER_EXPECT_GPU=1 timeout 30 $T --gtest_filter='*Processes*' 2>&1 | grep -E 'process|MiB|OK|FAIL'
+  echo "torch pid $P"; kill $P
+else
+  echo "== no torch: no process to hold memory"
+fi

@@ -1,0 +1,101 @@
+// Every hardened default, field by field, in the body sent to Docker's
+// POST /containers/create (the abuse suite then shows their effect).
+#include "exec/docker/container_spec.h"
+
+#include <gtest/gtest.h>
+
+namespace yonder::exec::docker {
+namespace {
+
+TaskSpec cpu_job() {
+  TaskSpec s;
+  s.job_id = "abc";
+  s.image = "python:3";
+  s.command = {"python", "-c", "print(1)"};
+  s.env = {{"A", "1"}};
+  s.limits.nano_cpus = 1'500'000'000;
+  s.limits.memory_bytes = 1LL << 30;
+  s.limits.pids = 256;
+  s.limits.shm_bytes = 64 << 20;
+  s.limits.tmp_bytes = 128 << 20;
+  s.limits.log_file_bytes = 5 << 20;
+  return s;
+}
+
+TEST(ContainerSpec, HardenedDefaults) {
+  auto b = build_create_body(cpu_job(), {"node-1", "/h/jobs/abc/workspace", "runsc", "yonder-egress"});
+  const auto& h = b["HostConfig"];
+  EXPECT_EQ(b["User"], "65534:65534");
+  EXPECT_EQ(h["CapDrop"], nlohmann::json::array({"ALL"}));
+  EXPECT_EQ(h["CapAdd"], nlohmann::json::array());
+  EXPECT_EQ(h["SecurityOpt"], nlohmann::json::array({"no-new-privileges"}));
+  EXPECT_EQ(h["Privileged"], false);
+  EXPECT_EQ(h["ReadonlyRootfs"], true);
+  EXPECT_EQ(h["PidsLimit"], 256);
+  EXPECT_EQ(h["Memory"], 1LL << 30);
+  EXPECT_EQ(h["MemorySwap"], h["Memory"]);
+  EXPECT_EQ(h["NanoCpus"], 1'500'000'000);
+  EXPECT_EQ(h["ShmSize"], 64 << 20);
+  EXPECT_EQ(h["NetworkMode"], "none");
+  EXPECT_EQ(b["NetworkDisabled"], true);
+  EXPECT_EQ(h["IpcMode"], "private");
+  EXPECT_EQ(h["LogConfig"]["Type"], "json-file");
+  EXPECT_EQ(h["LogConfig"]["Config"]["max-size"], std::to_string(5 << 20));
+  EXPECT_EQ(h["LogConfig"]["Config"]["max-file"], "2");
+  EXPECT_EQ(h["Tmpfs"]["/tmp"], "rw,nosuid,nodev,size=134217728,mode=1777");
+  EXPECT_EQ(h["Mounts"][0]["Source"], "/h/jobs/abc/workspace");
+  EXPECT_EQ(h["Mounts"][0]["Target"], "/workspace");
+  EXPECT_EQ(h["AutoRemove"], false);
+  EXPECT_FALSE(h.contains("DeviceRequests"));
+  EXPECT_FALSE(h.contains("Runtime"));
+  EXPECT_EQ(b["Labels"]["yonder.owner"], "node-1");
+  EXPECT_EQ(b["Labels"]["yonder.job"], "abc");
+  EXPECT_EQ(b["Cmd"], nlohmann::json::array({"python", "-c", "print(1)"}));
+  // A CPU job is told explicitly that it has no GPU, in case the engine's
+  // default runtime is nvidia and the image says NVIDIA_VISIBLE_DEVICES=all.
+  EXPECT_EQ(b["Env"], nlohmann::json::array({"A=1", "NVIDIA_VISIBLE_DEVICES=void"}));
+}
+
+TEST(ContainerSpec, GpuJobGetsItsLeasedDevicesByUuidOnly) {
+  TaskSpec s = cpu_job();
+  s.gpu_uuids = {"GPU-aaa", "GPU-bbb"};
+  auto b = build_create_body(s, {"n", "", "runsc", "e"});
+  const auto& req = b["HostConfig"]["DeviceRequests"];
+  ASSERT_EQ(req.size(), 1u);
+  EXPECT_EQ(req[0]["Driver"], "nvidia");
+  EXPECT_EQ(req[0]["DeviceIDs"], nlohmann::json::array({"GPU-aaa", "GPU-bbb"}));
+  EXPECT_FALSE(req[0].contains("Count"));  // never "all"
+  EXPECT_EQ(b["Env"].back(), "NVIDIA_DRIVER_CAPABILITIES=compute,utility");
+  EXPECT_NE(std::find(b["Env"].begin(), b["Env"].end(), "NVIDIA_VISIBLE_DEVICES=GPU-aaa,GPU-bbb"), b["Env"].end());
+  EXPECT_FALSE(b["HostConfig"].contains("Mounts"));
+  s.simulate_gpus = true;
+  EXPECT_FALSE(build_create_body(s, {"n", "", "runsc", "e"})["HostConfig"].contains("DeviceRequests"));
+}
+
+TEST(ContainerSpec, GvisorAndEgress) {
+  TaskSpec s = cpu_job();
+  s.isolation = Isolation::kGvisor;
+  s.network_egress = true;
+  auto b = build_create_body(s, {"n", "", "runsc", "yonder-egress"});
+  EXPECT_EQ(b["HostConfig"]["Runtime"], "runsc");
+  EXPECT_EQ(b["HostConfig"]["NetworkMode"], "yonder-egress");
+  EXPECT_FALSE(b.contains("NetworkDisabled"));
+}
+
+TEST(GpuSupport, NamesTheMissingPiece) {
+  EngineVersion docker{"20.10", "1.41", false};
+  EngineInfo plain{{"runc"}, "runc", 1};
+  auto none = gpu_support(docker, plain, false, "/var/run/docker.sock");
+  EXPECT_FALSE(none.capable);
+  EXPECT_NE(none.detail.find("no NVIDIA runtime"), std::string::npos);
+  EXPECT_NE(none.detail.find("nvidia-ctk runtime configure"), std::string::npos);
+  EXPECT_TRUE(gpu_support(docker, {{"runc", "nvidia"}, "runc", 2}, false, "s").capable);
+  EXPECT_TRUE(gpu_support(docker, plain, true, "s").capable);
+  auto podman = gpu_support({"4.3", "1.41", true}, {{"runc", "nvidia"}, "runc", 2}, true, "/run/podman/podman.sock");
+  EXPECT_FALSE(podman.capable);
+  EXPECT_NE(podman.detail.find("Podman"), std::string::npos);
+  EXPECT_NE(podman.detail.find("silently ignores"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace yonder::exec::docker

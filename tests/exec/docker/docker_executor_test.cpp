@@ -1,0 +1,277 @@
+// The Docker backend against the real dockerd (label `integration`): exit
+// codes, stdout/stderr separation, stop and kill, exec with a TTY and
+// resize, log follow and resume, OOM, and the refusals that must happen
+// before anything is created.
+#include "exec/docker/docker_executor.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "support/docker_env.h"
+#include "support/temp_dir.h"
+
+namespace yonder::exec::docker {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::kTestImage;
+
+std::string random_hex(int n) {
+  std::random_device rd;
+  std::string s;
+  for (int i = 0; i < n; ++i) s.push_back("0123456789abcdef"[rd() % 16]);
+  return s;
+}
+
+struct Output {
+  std::string out, err;
+  std::vector<std::pair<LogStream, std::string>> entries;
+  std::vector<int64_t> times;
+};
+
+class DockerExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    YONDER_REQUIRE_DOCKER_OR_SKIP();
+    executor_ = make("test-" + random_hex(12));
+  }
+  void TearDown() override {
+    if (!executor_) return;
+    auto owned = executor_->list_owned();
+    if (owned) {
+      for (auto& t : *owned) EXPECT_TRUE(executor_->destroy(t.handle, true).ok());
+    }
+  }
+  std::unique_ptr<DockerExecutor> make(const std::string& owner, const std::string& allow = "yonder-test/*",
+                                       const std::string& pull = "never") {
+    DockerOptions o;
+    o.socket = testing::docker_socket();
+    o.owner = owner;
+    o.jobs_dir = dir_.path();
+    o.images = *ImagePolicy::parse(allow, pull);
+    return std::make_unique<DockerExecutor>(std::move(o));
+  }
+  TaskSpec spec(std::vector<std::string> cmd) {
+    TaskSpec s;
+    s.job_id = random_hex(16);
+    s.image = kTestImage;
+    s.command = std::move(cmd);
+    s.limits.memory_bytes = 64 << 20;
+    s.limits.tmp_bytes = 8 << 20;
+    s.limits.shm_bytes = 8 << 20;
+    s.limits.disk_bytes = 16 << 20;
+    s.limits.pids = 64;
+    return s;
+  }
+  Output logs(const TaskHandle& h, LogOptions options = {}) {
+    Output o;
+    auto st = executor_->logs(h, options, [&](LogStream s, int64_t t, std::string_view d) {
+      (s == LogStream::kStderr ? o.err : o.out) += d;
+      o.entries.emplace_back(s, std::string(d));
+      o.times.push_back(t);
+      return true;
+    }, {});
+    EXPECT_TRUE(st.ok()) << st.error().to_string();
+    return o;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<DockerExecutor> executor_;
+};
+
+TEST_F(DockerExecutorTest, ExitCodeAndSeparateStdoutStderr) {
+  auto h = executor_->start(spec({"sh", "-c", "echo out; echo err >&2; echo out2; exit 3"}));
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  auto exit = executor_->wait(*h, {});
+  ASSERT_TRUE(exit.ok()) << exit.error().to_string();
+  EXPECT_EQ(exit->exit_code, 3);
+  EXPECT_FALSE(exit->oom_killed);
+  auto o = logs(*h);
+  EXPECT_EQ(o.out, "out\nout2\n");
+  EXPECT_EQ(o.err, "err\n");
+  for (auto t : o.times) EXPECT_GT(t, 1'600'000'000LL * 1'000'000'000);
+}
+
+TEST_F(DockerExecutorTest, HardenedDefaultsHoldInsideTheContainer) {
+  auto h = executor_->start(spec({"sh", "-c",
+                                  "probe ids; grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status; "
+                                  "touch /rootfs-write 2>&1; cat /proc/net/dev | grep -c : ; echo $NVIDIA_VISIBLE_DEVICES; "
+                                  "df -k /tmp | tail -1"}));
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  ASSERT_TRUE(executor_->wait(*h, {}).ok());
+  auto o = logs(*h);
+  EXPECT_NE(o.out.find("uid=65534 euid=65534 gid=65534"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("CapEff:\t0000000000000000"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("NoNewPrivs:\t1"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("Read-only file system"), std::string::npos) << o.out;
+  // /proc/net/dev: two header lines have ':'? No: only interface lines do; lo only.
+  EXPECT_NE(o.out.find("\n1\n"), std::string::npos) << "only the loopback interface: " << o.out;
+  EXPECT_NE(o.out.find("void\n"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find(" 8192 "), std::string::npos) << "tmpfs /tmp of 8 MiB: " << o.out;
+}
+
+TEST_F(DockerExecutorTest, StopSendsTermThenKillsAfterTheGracePeriod) {
+  auto h = executor_->start(spec({"probe", "trapterm"}));
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  // Wait (an event: the follow stream) until the job ignores SIGTERM.
+  bool ready = false;
+  ASSERT_TRUE(executor_->logs(*h, {true, 0}, [&](LogStream, int64_t, std::string_view d) {
+    ready = d.find("ready") != std::string_view::npos;
+    return !ready;
+  }, {}).ok());
+  ASSERT_TRUE(ready);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(executor_->stop(*h, SIGTERM, 1s).ok());
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, 900ms);
+  EXPECT_LT(took, 15s);
+  auto st = executor_->inspect(*h);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->state, TaskState::kExited);
+  EXPECT_EQ(st->exit.exit_code, 137);  // SIGKILL
+}
+
+TEST_F(DockerExecutorTest, StopEndsAJobThatHonoursSigtermWithoutWaitingForTheGrace) {
+  auto h = executor_->start(spec({"sleep", "100"}));
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(executor_->stop(*h, SIGTERM, 20s).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  auto st = executor_->inspect(*h);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->exit.exit_code, 143);  // SIGTERM, forwarded by the init process
+}
+
+TEST_F(DockerExecutorTest, ExecWithTtyAndResize) {
+  auto h = executor_->start(spec({"sleep", "60"}));
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  auto session = executor_->exec(*h, {{"sh"}, true, 24, 80});
+  ASSERT_TRUE(session.ok()) << session.error().to_string();
+  ASSERT_TRUE((*session)->resize(40, 100).ok());
+  ASSERT_TRUE((*session)->write("stty size; tty; exit 4\n").ok());
+  std::string seen;
+  while (true) {
+    auto chunk = (*session)->read(20s);
+    ASSERT_TRUE(chunk.ok()) << chunk.error().to_string();
+    if (!*chunk) break;
+    seen += (*chunk)->second;
+  }
+  EXPECT_NE(seen.find("40 100"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("/dev/pts/"), std::string::npos) << seen;
+  auto code = (*session)->exit_code();
+  ASSERT_TRUE(code.ok()) << code.error().to_string();
+  EXPECT_EQ(*code, 4);
+}
+
+TEST_F(DockerExecutorTest, ExecWithoutTtySeparatesStreams) {
+  auto h = executor_->start(spec({"sleep", "60"}));
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  auto session = executor_->exec(*h, {{"sh", "-c", "echo o; echo e >&2; probe ids; exit 5"}, false});
+  ASSERT_TRUE(session.ok()) << session.error().to_string();
+  (*session)->close_stdin();
+  std::string out, err;
+  while (true) {
+    auto chunk = (*session)->read(20s);
+    ASSERT_TRUE(chunk.ok()) << chunk.error().to_string();
+    if (!*chunk) break;
+    ((*chunk)->first == LogStream::kStderr ? err : out) += (*chunk)->second;
+  }
+  EXPECT_EQ(out, "o\nuid=65534 euid=65534 gid=65534 egid=65534\n");
+  EXPECT_EQ(err, "e\n");
+  EXPECT_EQ(*(*session)->exit_code(), 5);
+}
+
+TEST_F(DockerExecutorTest, LogsFollowUntilTheEndAndResumeAfterATime) {
+  auto h = executor_->start(spec({"sh", "-c", "echo one; sleep 1; echo two; echo three >&2"}));
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  auto o = logs(*h, {true, 0});  // returns when the container ends
+  EXPECT_EQ(o.out, "one\ntwo\n");
+  EXPECT_EQ(o.err, "three\n");
+  ASSERT_EQ(o.times.size(), 3u);
+  auto resumed = logs(*h, {false, o.times[0]});
+  EXPECT_EQ(resumed.out, "two\n");
+  EXPECT_EQ(resumed.err, "three\n");
+}
+
+TEST_F(DockerExecutorTest, OutOfMemoryIsAFlagNotAnExitCode) {
+  auto s = spec({"probe", "mem", "200"});
+  s.limits.memory_bytes = 32 << 20;
+  auto h = executor_->start(s);
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  auto exit = executor_->wait(*h, {});
+  ASSERT_TRUE(exit.ok());
+  EXPECT_TRUE(exit->oom_killed);
+  EXPECT_EQ(exit->exit_code, 137);
+}
+
+TEST_F(DockerExecutorTest, ImageOutsideTheAllowlistIsRefusedNamingThePolicy) {
+  auto s = spec({"true"});
+  s.image = "busybox:latest";
+  auto st = executor_->start(s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kPermissionDenied);
+  EXPECT_NE(st.error().message().find("executor.image_allowlist"), std::string::npos) << st.error().message();
+  EXPECT_TRUE(executor_->list_owned()->empty());
+}
+
+TEST_F(DockerExecutorTest, PullPolicyNeverRefusesAMissingImage) {
+  auto s = spec({"true"});
+  s.image = "yonder-test/not-here:1";
+  auto st = executor_->start(s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("pull_policy is never"), std::string::npos) << st.error().message();
+}
+
+TEST_F(DockerExecutorTest, GpuJobWithoutNvidiaRuntimeFailsBeforeAnythingIsCreated) {
+  if (executor_->fingerprint().gpu_capable) GTEST_SKIP() << "this engine has an NVIDIA runtime";
+  auto s = spec({"true"});
+  s.gpu_uuids = {"GPU-fake-0000-0000-0000-000000000000"};
+  auto st = executor_->start(s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(st.error().message().find("no NVIDIA runtime"), std::string::npos) << st.error().message();
+  EXPECT_NE(st.error().message().find("nvidia-container-toolkit"), std::string::npos);
+  EXPECT_TRUE(executor_->list_owned()->empty());
+  // The same job on simulated GPUs (fake inventory in tests) runs.
+  s.simulate_gpus = true;
+  auto h = executor_->start(s);
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  EXPECT_EQ(executor_->wait(*h, {})->exit_code, 0);
+}
+
+TEST_F(DockerExecutorTest, GvisorWithoutTheRuntimeNamesIt) {
+  auto fp = executor_->fingerprint();
+  if (std::find(fp.runtimes.begin(), fp.runtimes.end(), "runsc") != fp.runtimes.end()) {
+    GTEST_SKIP() << "runsc is registered with this engine";
+  }
+  auto s = spec({"true"});
+  s.isolation = Isolation::kGvisor;
+  auto st = executor_->start(s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("runsc"), std::string::npos) << st.error().message();
+}
+
+TEST_F(DockerExecutorTest, OwnedTasksAndPidsBelongToThisOwnerOnly) {
+  auto h = executor_->start(spec({"sleep", "60"}));
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  auto owned = executor_->list_owned();
+  ASSERT_TRUE(owned.ok());
+  ASSERT_EQ(owned->size(), 1u);
+  EXPECT_EQ((*owned)[0].job_id, h->job_id);
+  EXPECT_EQ((*owned)[0].handle.workspace, h->workspace);
+  EXPECT_TRUE((*owned)[0].running);
+  EXPECT_TRUE(make("someone-else")->list_owned()->empty());
+  auto st = executor_->inspect(*h);
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(executor_->owns_pid(*h, st->pid));
+  EXPECT_FALSE(executor_->owns_pid(*h, ::getpid()));
+  ASSERT_TRUE(executor_->destroy(*h, true).ok());
+  EXPECT_TRUE(executor_->list_owned()->empty());
+  EXPECT_EQ(executor_->inspect(*h)->state, TaskState::kMissing);
+}
+
+}  // namespace
+}  // namespace yonder::exec::docker

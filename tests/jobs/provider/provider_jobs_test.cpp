@@ -1,0 +1,198 @@
+// The provider job manager in-process against the real dockerd, with the
+// FAKE GPU inventory (the only double: there is no GPU here): exclusive GPU
+// leases and queueing, refusal of jobs that can never fit, VRAM watching,
+// the no-runtime path, per-peer limits and wall time. Waits are events (log
+// growth, job end) through watch_log, never sleeps.
+#include "jobs/provider/provider_jobs.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <random>
+
+#include "exec/docker/docker_executor.h"
+#include "store/migrations.h"
+#include "support/docker_env.h"
+#include "support/temp_dir.h"
+
+namespace yonder::jobs::provider {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+class ProviderJobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    YONDER_REQUIRE_DOCKER_OR_SKIP();
+    std::random_device rd;
+    owner_ = "pjt-" + std::to_string(rd()) + std::to_string(rd());
+    exec::docker::DockerOptions o;
+    o.socket = testing::docker_socket();
+    o.owner = owner_;
+    o.jobs_dir = dir_ / "jobs";
+    o.images = *exec::ImagePolicy::parse("yonder-test/*", "never");
+    executor_ = std::make_unique<exec::docker::DockerExecutor>(std::move(o));
+  }
+  void TearDown() override {
+    if (jobs_) jobs_->shutdown();
+    jobs_.reset();
+    if (executor_) {
+      auto owned = executor_->list_owned();
+      ASSERT_TRUE(owned.ok());
+      for (auto& t : *owned) EXPECT_TRUE(executor_->destroy(t.handle, true).ok());
+    }
+  }
+  void start_manager(bool simulate = true, int per_peer = 2) {
+    auto db = store::Database::open(dir_ / "state.db");
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(store::migrate(*db).ok());
+    ProviderOptions options;
+    options.jobs_dir = dir_ / "jobs";
+    options.simulate_gpus = simulate;
+    options.max_per_peer = per_peer;
+    options.stop_grace = 1s;
+    options.vram_interval = 100ms;
+    options.limits.default_memory_mib = 64;
+    options.limits.default_disk_mib = 16;
+    jobs_ = std::make_unique<ProviderJobs>(std::make_unique<JobStore>(std::move(*db)), *executor_, gpus_, options);
+    ASSERT_TRUE(jobs_->start().ok());
+  }
+  std::string submit(const std::string& peer, json request) {
+    request["image"] = testing::kTestImage;
+    auto parsed = parse_job_request(request);
+    EXPECT_TRUE(parsed.ok()) << parsed.error().to_string();
+    auto v = jobs_->submit(peer, *parsed);
+    EXPECT_TRUE(v.ok()) << v.error().to_string();
+    return v.ok() ? (*v)["job_id"].get<std::string>() : "";
+  }
+  // Blocks until the job has written output past `offset` or ended.
+  void await_log(const std::string& id, uint64_t offset = 0) {
+    auto p = std::make_shared<std::promise<void>>();
+    ASSERT_TRUE(jobs_->watch_log(id, offset, [p] { p->set_value(); }).ok());
+    ASSERT_EQ(p->get_future().wait_for(60s), std::future_status::ready) << "job " << id;
+  }
+  json await_end(const std::string& id) {
+    await_log(id, UINT64_MAX);
+    return *jobs_->get(id);
+  }
+  std::string output(const std::string& id) {
+    std::string out;
+    auto read = jobs_->read_log(id, 0, 1 << 20);
+    EXPECT_TRUE(read.ok());
+    if (read) {
+      for (auto& r : read->slice.records) out += r.data;
+    }
+    return out;
+  }
+  exec::OwnedTask task_of(const std::string& id) {
+    auto owned = executor_->list_owned();
+    if (owned) {
+      for (auto& t : *owned) {
+        if (t.job_id == id) return t;
+      }
+    }
+    ADD_FAILURE() << "no container for job " << id;
+    return {};
+  }
+
+  testing::TempDir dir_;
+  std::string owner_;
+  gpu::FakeGpuInventory gpus_{2, "GPU", 24ULL << 30};
+  std::unique_ptr<exec::docker::DockerExecutor> executor_;
+  std::unique_ptr<ProviderJobs> jobs_;
+};
+
+TEST_F(ProviderJobsTest, GpuLeasesAreExclusiveAndAJobWaitsForAFreeGpu) {
+  start_manager();
+  json gpu_job = {{"gpus", 1}, {"command", {"sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES; sleep 60"}}};
+  std::string a = submit("p1", gpu_job), b = submit("p2", gpu_job), c = submit("p3", gpu_job);
+  await_log(a);
+  await_log(b);
+  json va = *jobs_->get(a), vb = *jobs_->get(b), vc = *jobs_->get(c);
+  ASSERT_EQ(va["gpus"].size(), 1u);
+  ASSERT_EQ(vb["gpus"].size(), 1u);
+  EXPECT_NE(va["gpus"][0], vb["gpus"][0]);
+  EXPECT_EQ(output(a), va["gpus"][0].get<std::string>() + "\n");
+  EXPECT_TRUE(va["fake_gpus"].get<bool>());
+  EXPECT_EQ(vc["state"], "queued");
+  EXPECT_EQ(vc["waiting_for"], "waiting for a GPU held by another job");
+  ASSERT_TRUE(jobs_->stop(a).ok());
+  EXPECT_EQ(await_end(a)["state"], "stopped");
+  await_log(c);
+  json now_c = *jobs_->get(c);
+  EXPECT_EQ(now_c["state"], "running");
+  EXPECT_EQ(now_c["gpus"], va["gpus"]);  // the freed device
+  EXPECT_EQ(jobs_->executor_status()["leases"].size(), 2u);
+}
+
+TEST_F(ProviderJobsTest, AJobThatCanNeverFitIsRefusedAtSubmit) {
+  start_manager();
+  auto three = jobs_->submit("p", *parse_job_request({{"image", testing::kTestImage}, {"gpus", 3}}));
+  ASSERT_FALSE(three.ok());
+  EXPECT_EQ(three.error().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(three.error().message().find("only 2 such GPU(s)"), std::string::npos) << three.error().message();
+  auto vram = jobs_->submit("p", *parse_job_request({{"image", testing::kTestImage}, {"gpus", 1}, {"vram_mib", 80000}}));
+  ASSERT_FALSE(vram.ok());
+  EXPECT_NE(vram.error().message().find("80000 MiB"), std::string::npos) << vram.error().message();
+  EXPECT_TRUE(jobs_->list()->empty()) << "nothing was queued";
+}
+
+TEST_F(ProviderJobsTest, VramOverTheLimitStopsTheJobWithTheReason) {
+  start_manager();
+  std::string id = submit("p", {{"gpus", 1}, {"vram_mib", 1024}, {"command", {"sh", "-c", "echo up; sleep 60"}}});
+  await_log(id);
+  std::string uuid = (*jobs_->get(id))["gpus"][0];
+  auto st = executor_->inspect(task_of(id).handle);
+  ASSERT_TRUE(st.ok() && st->pid > 0);
+  gpus_.simulate_process(uuid, 999999, 8ULL << 30);  // another process's use is not the job's
+  gpus_.simulate_process(uuid, st->pid, 2ULL << 30);
+  json end = await_end(id);
+  EXPECT_EQ(end["state"], "stopped");
+  EXPECT_EQ(end["reason"], "vram_exceeded");
+  EXPECT_NE(end["message"].get<std::string>().find("used 2048 MiB of GPU memory on " + uuid + ", over its limit of 1024 MiB"),
+            std::string::npos)
+      << end.dump();
+}
+
+TEST_F(ProviderJobsTest, GpuJobOnAnEngineWithoutNvidiaRuntimeFailsBeforeStart) {
+  if (executor_->fingerprint().gpu_capable) GTEST_SKIP() << "this engine has an NVIDIA runtime";
+  start_manager(/*simulate=*/false);
+  auto r = jobs_->submit("p", *parse_job_request({{"image", testing::kTestImage}, {"gpus", 1}}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("no NVIDIA runtime"), std::string::npos) << r.error().message();
+  EXPECT_TRUE(executor_->list_owned()->empty());
+  // CPU-only jobs still run.
+  std::string cpu = submit("p", {{"command", {"echo", "cpu ok"}}});
+  EXPECT_EQ(await_end(cpu)["exit_code"], 0);
+  EXPECT_EQ(output(cpu), "cpu ok\n");
+}
+
+TEST_F(ProviderJobsTest, PerPeerLimitQueuesInsteadOfRefusing) {
+  start_manager(true, /*per_peer=*/1);
+  std::string a = submit("p", {{"command", {"sh", "-c", "echo a; sleep 60"}}});
+  std::string b = submit("p", {{"command", {"echo", "b"}}});
+  std::string other = submit("q", {{"command", {"echo", "q"}}});
+  EXPECT_EQ(await_end(other)["state"], "exited");
+  json vb = *jobs_->get(b);
+  EXPECT_EQ(vb["state"], "queued");
+  EXPECT_NE(vb["waiting_for"].get<std::string>().find("jobs.max_per_peer"), std::string::npos);
+  ASSERT_TRUE(jobs_->stop(a).ok());
+  EXPECT_EQ(await_end(b)["exit_code"], 0);
+}
+
+TEST_F(ProviderJobsTest, WallTimeStopsThenKillsAJobIgnoringSigterm) {
+  start_manager();
+  auto t0 = std::chrono::steady_clock::now();
+  std::string id = submit("p", {{"wall_time_s", 1}, {"command", {"probe", "trapterm"}}});
+  json end = await_end(id);
+  EXPECT_EQ(end["state"], "stopped");
+  EXPECT_EQ(end["reason"], "wall_time");
+  EXPECT_EQ(end["exit_code"], 137);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  ASSERT_TRUE(jobs_->remove(id).ok());
+  EXPECT_FALSE(jobs_->get(id).ok());
+}
+
+}  // namespace
+}  // namespace yonder::jobs::provider
