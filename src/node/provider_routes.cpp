@@ -202,9 +202,14 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
     poll->wait_ms = *wait;
     // attempt(first): read; if nothing yet and allowed to wait, arm the
     // timer and a log watcher (whichever fires first), then read once more.
+    // The closure holds itself weakly; what is in flight (posted work, the
+    // timer's handler) holds it strongly, so it dies with the last of them
+    // even if the loop stops mid-poll.
     auto attempt = std::make_shared<std::function<void(bool)>>();
-    *attempt = [this, &io, &pool, poll, attempt](bool first) {
-      asio::post(pool, [this, &io, poll, attempt, first] {
+    *attempt = [this, &io, &pool, poll, weak_self = std::weak_ptr<std::function<void(bool)>>(attempt)](bool first) {
+      auto self = weak_self.lock();
+      if (!self) return;
+      asio::post(pool, [this, &io, poll, attempt = self, first] {
         auto jobs = ready();
         auto read = jobs ? (*jobs)->read_log(poll->id, poll->offset, poll->max)
                          : Result<jobs::provider::LogRead>(std::move(jobs).error());
@@ -229,10 +234,9 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
           }
           body = {{"job_id", poll->id}, {"records", records}, {"next_offset", read->slice.next_offset}, {"ended", read->ended}};
         }
-        asio::post(io, [poll, attempt, read = read.ok(), error = read ? std::optional<Error>() : std::optional<Error>(read.error()),
+        asio::post(io, [poll, read = read.ok(), error = read ? std::optional<Error>() : std::optional<Error>(read.error()),
                         body = std::move(body)]() mutable {
           poll->reply(read ? api::Response::json(200, body) : api::Response::error(*error));
-          *attempt = nullptr;  // breaks the attempt <-> closure cycle
         });
       });
     };

@@ -1,7 +1,6 @@
 #include <openssl/ssl.h>
 
 #include <boost/asio/connect.hpp>
-#include <boost/asio/ssl/stream.hpp>
 #include <spdlog/spdlog.h>
 
 #include "net/link/link_service_impl.h"
@@ -31,11 +30,6 @@ Result<std::pair<std::string, std::string>> split_host_port(const std::string& a
 
 std::string short_id(const PublicKeyBytes& k) { return NodeId(k).short_form(); }
 
-asio::ssl::context wrap(const std::shared_ptr<TlsContext>& tls) {
-  SSL_CTX_up_ref(tls->native());  // asio's context frees its handle
-  return asio::ssl::context(tls->native());
-}
-
 }  // namespace
 
 LinkService::Impl::Impl(asio::io_context& io_ctx, const Identity& identity, TrustPolicy& p, LinkConfig c)
@@ -44,9 +38,7 @@ LinkService::Impl::Impl(asio::io_context& io_ctx, const Identity& identity, Trus
       policy(p),
       config(std::move(c)),
       server_tls(TlsContext::create(identity, true).value()),
-      client_tls(TlsContext::create(identity, false).value()),
-      server_ctx(wrap(server_tls)),
-      client_ctx(wrap(client_tls)) {}
+      client_tls(TlsContext::create(identity, false).value()) {}
 
 LinkService::LinkService(asio::io_context& io, const Identity& identity, TrustPolicy& policy, LinkConfig config)
     : impl_(std::make_unique<Impl>(io, identity, policy, std::move(config))) {}
@@ -140,26 +132,29 @@ void LinkService::Impl::on_accepted(asio::ip::tcp::socket socket) {
   boost::system::error_code ec;
   auto remote = socket.remote_endpoint(ec);
   socket.set_option(asio::ip::tcp::no_delay(true), ec);
-  auto stream = std::make_unique<TlsStream>(std::move(socket), server_ctx);
-  TlsContext::set_policy(stream->native_handle(), [this](const PublicKeyBytes& key) { return policy.classify(key); });
+  auto chan = std::make_shared<TlsChannel>(std::move(socket), server_tls->native(), true);
+  TlsContext::set_policy(chan->native_handle(), [this](const PublicKeyBytes& key) { return policy.classify(key); });
   auto timer = std::make_shared<asio::steady_timer>(io, config.connect_timeout);
-  TlsStream* raw = stream.get();
-  timer->async_wait([raw, stream_alive = std::weak_ptr<asio::steady_timer>(timer)](boost::system::error_code e) {
-    if (!e && !stream_alive.expired()) {
-      boost::system::error_code ignored;
-      raw->lowest_layer().close(ignored);  // a dialer that stalls the handshake
-    }
+  std::weak_ptr<TlsChannel> weak_chan = chan;
+  timer->async_wait([weak_chan](boost::system::error_code e) {
+    auto c = weak_chan.lock();
+    if (!e && c) c->close();  // a dialer that stalls the handshake
   });
   std::string path = "direct from " + remote.address().to_string() + ":" + std::to_string(remote.port());
-  auto holder = std::make_shared<std::unique_ptr<TlsStream>>(std::move(stream));
-  raw->async_handshake(asio::ssl::stream_base::server, [this, holder, timer, path](boost::system::error_code hec) {
+  chan->async_handshake([this, chan, timer, path](boost::system::error_code hec) {
     timer->cancel();
-    if (hec || stopped) return;  // rejected keys end here: the dialer learned nothing
-    SSL* ssl = (*holder)->native_handle();
+    if (hec || stopped) {
+      chan->close();  // rejected keys end here: the dialer learned nothing
+      return;
+    }
+    SSL* ssl = chan->native_handle();
     auto key = TlsContext::peer_key(ssl);
     KeyVerdict verdict = TlsContext::verdict(ssl);
-    if (!key || verdict == KeyVerdict::kReject) return;
-    auto session = std::make_shared<Session>(std::move(*holder), Role::kAcceptor, *key, verdict, this, path);
+    if (!key || verdict == KeyVerdict::kReject) {
+      chan->close();
+      return;
+    }
+    auto session = std::make_shared<Session>(chan, Role::kAcceptor, *key, verdict, this, path);
     Conn& c = conns[session.get()];
     c.session = session;
     c.tokens = config.rate_burst;
@@ -254,34 +249,35 @@ void LinkService::Impl::dial_address(const PublicKeyBytes& peer, std::vector<std
                                                      boost::system::error_code ec,
                                                      asio::ip::tcp::resolver::results_type results) {
     if (ec) return next("cannot resolve: " + ec.message());
-    auto stream = std::make_shared<std::unique_ptr<TlsStream>>(std::make_unique<TlsStream>(io, client_ctx));
-    SSL* ssl = (*stream)->native_handle();
-    TlsContext::set_policy(ssl, [peer](const PublicKeyBytes& key) {
-      return key == peer ? KeyVerdict::kPinned : KeyVerdict::kReject;
-    });
+    auto sock = std::make_shared<asio::ip::tcp::socket>(io);
     auto timer = std::make_shared<asio::steady_timer>(io, config.connect_timeout);
-    TlsStream* raw = stream->get();
-    timer->async_wait([raw](boost::system::error_code e) {
-      if (!e) {
-        boost::system::error_code ignored;
-        raw->lowest_layer().close(ignored);
-      }
+    auto chan_slot = std::make_shared<std::shared_ptr<TlsChannel>>();
+    timer->async_wait([sock, chan_slot](boost::system::error_code e) {
+      if (e) return;
+      boost::system::error_code ignored;
+      if (*chan_slot) (*chan_slot)->close();
+      else sock->close(ignored);
     });
-    asio::async_connect(raw->lowest_layer(), results, [this, stream, raw, timer, peer, pairing, pair_done, done, next,
-                                                        address](
-                                                          boost::system::error_code cec, const asio::ip::tcp::endpoint&) {
+    asio::async_connect(*sock, results, [this, sock, chan_slot, timer, peer, pairing, pair_done, done, next, address](
+                                            boost::system::error_code cec, const asio::ip::tcp::endpoint&) {
       if (cec) {
         timer->cancel();
         return next(cec == asio::error::operation_aborted ? "timed out" : cec.message());
       }
       boost::system::error_code ignored;
-      raw->lowest_layer().set_option(asio::ip::tcp::no_delay(true), ignored);
-      raw->async_handshake(asio::ssl::stream_base::client, [this, stream, raw, timer, peer, pairing, pair_done, done,
-                                                            next, address](boost::system::error_code hec) {
+      sock->set_option(asio::ip::tcp::no_delay(true), ignored);
+      auto chan = std::make_shared<TlsChannel>(std::move(*sock), client_tls->native(), false);
+      *chan_slot = chan;
+      TlsContext::set_policy(chan->native_handle(), [peer](const PublicKeyBytes& key) {
+        return key == peer ? KeyVerdict::kPinned : KeyVerdict::kReject;
+      });
+      chan->async_handshake([this, chan, timer, peer, pairing, pair_done, done, next,
+                             address](boost::system::error_code hec) {
         timer->cancel();
         if (hec) {
-          bool wrong_key = TlsContext::peer_key(raw->native_handle()).has_value() &&
-                           TlsContext::verdict(raw->native_handle()) == KeyVerdict::kReject;
+          chan->close();
+          bool wrong_key = TlsContext::peer_key(chan->native_handle()).has_value() &&
+                           TlsContext::verdict(chan->native_handle()) == KeyVerdict::kReject;
           if (wrong_key) {
             spdlog::warn("link: {} answered with a different key than {}: refusing (man in the middle?)", address,
                          short_id(peer));
@@ -294,7 +290,7 @@ void LinkService::Impl::dial_address(const PublicKeyBytes& peer, std::vector<std
                                      " refused the connection: it does not accept this node (it may have denied it, "
                                      "or it has no valid share link for it)"));
         }
-        auto session = std::make_shared<Session>(std::move(*stream), Role::kDialer, peer, KeyVerdict::kPinned, this,
+        auto session = std::make_shared<Session>(chan, Role::kDialer, peer, KeyVerdict::kPinned, this,
                                                  "direct to " + address);
         Conn& c = conns[session.get()];
         c.session = session;

@@ -6,7 +6,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
 #include <map>
@@ -62,8 +61,6 @@ struct LinkService::Impl : SessionObserver {
   LinkConfig config;
   std::shared_ptr<TlsContext> server_tls;
   std::shared_ptr<TlsContext> client_tls;
-  asio::ssl::context server_ctx;
-  asio::ssl::context client_ctx;
   std::unique_ptr<asio::ip::tcp::acceptor> acceptor;
   std::map<Session*, Conn> conns;
   std::map<std::string, RpcHandler> methods;

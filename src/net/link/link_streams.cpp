@@ -38,8 +38,13 @@ void LinkService::Impl::send(Conn& c, uint32_t id, ByteView data, bool close_aft
   auto it = c.streams.find(id);
   if (it == c.streams.end()) return;
   StreamState& st = it->second;
-  st.out.insert(st.out.end(), data.begin(), data.end());
   st.close_after_out = st.close_after_out || close_after;
+  if (st.out.empty() && !data.empty()) {
+    // Straight into the mux; stage only what its window cannot take now.
+    auto n = c.session->mux().write(sid(id), data);
+    if (n) data = data.subspan(*n);
+  }
+  st.out.insert(st.out.end(), data.begin(), data.end());
   on_stream_writable(c, id);
 }
 

@@ -1,6 +1,5 @@
 #include "net/link/session.h"
 
-#include <boost/asio/write.hpp>
 
 namespace yonder::link {
 namespace asio = boost::asio;
@@ -10,7 +9,7 @@ MonoTime mono_now() { return std::chrono::steady_clock::now(); }
 constexpr size_t kWriteChunk = 256 * 1024;
 }  // namespace
 
-Session::Session(std::unique_ptr<TlsStream> stream, Role role, PublicKeyBytes peer, KeyVerdict verdict,
+Session::Session(std::shared_ptr<TlsChannel> stream, Role role, PublicKeyBytes peer, KeyVerdict verdict,
                  SessionObserver* observer, std::string path)
     : stream_(std::move(stream)),
       mux_(role, mono_now()),
@@ -18,7 +17,7 @@ Session::Session(std::unique_ptr<TlsStream> stream, Role role, PublicKeyBytes pe
       verdict_(verdict),
       observer_(observer),
       path_(std::move(path)),
-      timer_(stream_->get_executor()) {}
+      timer_(stream_->socket().get_executor()) {}
 
 Session::~Session() = default;
 
@@ -36,12 +35,11 @@ std::string Session::short_auth_string() {
 void Session::read_some() {
   if (closed_) return;
   auto self = shared_from_this();
-  stream_->async_read_some(asio::buffer(read_buf_), [this, self](boost::system::error_code ec, size_t n) {
+  stream_->async_read_some(read_buf_.data(), read_buf_.size(), [this, self](boost::system::error_code ec, size_t n) {
     if (closed_) return;
     if (ec) {
-      finish(ec == asio::error::eof || ec == asio::ssl::error::stream_truncated
-                 ? (close_reason_.empty() ? "the peer closed the link" : close_reason_)
-                 : "link read failed: " + ec.message());
+      finish(ec == asio::error::eof ? (close_reason_.empty() ? "the peer closed the link" : close_reason_)
+                                    : "link read failed: " + ec.message());
       return;
     }
     bytes_in_ += n;
@@ -60,10 +58,7 @@ void Session::flush() {
       // Everything queued went out: end the TLS session.
       closed_ = true;
       auto self = shared_from_this();
-      stream_->async_shutdown([this, self](boost::system::error_code) {
-        boost::system::error_code ignored;
-        stream_->lowest_layer().close(ignored);
-      });
+      stream_->async_shutdown([self](boost::system::error_code) {});
       timer_.cancel();
       observer_->on_session_closed(self, close_reason_.empty() ? "link closed" : close_reason_);
     }
@@ -77,7 +72,7 @@ void Session::write_some() {
   write_buf_.clear();  // reused: no allocation per write
   mux_.take_output(write_buf_, kWriteChunk);
   auto self = shared_from_this();
-  asio::async_write(*stream_, asio::buffer(write_buf_), [this, self](boost::system::error_code ec, size_t n) {
+  stream_->async_write(write_buf_, [this, self](boost::system::error_code ec, size_t n) {
     writing_ = false;
     if (closed_) return;
     if (ec) {
@@ -128,8 +123,7 @@ void Session::finish(const std::string& why) {
   if (closed_) return;
   closed_ = true;
   timer_.cancel();
-  boost::system::error_code ignored;
-  stream_->lowest_layer().close(ignored);
+  stream_->close();
   observer_->on_session_closed(shared_from_this(), why);
 }
 

@@ -10,8 +10,6 @@
 #include <utility>  // before Boost.Asio (GCC 12)
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <memory>
@@ -20,11 +18,10 @@
 
 #include "crypto/identity.h"
 #include "net/link/mux.h"
+#include "net/link/tls_channel.h"
 #include "net/link/tls_context.h"
 
 namespace yonder::link {
-
-using TlsStream = boost::asio::ssl::stream<boost::asio::ip::tcp::socket>;
 
 class Session;
 
@@ -39,7 +36,7 @@ class SessionObserver {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(std::unique_ptr<TlsStream> stream, Role role, PublicKeyBytes peer, KeyVerdict verdict,
+  Session(std::shared_ptr<TlsChannel> stream, Role role, PublicKeyBytes peer, KeyVerdict verdict,
           SessionObserver* observer, std::string path);
   ~Session();
 
@@ -76,7 +73,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void drain_events();
   void finish(const std::string& why);
 
-  std::unique_ptr<TlsStream> stream_;
+  std::shared_ptr<TlsChannel> stream_;
   Mux mux_;
   PublicKeyBytes peer_;
   KeyVerdict verdict_;

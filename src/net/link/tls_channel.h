@@ -1,0 +1,75 @@
+// TLS over a TCP socket with OpenSSL driven through memory BIOs, so that
+// ciphertext moves in large batches: one SSL_write of a 256 KiB plaintext
+// chunk becomes one socket write of all its records, and one socket read
+// feeds every record it holds to SSL_read. Boost.Asio's ssl::stream writes one
+// ~16 KiB record per system call, which on loopback cost half the link's
+// throughput (bench/link_bench.cpp measures both ends).
+//
+// Event-loop thread only. Reads and writes may be outstanding at the same
+// time (one of each); all ciphertext leaves through one output pump, so
+// records produced by SSL_read (key updates, alerts) and by SSL_write never
+// interleave on the socket.
+#pragma once
+
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <boost/asio/ip/tcp.hpp>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "base/bytes.h"
+
+using SSL_CTX = struct ssl_ctx_st;
+using SSL = struct ssl_st;
+using BIO = struct bio_st;
+
+namespace yonder::link {
+
+class TlsChannel : public std::enable_shared_from_this<TlsChannel> {
+ public:
+  using Handler = std::function<void(boost::system::error_code)>;
+  using IoHandler = std::function<void(boost::system::error_code, size_t)>;
+
+  TlsChannel(boost::asio::ip::tcp::socket socket, SSL_CTX* ctx, bool server);
+  ~TlsChannel();
+  TlsChannel(const TlsChannel&) = delete;
+  TlsChannel& operator=(const TlsChannel&) = delete;
+
+  SSL* native_handle() const { return ssl_; }
+  boost::asio::ip::tcp::socket& socket() { return socket_; }
+
+  void async_handshake(Handler done);
+  // Completes with 1..buffer.size() plaintext bytes, or an error (asio eof
+  // once the peer closed the TLS session or the socket).
+  void async_read_some(uint8_t* buffer, size_t size, IoHandler done);
+  // Encrypts all of `data` now; completes once its records reached the socket.
+  void async_write(ByteView data, IoHandler done);
+  // Sends close_notify, then closes the socket.
+  void async_shutdown(Handler done);
+  void close();
+
+ private:
+  void handshake_step();
+  void pump();
+  void fill(std::function<void(boost::system::error_code)> then);
+  void finish_read();
+  boost::system::error_code ssl_error(const char* what);
+
+  boost::asio::ip::tcp::socket socket_;
+  SSL* ssl_;
+  BIO* in_;   // ciphertext from the socket, for OpenSSL
+  BIO* out_;  // ciphertext from OpenSSL, for the socket
+  std::vector<uint8_t> rx_;
+  Bytes tx_;
+  bool writing_ = false;
+  bool reading_ = false;
+  bool socket_eof_ = false;
+  std::vector<Handler> drained_;  // called when all ciphertext so far is on the socket
+  Handler handshake_done_;
+  uint8_t* read_buf_ = nullptr;
+  size_t read_size_ = 0;
+  IoHandler read_done_;
+};
+
+}  // namespace yonder::link
