@@ -45,6 +45,9 @@ PW
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 
 tar --numeric-owner --owner=0 --group=0 -C "$root" -cf "$work/root.tar" .
+old=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
 docker import --change "LABEL yonder.test-image=$hash" --change 'CMD ["/bin/sh"]' \
   "$work/root.tar" "$image" >/dev/null
+# The previous build, now untagged; left alone if a container still uses it.
+[ -n "$old" ] && docker image rm "$old" >/dev/null 2>&1 || true
 echo "build-test-image: built $image ($hash)"

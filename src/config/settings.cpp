@@ -67,6 +67,10 @@ constexpr std::array kSettings = {
                 "listen (a consumer-only node)."},
     SettingSpec{"link.advertise", T::kString, "", "the listening address, or this host's addresses",
                 "YONDER_LINK_ADVERTISE", "", "Comma-separated host:port list that share links tell peers to dial."},
+    SettingSpec{"link.rate_burst", T::kInt, "200", "200", "", "",
+                "Requests a peer may send in a burst before the rate limit applies."},
+    SettingSpec{"link.rate_per_second", T::kInt, "100", "100", "", "",
+                "Sustained requests per second allowed from each peer; more are refused with a clear error."},
     SettingSpec{"api.request_timeout_s", T::kInt, "30", "30", "", "",
                 "Seconds the local API waits for a request before closing the connection."},
 };

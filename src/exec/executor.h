@@ -63,6 +63,10 @@ struct TaskSpec {
   std::vector<std::string> command;   // argv; empty runs the image's default
   std::map<std::string, std::string> env;  // already filtered (exec/env_filter.h)
   std::string workdir = "/workspace";
+  // A host folder whose contents start() copies into a new workspace
+  // (owned by the job's user) before the task starts: the consumer's
+  // uploaded files. Empty: the workspace starts empty.
+  std::string seed_dir;
   Limits limits;
   std::vector<std::string> gpu_uuids;  // leased devices; empty for a CPU job
   // Tests on machines without GPUs only: lease fake devices but pass no

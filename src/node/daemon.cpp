@@ -19,6 +19,9 @@
 #include "node/logging.h"
 #include "node/peer_link.h"
 #include "node/provider_service.h"
+#include "node/remote_consumer.h"
+#include "node/remote_provider.h"
+#include "jobs/consumer/consumer_jobs.h"
 #include "node/setup.h"
 #include "node/version.h"
 #include "os/files.h"
@@ -104,6 +107,14 @@ int run_daemon(const DaemonOptions& options) {
   api::Router router;
   peer_link->add_routes(router);
   provider->add_routes(router, io, pool);  // issue 4
+  // --- remote jobs (issue 5): run.* link methods (provider side), /v1/jobs routes (consumer side).
+  RemoteProvider remote_provider(io, pool, *peer_link, *provider, *cfg, paths->home + "/uploads");
+  remote_provider.register_methods();
+  auto consumer_jobs = jobs::consumer::ConsumerJobStore::open(paths->database());
+  if (!consumer_jobs) return fail(consumer_jobs.error());
+  RemoteConsumer remote_consumer(io, pool, *peer_link, std::move(*consumer_jobs));
+  remote_consumer.add_routes(router);
+  // --- end remote jobs
   router.add("GET", "/v1/status", [&](const api::Request&, api::Reply reply) {
     auto uptime = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
     reply(api::Response::json(

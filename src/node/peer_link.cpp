@@ -102,6 +102,8 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
                                             cfg.get("link.advertise")));
   link::LinkConfig lc;
   lc.name = name;
+  lc.rate_burst = static_cast<double>(std::max<int64_t>(1, cfg.get_int("link.rate_burst")));
+  lc.rate_per_second = static_cast<double>(std::max<int64_t>(0, cfg.get_int("link.rate_per_second")));
   pl->service_ = std::make_unique<link::LinkService>(io, identity, *pl, lc);
   return pl;
 }
@@ -214,5 +216,17 @@ Status PeerLink::authorize(const PublicKeyBytes& key, const std::string& method)
 }
 
 void PeerLink::seen(const PublicKeyBytes& key) { (void)store_.touch(key, unix_seconds(clock_.now())); }
+
+Result<PeerLink::Target> PeerLink::target(const std::string& id_or_name) const {
+  auto p = find_peer(id_or_name);
+  if (!p) return std::move(p).error();
+  return Target{(*p)->key, (*p)->id().to_string(), (*p)->name, (*p)->addresses};
+}
+
+std::optional<Scope> PeerLink::grant_of(const PublicKeyBytes& key) const {
+  const peers::PeerRecord* p = store_.find(key);
+  if (p == nullptr) return std::nullopt;
+  return p->grant;
+}
 
 }  // namespace yonder::node

@@ -35,6 +35,17 @@ class PeerLink final : public link::TrustPolicy {
   void stop();
   void add_routes(api::Router& router);
   link::LinkService& service() { return *service_; }
+  // For node features that talk to peers (remote jobs); event loop only.
+  struct Target {
+    PublicKeyBytes key{};
+    std::string node_id;
+    std::string name;
+    std::vector<std::string> addresses;
+  };
+  // A paired peer by node id, name or first group of its id.
+  Result<Target> target(const std::string& id_or_name) const;
+  // What this node grants `key` now; nullopt when it is not pinned (or denied).
+  std::optional<Scope> grant_of(const PublicKeyBytes& key) const;
   size_t peer_count() const;
   uint16_t port() const { return service_->port(); }
 

@@ -53,11 +53,12 @@ class ProviderService {
   void add_routes(api::Router& router, boost::asio::io_context& io, boost::asio::thread_pool& pool);
   // Blocking: stops watching jobs (containers keep running for the next start).
   void shutdown();
+  // The manager once started; otherwise the error saying why it is not.
+  // Blocking (it retries the start): worker threads only.
+  Result<jobs::provider::ProviderJobs*> ready();
 
  private:
   ProviderService() = default;
-  // The manager once started; otherwise the error saying why it is not.
-  Result<jobs::provider::ProviderJobs*> ready();
 
   std::unique_ptr<exec::Executor> executor_;
   std::unique_ptr<jobs::provider::ProviderJobs> jobs_;

@@ -102,6 +102,9 @@ Result<HttpResponse> unix_http_request(const std::string& socket_path, std::stri
     }
     boost::beast::error_code ec;
     if (eof && buf.empty()) {
+      if (!parser.got_some()) {
+        return make_error(ErrorCode::kUnavailable, socket_path + " closed the connection without a reply");
+      }
       parser.put_eof(ec);
       if (ec || !parser.is_done()) {
         return make_error(ErrorCode::kUnavailable, socket_path + " closed the connection before a full reply");

@@ -274,6 +274,27 @@ TEST(PeerLink, DenyClosesAnOpenStreamWithinASecond) {
   EXPECT_NE(after.err.find("refused"), std::string::npos) << after.err;
 }
 
+TEST(PeerLink, RequestsAreRateLimitedPerPeer) {
+  TempDir dir;
+  Node studio(dir, "studio"), laptop(dir, "laptop");
+  // A tight budget on the studio: 3 requests in a burst, then 1 per 100 s.
+  ASSERT_EQ(studio.yonder({"config", "set", "link.rate_burst", "3"}).exit_code, 0);
+  ASSERT_EQ(studio.yonder({"config", "set", "link.rate_per_second", "0"}).exit_code, 0);
+  ASSERT_EQ(studio.daemon().stop(), 0);
+  Daemon restarted(Env{{"YONDER_HOME", dir / "studio"}, {"YONDER_CONFIG", ""}, {"YONDER_LINK_LISTEN", "127.0.0.1:0"},
+                       {"YONDER_GPU_INVENTORY", "fake:1"}});
+  ASSERT_TRUE(restarted.ready()) << restarted.log();
+  ASSERT_EQ(laptop.yonder({"pair", studio.share()}).exit_code, 0);
+  int ok = 0, limited = 0;
+  for (int i = 0; i < 6; ++i) {
+    auto r = laptop.yonder({"call", "studio", "node.info"});
+    if (r.exit_code == 0) ++ok;
+    if (r.err.find("too many requests") != std::string::npos) ++limited;
+  }
+  EXPECT_EQ(ok, 3);
+  EXPECT_EQ(limited, 3);
+}
+
 TEST(PeerLink, SpeedTestMovesBytesIntact) {
   TempDir dir;
   Node studio(dir, "studio"), laptop(dir, "laptop");

@@ -12,6 +12,7 @@
 #include "os/files.h"
 #include "os/loop_mount.h"
 #include "os/proc_files.h"
+#include "os/tree_copy.h"
 
 namespace yonder::exec::docker {
 namespace {
@@ -151,9 +152,26 @@ Status DockerExecutor::ensure_image(const std::string& image) {
   return ok_status();
 }
 
+Status DockerExecutor::ensure_egress_network() {
+  const std::string& name = options_.egress_network;
+  auto found = api_.call("GET", "/networks/" + name, "look up the egress network");
+  if (found) return ok_status();
+  if (found.error().code() != ErrorCode::kNotFound) return std::move(found).error();
+  nlohmann::json body = {{"Name", name},
+                         {"Driver", "bridge"},
+                         {"CheckDuplicate", true},
+                         {"Labels", {{"org.yonder.role", "egress"}}},
+                         {"Options", {{"com.docker.network.bridge.enable_icc", "false"}}}};
+  auto created = api_.call("POST", "/networks/create", "create the egress network " + name, body.dump());
+  // Another job may have created it a moment ago: that is fine.
+  if (!created && created.error().code() != ErrorCode::kFailedPrecondition) return std::move(created).error();
+  return ok_status();
+}
+
 Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
   YONDER_TRY(check(spec));
   YONDER_TRY(ensure_image(spec.image));
+  if (spec.network_egress) YONDER_TRY(ensure_egress_network());
   TaskHandle handle;
   handle.backend = "docker";
   handle.job_id = spec.job_id;
@@ -162,10 +180,17 @@ Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
     YONDER_TRY(os::make_dirs(dir, 0700));
     handle.workspace_image = dir + "/workspace.img";
     handle.workspace = dir + "/workspace";
-    if (::access(handle.workspace_image.c_str(), F_OK) != 0) {
+    bool fresh = ::access(handle.workspace_image.c_str(), F_OK) != 0;
+    if (fresh) {
       YONDER_TRY(os::create_ext4_image(handle.workspace_image, spec.limits.disk_bytes, kJobUid, kJobUid));
     }
     if (!os::is_mount_point(handle.workspace)) YONDER_TRY(os::mount_loop(handle.workspace_image, handle.workspace));
+    if (fresh && !spec.seed_dir.empty()) {
+      if (auto copied = os::copy_tree(spec.seed_dir, handle.workspace, kJobUid, kJobUid); !copied) {
+        (void)destroy(handle, true);
+        return std::move(copied).error().with_context("putting the uploaded files into the job's workspace");
+      }
+    }
   }
   CreateContext ctx{options_.owner, handle.workspace, options_.gvisor_runtime, options_.egress_network};
   auto body = build_create_body(spec, ctx).dump();
@@ -274,6 +299,8 @@ Status DockerExecutor::destroy(const TaskHandle& handle, bool remove_workspace) 
     std::error_code ec;
     std::filesystem::remove(handle.workspace_image, ec);
     std::filesystem::remove(handle.workspace, ec);
+    // The job's folder, if nothing else (a log kept by the caller) is in it.
+    std::filesystem::remove(std::filesystem::path(handle.workspace).parent_path(), ec);
   }
   return ok_status();
 }

@@ -56,6 +56,9 @@ class DockerExecutor final : public Executor {
   // Fingerprint, cached for a few seconds (it costs two API calls).
   Fingerprint cached_fingerprint();
   Status ensure_image(const std::string& image);
+  // Creates the egress network on first use: a bridge whose containers reach
+  // the outside through NAT but not each other (enable_icc=false).
+  Status ensure_egress_network();
   Result<ExitInfo> wait_for(const std::string& id, std::chrono::milliseconds timeout, const CancelSlot& on_cancel);
 
   DockerOptions options_;

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "jobs/provider/live_job.h"
 #include "jobs/provider/provider_jobs.h"
@@ -62,11 +63,16 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
         task.job_id = job->rec.job_id;
         task.gpu_uuids = job->rec.gpu_uuids;
         task.simulate_gpus = job->rec.spec.value("simulate_gpus", false);
+        task.seed_dir = job->rec.spec.value("workspace_seed", "");
       } else {
         error = resolved.error().to_string();
       }
     }
     Result<exec::TaskHandle> started = error.empty() ? executor_.start(task) : Result<exec::TaskHandle>(make_error(ErrorCode::kInvalidArgument, error));
+    if (!task.seed_dir.empty()) {  // copied into the workspace (or the start failed): not needed again
+      std::error_code ec;
+      std::filesystem::remove_all(task.seed_dir, ec);
+    }
     std::unique_lock lock(mutex_);
     if (!started) {
       finish_locked(job, JobState::kFailed, "start_failed", started.error().to_string(), std::nullopt);

@@ -75,7 +75,8 @@ Status ProviderJobs::save_locked(Live& job) {
   return store_->save(job.rec);
 }
 
-Result<nlohmann::json> ProviderJobs::submit(const std::string& peer_id, const JobRequest& request) {
+Result<nlohmann::json> ProviderJobs::submit(const std::string& peer_id, const JobRequest& request,
+                                            const std::string& workspace_seed) {
   auto resolved = resolve(request, options_.limits);
   if (!resolved) return std::move(resolved).error();
   if (resolved->gpus > 0) {
@@ -105,6 +106,7 @@ Result<nlohmann::json> ProviderJobs::submit(const std::string& peer_id, const Jo
             {"vram_bytes", resolved->vram_bytes},
             {"gpus", resolved->gpus},
             {"simulate_gpus", options_.simulate_gpus && resolved->gpus > 0}};
+  if (!workspace_seed.empty()) r.spec["workspace_seed"] = workspace_seed;
   r.created_at = now_s();
   YONDER_TRY(save_locked(*job));  // persisted before acknowledged
   jobs_[r.job_id] = job;

@@ -68,7 +68,10 @@ class ProviderJobs {
   void shutdown();
 
   // Persists the job (queued) and schedules it. Returns the job's view.
-  Result<nlohmann::json> submit(const std::string& peer_id, const JobRequest& request);
+  // `workspace_seed`: a folder of uploaded files the workspace starts with
+  // (exec::TaskSpec::seed_dir); the manager deletes it once the job started.
+  Result<nlohmann::json> submit(const std::string& peer_id, const JobRequest& request,
+                                const std::string& workspace_seed = "");
   Result<nlohmann::json> get(const std::string& job_id);
   Result<nlohmann::json> list();
   // Stops a job (SIGTERM, grace, SIGKILL); a queued job just leaves the queue.
@@ -81,6 +84,7 @@ class ProviderJobs {
   Status watch_log(const std::string& job_id, uint64_t offset, std::function<void()> ready);
   Result<std::unique_ptr<exec::ExecSession>> exec(const std::string& job_id, const exec::ExecSpec& spec);
   nlohmann::json executor_status();
+  const ProviderOptions& options() const { return options_; }
 
  private:
   struct Live;

@@ -47,6 +47,7 @@ enum class AppStreamKind : uint16_t {
   kRpc = 100,
   kEcho = 101,     // diagnostic: the acceptor sends back what it receives
   kDiscard = 102,  // diagnostic: the acceptor counts and drops what it receives
+  kUpload = 103,   // a request with a byte body (link_upload.cpp): header message, raw bytes, one reply
 };
 
 // What the link needs to know from the node's trust store.
@@ -94,6 +95,24 @@ struct SessionInfo {
 using RpcReply = std::function<void(Result<nlohmann::json>)>;
 using RpcHandler = std::function<void(const PublicKeyBytes& peer, const nlohmann::json& params, RpcReply reply)>;
 
+// The acceptor's end of an upload request (link_upload.cpp). Called on the
+// link's thread: write() gets the body as it arrives (keep it short; the
+// stream is not read further until it returns), finish() once the caller has
+// sent everything; its result (or error) is the reply. Destroyed without
+// finish() when the caller or the link gives up: clean up in the destructor.
+class UploadSink {
+ public:
+  virtual ~UploadSink() = default;
+  virtual Status write(ByteView bytes) = 0;
+  virtual Result<nlohmann::json> finish() = 0;
+};
+using UploadHandler =
+    std::function<Result<std::unique_ptr<UploadSink>>(const PublicKeyBytes& peer, const nlohmann::json& params)>;
+// The caller's source of an upload body: asked for the next chunk, it calls
+// `give` (on the link's thread, at once or later) with bytes, an empty
+// chunk at the end, or an error.
+using UploadSource = std::function<void(std::function<void(Result<Bytes>)> give)>;
+
 class LinkService {
  public:
   LinkService(boost::asio::io_context& io, const Identity& identity, TrustPolicy& policy, LinkConfig config);
@@ -108,12 +127,20 @@ class LinkService {
   // Registers a request method; the policy authorises each call.
   void add_method(const std::string& method, RpcHandler handler);
   bool has_method(const std::string& method) const;
+  // Registers a request method with a byte body, authorised like add_method's.
+  void add_upload_method(const std::string& method, UploadHandler handler);
 
   // Consumer side. Dials the link's addresses in order, pairs, and reports.
   void pair(const ShareLink& link, std::function<void(Result<PairResult>)> done);
   // Calls `method` on a pinned peer, reusing or dialling a session.
   void call(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, const std::string& method,
             const nlohmann::json& params, std::function<void(Result<nlohmann::json>)> done);
+  // Calls an upload method: sends `params`, then the bytes `source` gives
+  // (with flow control: the next chunk is asked for when the last one has
+  // gone out), and reports the provider's reply. The provider may answer
+  // early with an error (over a limit); the upload then stops.
+  void upload(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, const std::string& method,
+              const nlohmann::json& params, UploadSource source, std::function<void(Result<nlohmann::json>)> done);
   // Round trips on one echo stream, `count` of them `interval` apart;
   // `progress` gets each RTT; `done` the end (an error if the stream died).
   void ping(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, int count,

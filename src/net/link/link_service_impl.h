@@ -36,6 +36,12 @@ struct StreamState {
   std::function<void(const std::string&)> on_end;  // reset or session loss
   std::function<void()> on_remote_close;
   std::function<void()> on_writable;
+  // Upload (acceptor, link_upload.cpp): the header until the request
+  // message is whole, then the handler's sink; `answered` once a reply went
+  // out (later bytes are dropped).
+  Bytes upload_head;
+  std::unique_ptr<UploadSink> sink;
+  bool answered = false;
 };
 
 struct Conn {
@@ -64,6 +70,7 @@ struct LinkService::Impl : SessionObserver {
   std::unique_ptr<asio::ip::tcp::acceptor> acceptor;
   std::map<Session*, Conn> conns;
   std::map<std::string, RpcHandler> methods;
+  std::map<std::string, UploadHandler> upload_methods;
   struct Keep {
     std::vector<std::string> addresses;
     int failures = 0;
@@ -104,6 +111,11 @@ struct LinkService::Impl : SessionObserver {
   void handle_rpc(Conn& c, uint32_t id, const nlohmann::json& request);
   bool take_token(Conn& c);
   Result<uint32_t> open(Conn& c, AppStreamKind kind);
+
+  // link_upload.cpp
+  void on_upload_data(Conn& c, uint32_t id);
+  void on_upload_closed(Conn& c, uint32_t id);
+  void answer_upload(Conn& c, uint32_t id, Result<nlohmann::json> r);
 };
 
 }  // namespace yonder::link

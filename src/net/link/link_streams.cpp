@@ -74,7 +74,8 @@ void LinkService::Impl::on_stream_opened(Conn& c, uint32_t id, uint16_t kind) {
   }
   bool known = kind == static_cast<uint16_t>(AppStreamKind::kRpc) ||
                kind == static_cast<uint16_t>(AppStreamKind::kEcho) ||
-               kind == static_cast<uint16_t>(AppStreamKind::kDiscard);
+               kind == static_cast<uint16_t>(AppStreamKind::kDiscard) ||
+               kind == static_cast<uint16_t>(AppStreamKind::kUpload);
   if (!known) {
     (void)c.session->mux().reset(sid(id), wire::ResetCode::kRefused, "unknown stream kind");
     c.session->flush();
@@ -115,6 +116,9 @@ void LinkService::Impl::on_stream_data(Conn& c, uint32_t id) {
     }
   } else if (st.kind == static_cast<uint16_t>(AppStreamKind::kDiscard)) {
     while (mux.readable(sid(id)) > 0) st.counted += mux.read(sid(id), kReadChunk).size();
+  } else if (st.kind == static_cast<uint16_t>(AppStreamKind::kUpload)) {
+    on_upload_data(c, id);
+    return;
   }
   c.session->flush();
 }
@@ -132,8 +136,12 @@ void LinkService::Impl::on_stream_closed(Conn& c, uint32_t id) {
       if (!*msg) return reply(make_error(ErrorCode::kUnavailable, "the peer closed the request without a reply"));
       const nlohmann::json& m = **msg;
       if (m.contains("error") && m["error"].is_string()) {
-        ErrorCode code = m.value("code", "") == "permission_denied" ? ErrorCode::kPermissionDenied
-                                                                    : ErrorCode::kFailedPrecondition;
+        std::string name = m.value("code", "");
+        ErrorCode code = name == "permission_denied"    ? ErrorCode::kPermissionDenied
+                         : name == "not_found"          ? ErrorCode::kNotFound
+                         : name == "resource_exhausted" ? ErrorCode::kResourceExhausted
+                         : name == "unavailable"        ? ErrorCode::kUnavailable
+                                                        : ErrorCode::kFailedPrecondition;
         return reply(make_error(code, m["error"].get<std::string>()));
       }
       return reply(m.contains("result") ? m["result"] : nlohmann::json::object());
@@ -159,6 +167,8 @@ void LinkService::Impl::on_stream_closed(Conn& c, uint32_t id) {
   } else if (st.kind == static_cast<uint16_t>(AppStreamKind::kDiscard)) {
     send(c, id, encode_message({{"bytes", st.counted}}), true);
     c.streams.erase(id);
+  } else if (st.kind == static_cast<uint16_t>(AppStreamKind::kUpload)) {
+    on_upload_closed(c, id);
   } else {
     st.close_after_out = true;
     on_stream_writable(c, id);
@@ -291,7 +301,8 @@ void LinkService::ping(const PublicKeyBytes& peer, const std::vector<std::string
       Conn* cc = s ? impl->conn_of(s) : nullptr;
       if (cc == nullptr || s->closed()) return;
       Bytes probe(8);
-      for (int i = 0; i < 8; ++i) probe[i] = static_cast<uint8_t>(state->sent >> (8 * (7 - i)));
+      uint64_t seq = static_cast<uint64_t>(state->sent);
+      for (int i = 0; i < 8; ++i) probe[i] = static_cast<uint8_t>(seq >> (8 * (7 - i)));
       state->sent++;
       state->sent_at = Clock::now();
       impl->send(*cc, sid, probe, false);

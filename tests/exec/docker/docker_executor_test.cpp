@@ -10,6 +10,13 @@
 
 #include <random>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "os/process.h"
 #include "support/docker_env.h"
 #include "support/temp_dir.h"
 
@@ -93,6 +100,65 @@ TEST_F(DockerExecutorTest, ExitCodeAndSeparateStdoutStderr) {
   EXPECT_EQ(o.out, "out\nout2\n");
   EXPECT_EQ(o.err, "err\n");
   for (auto t : o.times) EXPECT_GT(t, 1'600'000'000LL * 1'000'000'000);
+}
+
+// Egress goes through a dedicated bridge network created on first use. The
+// test listens on this machine only; the job reaches it through the
+// network's gateway, and a job without egress cannot.
+TEST_F(DockerExecutorTest, EgressJobsUseTheDedicatedNetwork) {
+  std::string network = "yonder-egress-test-" + random_hex(8);
+  DockerOptions o;
+  o.socket = testing::docker_socket();
+  o.owner = "test-" + random_hex(12);
+  o.jobs_dir = dir_.path();
+  o.images = *ImagePolicy::parse("yonder-test/*", "never");
+  o.egress_network = network;
+  auto egress_executor = std::make_unique<DockerExecutor>(std::move(o));
+  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(lfd, 4), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::string port = std::to_string(ntohs(addr.sin_port));
+  std::string got;
+  std::thread server([&] {
+    int c = ::accept(lfd, nullptr, nullptr);
+    if (c < 0) return;
+    char buf[64];
+    ssize_t n = ::read(c, buf, sizeof buf);
+    if (n > 0) got.assign(buf, static_cast<size_t>(n));
+    ::close(c);
+  });
+  auto s = spec({"sh", "-c", "gw=$(ip route | awk '/default/ {print $3}'); echo \"gw=$gw\"; "
+                             "echo from-job | nc -w 5 $gw " + port + "; echo rc=$?"});
+  s.network_egress = true;
+  auto h = egress_executor->start(s);
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  auto exit = egress_executor->wait(*h, {});
+  ASSERT_TRUE(exit.ok());
+  ::shutdown(lfd, SHUT_RDWR);
+  ::close(lfd);
+  server.join();
+  std::string out;
+  (void)egress_executor->logs(*h, {}, [&](LogStream, int64_t, std::string_view d) {
+    out += d;
+    return true;
+  }, {});
+  EXPECT_EQ(got, "from-job\n") << out;
+  EXPECT_NE(out.find("rc=0"), std::string::npos) << out;
+  EXPECT_TRUE(egress_executor->destroy(*h, true).ok());
+  // The same command without egress has no route at all.
+  auto closed = executor_->start(spec({"sh", "-c", "ip route | grep -c default; echo x | nc -w 2 172.17.0.1 " + port +
+                                                      "; echo rc=$?"}));
+  ASSERT_TRUE(closed.ok());
+  ASSERT_TRUE(executor_->wait(*closed, {}).ok());
+  auto o2 = logs(*closed);
+  EXPECT_NE(o2.out.find("0\n"), std::string::npos) << o2.out;
+  EXPECT_EQ(o2.out.find("rc=0"), std::string::npos) << o2.out;
+  auto rm = os::run_capture({"docker", "network", "rm", network});
+  EXPECT_TRUE(rm.ok() && rm->exit_code == 0) << (rm.ok() ? rm->output : rm.error().to_string());
 }
 
 TEST_F(DockerExecutorTest, HardenedDefaultsHoldInsideTheContainer) {

@@ -1,0 +1,31 @@
+// Remote jobs from the command line: run, ps, logs, stop (docs/cli.md).
+// Each talks to the local daemon, which talks to the provider over the link.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/context.h"
+
+namespace yonder::cli {
+
+struct RunArgs {
+  std::string peer;
+  std::string image;
+  std::vector<std::string> command;
+  std::vector<std::string> env;  // K=V
+  std::optional<int> gpus;
+  std::optional<std::string> vram, cpus, memory, disk, time;
+  bool detach = false;
+  bool no_upload = false;  // do not upload the working directory
+};
+
+// Exit code: the job's own when it ran to an end; kExitCouldNotRun when it
+// never ran (refused, upload failed, failed to start, stopped before start).
+int cmd_run(const Context& ctx, const RunArgs& args);
+int cmd_ps(const Context& ctx, bool all);
+int cmd_logs(const Context& ctx, const std::string& job, bool follow);
+int cmd_stop(const Context& ctx, const std::string& job);
+
+}  // namespace yonder::cli

@@ -1,0 +1,235 @@
+#include "node/remote_consumer.h"
+
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <charconv>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <spdlog/spdlog.h>
+
+#include "jobs/consumer/consumer_jobs.h"
+#include "jobs/provider/job_request.h"
+#include "transfer/tree_pack.h"
+
+namespace yonder::node {
+namespace asio = boost::asio;
+using api::Reply;
+using api::Request;
+using api::Response;
+using jobs::consumer::ConsumerJob;
+using jobs::consumer::ConsumerJobStore;
+
+namespace {
+
+constexpr size_t kUploadChunk = 256 * 1024;
+
+std::map<std::string, std::string> parse_query(const std::string& q) {
+  std::map<std::string, std::string> out;
+  size_t start = 0;
+  while (start < q.size() && out.size() < 16) {
+    size_t amp = q.find('&', start);
+    std::string part = q.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
+    size_t eq = part.find('=');
+    if (eq != std::string::npos) out[part.substr(0, eq)] = part.substr(eq + 1);
+    if (amp == std::string::npos) break;
+    start = amp + 1;
+  }
+  return out;
+}
+
+uint64_t query_u64(const std::map<std::string, std::string>& q, const std::string& key) {
+  auto it = q.find(key);
+  uint64_t v = 0;
+  if (it != q.end()) std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  return v;
+}
+
+int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+RemoteConsumer::RemoteConsumer(asio::io_context& io, asio::thread_pool& pool, PeerLink& link,
+                               std::unique_ptr<ConsumerJobStore> store)
+    : io_(io), pool_(pool), link_(link), store_(std::move(store)) {}
+
+RemoteConsumer::~RemoteConsumer() = default;
+
+void RemoteConsumer::add_routes(api::Router& router) {
+  router.add("POST", "/v1/jobs", [this](const Request& req, Reply reply) { run(req, std::move(reply)); });
+  router.add("GET", "/v1/jobs", [this](const Request& req, Reply reply) { list(req, std::move(reply)); });
+  router.add("GET", "/v1/jobs/inspect", [this](const Request& req, Reply reply) {
+    forward(parse_query(req.query)["id"], "run.inspect", nlohmann::json::object(), true, std::move(reply));
+  });
+  router.add("POST", "/v1/jobs/stop", [this](const Request& req, Reply reply) {
+    auto b = nlohmann::json::parse(req.body, nullptr, false);
+    std::string id = b.is_object() && b.contains("job_id") && b["job_id"].is_string() ? b["job_id"].get<std::string>() : "";
+    forward(id, "run.stop", nlohmann::json::object(), true, std::move(reply));
+  });
+  router.add("GET", "/v1/jobs/logs", [this](const Request& req, Reply reply) {
+    auto q = parse_query(req.query);
+    nlohmann::json params = {{"offset", query_u64(q, "offset")}, {"wait_ms", std::min<uint64_t>(query_u64(q, "wait_ms"), 20000)}};
+    forward(q["id"], "run.logs", params, false, std::move(reply));
+  });
+}
+
+void RemoteConsumer::run(const Request& req, Reply reply) {
+  auto body = nlohmann::json::parse(req.body, nullptr, false);
+  if (!body.is_object() || !body.contains("job") || !body.contains("peer") || !body["peer"].is_string()) {
+    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "the body needs \"peer\" and \"job\"")));
+  }
+  auto target = link_.target(body["peer"].get<std::string>());
+  if (!target) return reply(Response::error(target.error()));
+  // Checked here too, so a typo fails before anything is uploaded.
+  auto request = jobs::provider::parse_job_request(body["job"]);
+  if (!request) return reply(Response::error(request.error()));
+  std::string dir = body.contains("dir") && body["dir"].is_string() ? body["dir"].get<std::string>() : "";
+  if (!dir.empty() && dir.front() != '/') {
+    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"dir\" must be an absolute path")));
+  }
+  nlohmann::json job = body["job"];
+  PeerLink::Target t = *target;
+
+  // Submit (after the upload, if any), remember, reply.
+  auto submit = [this, t, job, reply](std::string upload_id, nlohmann::json upload_info) {
+    nlohmann::json params = {{"job", job}};
+    if (!upload_id.empty()) params["upload_id"] = upload_id;
+    link_.service().call(t.key, t.addresses, "run.submit", params, [this, t, job, reply, upload_info](Result<nlohmann::json> r) {
+      if (!r) return reply(Response::error(r.error()));
+      nlohmann::json view = *r;
+      asio::post(pool_, [this, t, job, reply, view, upload_info] {
+        ConsumerJob c;
+        c.job_id = view.value("job_id", "");
+        c.provider_id = t.node_id;
+        c.state = view.value("state", "queued");
+        c.spec = {{"request", job}, {"provider_name", t.name}, {"upload", upload_info}};
+        c.last = view;
+        c.created_at = now_s();
+        auto saved = store_->save(c);
+        if (!saved) spdlog::warn("job {} runs on {} but could not be remembered: {}", c.job_id, t.name, saved.error().to_string());
+        nlohmann::json out = c.to_json();
+        out["upload"] = upload_info;
+        asio::post(io_, [reply, out] { reply(Response::json(200, out)); });
+      });
+    });
+  };
+  if (dir.empty()) return submit("", nullptr);
+
+  asio::post(pool_, [this, t, dir, reply, submit] {
+    transfer::ArchiveLimits limits;
+    limits.max_bytes = 1ull << 40;  // the provider sets the real bound
+    auto listing = transfer::list_tree(dir, limits);
+    asio::post(io_, [this, t, reply, submit, listing = std::move(listing)]() mutable {
+      if (!listing) return reply(Response::error(listing.error()));
+      nlohmann::json info = {{"files", listing->files}, {"bytes", listing->bytes}, {"skipped", listing->skipped}};
+      auto packer = std::make_shared<transfer::TreePacker>(std::move(*listing));
+      link::UploadSource source = [this, packer](std::function<void(Result<Bytes>)> give) {
+        asio::post(pool_, [this, packer, give] {
+          auto chunk = packer->next(kUploadChunk);
+          asio::post(io_, [give, chunk = std::move(chunk)]() mutable { give(std::move(chunk)); });
+        });
+      };
+      link_.service().upload(t.key, t.addresses, "run.upload", nlohmann::json::object(), source,
+                             [reply, submit, info](Result<nlohmann::json> r) {
+                               if (!r) return reply(Response::error(std::move(r).error().with_context("upload")));
+                               submit(r->value("upload_id", ""), info);
+                             });
+    });
+  });
+}
+
+void RemoteConsumer::list(const Request& req, Reply reply) {
+  bool all = parse_query(req.query)["all"] == "1";
+  struct Gather {
+    std::vector<ConsumerJob> jobs;
+    std::vector<nlohmann::json> views;
+    std::set<std::string> unreachable;
+    size_t pending = 0;
+  };
+  auto g = std::make_shared<Gather>();
+  // 3. record what the providers said (pool), list again, reply.
+  auto finish = [this, g, all, reply] {
+    asio::post(pool_, [this, g, all, reply] {
+      for (const auto& v : g->views) (void)store_->update_from_view(v);
+      auto jobs = store_->list();
+      Result<nlohmann::json> out = [&]() -> Result<nlohmann::json> {
+        if (!jobs) return std::move(jobs).error();
+        nlohmann::json arr = nlohmann::json::array();
+        for (const auto& j : *jobs) {
+          if (!all && j.finished()) continue;
+          auto v = j.to_json();
+          v["provider_reachable"] = !g->unreachable.count(j.provider_id);
+          arr.push_back(v);
+        }
+        return nlohmann::json{{"jobs", arr}};
+      }();
+      asio::post(io_, [reply, out = std::move(out)] {
+        reply(out ? Response::json(200, *out) : Response::error(out.error()));
+      });
+    });
+  };
+  // 1. what we remember (pool); 2. ask each provider with unfinished jobs (loop).
+  asio::post(pool_, [this, g, reply, finish] {
+    auto jobs = store_->list();
+    asio::post(io_, [this, g, reply, finish, jobs = std::move(jobs)]() mutable {
+      if (!jobs) return reply(Response::error(jobs.error()));
+      std::set<std::string> providers;
+      for (const auto& j : *jobs) {
+        if (!j.finished()) providers.insert(j.provider_id);
+      }
+      if (providers.empty()) return finish();
+      g->pending = providers.size();
+      for (const auto& p : providers) {
+        auto t = link_.target(p);
+        if (!t) {
+          g->unreachable.insert(p);
+          if (--g->pending == 0) finish();
+          continue;
+        }
+        link_.service().call(t->key, t->addresses, "run.list", nlohmann::json::object(), [g, p, finish](Result<nlohmann::json> r) {
+          if (r && r->contains("jobs") && (*r)["jobs"].is_array()) {
+            for (auto& v : (*r)["jobs"]) g->views.push_back(v);
+          } else {
+            g->unreachable.insert(p);
+          }
+          if (--g->pending == 0) finish();
+        });
+      }
+    });
+  });
+}
+
+void RemoteConsumer::forward(const std::string& id, const std::string& method, nlohmann::json params, bool record,
+                             Reply reply) {
+  if (id.empty()) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "a job id is required")));
+  asio::post(pool_, [this, id, method, params, record, reply]() mutable {
+    auto job = store_->find(id);
+    asio::post(io_, [this, job = std::move(job), method, params, record, reply]() mutable {
+      if (!job) return reply(Response::error(job.error()));
+      auto t = link_.target(job->provider_id);
+      if (!t) {
+        return reply(Response::error(make_error(ErrorCode::kFailedPrecondition, "job " + job->job_id +
+                                                                                     " runs on a provider this node is no longer paired with")));
+      }
+      params["job_id"] = job->job_id;
+      link_.service().call(t->key, t->addresses, method, params, [this, record, reply](Result<nlohmann::json> r) {
+        if (!r) return reply(Response::error(r.error()));
+        if (!record) return reply(Response::json(200, *r));
+        asio::post(pool_, [this, reply, view = *r] {
+          (void)store_->update_from_view(view);
+          auto found = store_->find(view.value("job_id", ""));
+          nlohmann::json out = found ? found->to_json() : view;
+          asio::post(io_, [reply, out] { reply(Response::json(200, out)); });
+        });
+      });
+    });
+  });
+}
+
+}  // namespace yonder::node

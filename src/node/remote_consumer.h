@@ -1,0 +1,53 @@
+// The consumer's side of remote jobs: local API routes that run jobs on a
+// paired provider through the peer link, and remember which provider holds
+// which job id (jobs::consumer::ConsumerJobStore).
+//
+//   POST /v1/jobs         {"peer", "job": JobRequest, "dir"?}   upload `dir` (if given), submit
+//   GET  /v1/jobs[?all=1]                                      jobs submitted from here, states refreshed
+//   GET  /v1/jobs/inspect?id=ID                                one job, from its provider
+//   POST /v1/jobs/stop    {"job_id"}
+//   GET  /v1/jobs/logs?id=ID&offset=N[&wait_ms=T]              log records from offset N (long-poll)
+//
+// "dir" is read by this daemon (same user as the CLI, same machine): the
+// upload streams from disk over the link and never passes through the API.
+//
+// Threading: routes run on the event loop; file and SQLite work on the pool.
+#pragma once
+
+#include <memory>
+
+#include "api/server.h"
+#include "node/peer_link.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}  // namespace boost::asio
+
+namespace yonder::jobs::consumer {
+class ConsumerJobStore;
+}
+
+namespace yonder::node {
+
+class RemoteConsumer {
+ public:
+  RemoteConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
+                 std::unique_ptr<jobs::consumer::ConsumerJobStore> store);
+  ~RemoteConsumer();
+  void add_routes(api::Router& router);
+
+ private:
+  void run(const api::Request& req, api::Reply reply);
+  void list(const api::Request& req, api::Reply reply);
+  // Finds the job (pool), calls `method` on its provider with {"job_id"} +
+  // `params`, records a returned view, and replies with the result.
+  void forward(const std::string& id, const std::string& method, nlohmann::json params, bool record, api::Reply reply);
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
+  PeerLink& link_;
+  std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
+};
+
+}  // namespace yonder::node

@@ -1,0 +1,369 @@
+#include "node/remote_provider.h"
+
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sodium.h>
+#include <spdlog/spdlog.h>
+
+#include "base/bytes.h"
+#include "crypto/node_id.h"
+#include "jobs/provider/provider_jobs.h"
+#include "os/files.h"
+#include "transfer/tree_extract.h"
+
+namespace yonder::node {
+namespace asio = boost::asio;
+using jobs::provider::JobRequest;
+using jobs::provider::ProviderJobs;
+using jobs::provider::ProviderLimits;
+
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+constexpr size_t kLogReadBytes = 64 * 1024;      // payload per run.logs reply
+constexpr size_t kLogReplyBudget = 160 * 1024;   // JSON per reply, well under the link's message limit
+constexpr int64_t kMaxWaitMs = 20000;            // under the caller's request timeout
+constexpr int64_t kUploadTtlS = 3600;            // an upload no job claimed is deleted after this
+
+int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string random_id() {
+  uint8_t b[8];
+  randombytes_buf(b, sizeof b);
+  return hex_encode(ByteView(b, sizeof b));
+}
+
+Error over_scope(const std::string& what, const std::string& asked, const std::string& allowed, const std::string& flag) {
+  return make_error(ErrorCode::kPermissionDenied, "this job asks for " + asked + " " + what +
+                                                      " but your scope on this provider allows at most " + allowed +
+                                                      "; ask the provider to raise it (yonder scope PEER " + flag + ")");
+}
+
+// Holds the request to the caller's scope; fills unset fields from it where
+// the scope is tighter than the provider's default.
+Status apply_scope(JobRequest& r, const Scope& s, const ProviderLimits& l, int active_jobs) {
+  if (r.egress && !s.egress) {
+    return make_error(ErrorCode::kPermissionDenied, "this job asks for network egress but your scope on this provider "
+                                                    "does not allow it; ask the provider (yonder scope PEER --egress)");
+  }
+  if (s.gpus > 0 && r.gpus > s.gpus) {
+    return over_scope("GPU(s)", std::to_string(r.gpus), std::to_string(s.gpus), "--gpus N");
+  }
+  if (s.vram_bytes > 0 && r.gpus > 0) {
+    int64_t cap = static_cast<int64_t>(s.vram_bytes / kMiB);
+    if (r.vram_mib == 0) r.vram_mib = cap;
+    if (r.vram_mib > cap) return over_scope("of VRAM", format_size(r.vram_mib * kMiB), format_size(s.vram_bytes), "--vram SIZE");
+  }
+  if (s.max_time_s > 0) {
+    int64_t cap = s.max_time_s;
+    if (r.wall_time_s == 0) r.wall_time_s = std::min(cap, l.default_wall_time_s);
+    if (r.wall_time_s > cap) return over_scope("of wall time", format_duration(r.wall_time_s), format_duration(cap), "--max-time T");
+  }
+  if (s.cpus_milli > 0) {
+    double cap = s.cpus_milli / 1000.0;
+    if (r.cpus == 0) r.cpus = std::min(cap, l.default_cpus);
+    if (r.cpus > cap + 1e-9) return over_scope("CPUs", std::to_string(r.cpus), std::to_string(cap), "--cpus N");
+  }
+  if (s.memory_bytes > 0) {
+    int64_t cap = static_cast<int64_t>(s.memory_bytes / kMiB);
+    if (r.memory_mib == 0) r.memory_mib = std::min(cap, l.default_memory_mib);
+    if (r.memory_mib > cap) return over_scope("of memory", format_size(r.memory_mib * kMiB), format_size(s.memory_bytes), "--memory SIZE");
+  }
+  if (s.disk_bytes > 0) {
+    int64_t cap = static_cast<int64_t>(s.disk_bytes / kMiB);
+    if (r.disk_mib == 0) r.disk_mib = std::min(cap, l.default_disk_mib);
+    if (r.disk_mib > cap) return over_scope("of disk", format_size(r.disk_mib * kMiB), format_size(s.disk_bytes), "--disk SIZE");
+  }
+  if (s.max_jobs > 0 && active_jobs >= s.max_jobs) {
+    return make_error(ErrorCode::kResourceExhausted,
+                      "you already have " + std::to_string(active_jobs) +
+                          " job(s) queued or running on this provider, the most your scope allows; wait for one to "
+                          "end or stop it (yonder stop JOB)");
+  }
+  return ok_status();
+}
+
+Result<std::string> job_id_param(const nlohmann::json& p) {
+  auto it = p.find("job_id");
+  if (it == p.end() || !it->is_string() || it->get_ref<const std::string&>().empty() ||
+      it->get_ref<const std::string&>().size() > 64) {
+    return make_error(ErrorCode::kInvalidArgument, "'job_id' (a string) is required");
+  }
+  return it->get<std::string>();
+}
+
+// The job, if it is this peer's; otherwise "not found" (never "forbidden").
+Result<nlohmann::json> owned_job(ProviderJobs& jobs, const std::string& job_id, const std::string& peer_id) {
+  auto v = jobs.get(job_id);
+  if (!v || v->value("peer_id", "") != peer_id) {
+    return make_error(ErrorCode::kNotFound, "no job " + job_id + " of yours on this provider");
+  }
+  return v;
+}
+
+const char* stream_name(exec::LogStream s) {
+  switch (s) {
+    case exec::LogStream::kStdout: return "stdout";
+    case exec::LogStream::kStderr: return "stderr";
+    default: return "notice";
+  }
+}
+
+// The reply of run.logs: records within the JSON budget; next_offset is the
+// record boundary after the last one included.
+nlohmann::json encode_logs(const jobs::provider::LogRead& read, uint64_t offset) {
+  nlohmann::json records = nlohmann::json::array();
+  size_t budget = 0;
+  uint64_t next = offset;
+  bool all = true;
+  for (const auto& r : read.slice.records) {
+    size_t cost = 48 + (r.data.size() + 2) / 3 * 4;
+    if (!records.empty() && budget + cost > kLogReplyBudget) {
+      all = false;
+      break;
+    }
+    budget += cost;
+    records.push_back({{"stream", stream_name(r.stream)}, {"t", r.unix_ns}, {"data", base64_encode(as_bytes(r.data))}});
+    next += jobs::provider::kLogRecordHeader + r.data.size();
+  }
+  if (all) next = read.slice.next_offset;
+  return {{"records", records}, {"next_offset", next}, {"ended", read.ended && all}};
+}
+
+// Writes an upload into a fresh folder; deletes it unless a job claims it.
+class WorkspaceUpload final : public link::UploadSink {
+ public:
+  WorkspaceUpload(RemoteProvider& owner, std::unique_ptr<transfer::TreeExtractor> x, std::string id, std::string peer)
+      : owner_(owner), x_(std::move(x)), id_(std::move(id)), peer_(std::move(peer)) {}
+  ~WorkspaceUpload() override {
+    if (done_) return;
+    std::error_code ec;
+    std::filesystem::remove_all(x_->dir(), ec);
+  }
+  Status write(ByteView bytes) override { return x_->write(bytes); }
+  Result<nlohmann::json> finish() override {
+    auto r = x_->finish();
+    if (!r) return r;
+    done_ = true;
+    owner_.add_upload(id_, peer_, x_->dir());
+    (*r)["upload_id"] = id_;
+    return r;
+  }
+
+ private:
+  RemoteProvider& owner_;
+  std::unique_ptr<transfer::TreeExtractor> x_;
+  std::string id_, peer_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+RemoteProvider::RemoteProvider(asio::io_context& io, asio::thread_pool& pool, PeerLink& link, ProviderService& provider,
+                               const config::Config& cfg, std::string uploads_dir)
+    : io_(io),
+      pool_(pool),
+      link_(link),
+      provider_(provider),
+      max_upload_bytes_(static_cast<uint64_t>(std::max<int64_t>(1, cfg.get_int("jobs.max_disk_mib"))) * kMiB),
+      uploads_dir_(std::move(uploads_dir)) {
+  // Uploads left by an earlier run belong to no job any more.
+  std::error_code ec;
+  std::filesystem::remove_all(uploads_dir_, ec);
+}
+
+void RemoteProvider::add_upload(const std::string& id, const std::string& peer_id, const std::string& dir) {
+  std::lock_guard lock(mutex_);
+  uploads_[id] = {peer_id, dir, now_s()};
+}
+
+Result<std::string> RemoteProvider::take_upload(const std::string& id, const std::string& peer_id) {
+  std::lock_guard lock(mutex_);
+  auto it = uploads_.find(id);
+  if (it == uploads_.end() || it->second.peer_id != peer_id) {
+    return make_error(ErrorCode::kNotFound, "no upload " + id.substr(0, 32) + " of yours on this provider (it expires "
+                                                                             "an hour after it was sent); upload again");
+  }
+  std::string dir = it->second.dir;
+  uploads_.erase(it);
+  return dir;
+}
+
+void RemoteProvider::prune_uploads() {
+  std::vector<std::string> stale;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = uploads_.begin(); it != uploads_.end();) {
+      if (now_s() - it->second.created_at < kUploadTtlS) {
+        ++it;
+        continue;
+      }
+      stale.push_back(it->second.dir);
+      it = uploads_.erase(it);
+    }
+  }
+  for (const auto& d : stale) {
+    std::error_code ec;
+    std::filesystem::remove_all(d, ec);
+  }
+}
+
+void RemoteProvider::register_methods() {
+  link::LinkService& service = link_.service();
+  auto blocking = [this](link::RpcReply reply, std::function<Result<nlohmann::json>(ProviderJobs&)> work) {
+    asio::post(pool_, [this, reply = std::move(reply), work = std::move(work)]() mutable {
+      auto jobs = provider_.ready();
+      Result<nlohmann::json> r = jobs ? work(**jobs) : Result<nlohmann::json>(std::move(jobs).error());
+      asio::post(io_, [reply = std::move(reply), r = std::move(r)]() mutable { reply(std::move(r)); });
+    });
+  };
+
+  service.add_upload_method("run.upload", [this](const PublicKeyBytes& peer, const nlohmann::json&)
+                                              -> Result<std::unique_ptr<link::UploadSink>> {
+    auto grant = link_.grant_of(peer);
+    if (!grant) return make_error(ErrorCode::kPermissionDenied, "this provider no longer accepts requests from this node");
+    prune_uploads();
+    transfer::ArchiveLimits limits;
+    limits.max_bytes = grant->disk_bytes > 0 ? std::min<uint64_t>(grant->disk_bytes, max_upload_bytes_) : max_upload_bytes_;
+    YONDER_TRY(os::make_dirs(uploads_dir_, 0700));
+    std::string id = random_id();
+    auto x = transfer::TreeExtractor::create(uploads_dir_ + "/" + id, limits);
+    if (!x) return std::move(x).error();
+    return std::unique_ptr<link::UploadSink>(
+        std::make_unique<WorkspaceUpload>(*this, std::move(*x), id, NodeId(peer).to_string()));
+  });
+
+  service.add_method("run.submit", [this](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+    submit(peer, params, std::move(reply));
+  });
+
+  service.add_method("run.list", [blocking](const PublicKeyBytes& peer, const nlohmann::json&, link::RpcReply reply) {
+    blocking(std::move(reply), [peer_id = NodeId(peer).to_string()](ProviderJobs& jobs) -> Result<nlohmann::json> {
+      auto all = jobs.list();
+      if (!all) return std::move(all).error();
+      nlohmann::json mine = nlohmann::json::array();
+      for (auto& j : *all) {
+        if (j.value("peer_id", "") == peer_id) mine.push_back(std::move(j));
+      }
+      return nlohmann::json{{"jobs", mine}};
+    });
+  });
+
+  service.add_method("run.inspect", [blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+    auto id = job_id_param(params);
+    if (!id) return reply(std::move(id).error());
+    blocking(std::move(reply), [peer_id = NodeId(peer).to_string(), id = *id](ProviderJobs& jobs) {
+      return owned_job(jobs, id, peer_id);
+    });
+  });
+
+  service.add_method("run.stop", [blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+    auto id = job_id_param(params);
+    if (!id) return reply(std::move(id).error());
+    blocking(std::move(reply), [peer_id = NodeId(peer).to_string(), id = *id](ProviderJobs& jobs) -> Result<nlohmann::json> {
+      YONDER_TRY(owned_job(jobs, id, peer_id));
+      spdlog::info("job {} stopped by its owner {}", id, peer_id);
+      return jobs.stop(id);
+    });
+  });
+
+  service.add_method("run.logs", [this](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+    logs(NodeId(peer).to_string(), params, std::move(reply));
+  });
+}
+
+void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+  auto grant = link_.grant_of(peer);  // the scope as it is now (event loop)
+  if (!grant) return reply(make_error(ErrorCode::kPermissionDenied, "this provider no longer accepts requests from this node"));
+  if (!params.is_object() || !params.contains("job")) {
+    return reply(make_error(ErrorCode::kInvalidArgument, "run.submit needs {\"job\": {...}}"));
+  }
+  auto request = jobs::provider::parse_job_request(params["job"]);
+  if (!request) return reply(std::move(request).error());
+  if (params["job"].contains("peer_id")) {
+    return reply(make_error(ErrorCode::kInvalidArgument, "job request: 'peer_id' is set by the provider"));
+  }
+  std::string upload = params.contains("upload_id") && params["upload_id"].is_string() ? params["upload_id"].get<std::string>() : "";
+  std::string peer_id = NodeId(peer).to_string();
+  asio::post(pool_, [this, reply = std::move(reply), request = std::move(*request), scope = *grant, upload, peer_id]() mutable {
+    auto result = [&]() -> Result<nlohmann::json> {
+      auto jobs = provider_.ready();
+      if (!jobs) return std::move(jobs).error();
+      auto all = (*jobs)->list();
+      if (!all) return std::move(all).error();
+      int active = 0;
+      for (const auto& j : *all) {
+        std::string state = j.value("state", "");
+        active += j.value("peer_id", "") == peer_id && (state == "queued" || state == "starting" || state == "running");
+      }
+      YONDER_TRY(apply_scope(request, scope, (*jobs)->options().limits, active));
+      std::string seed;
+      if (!upload.empty()) {
+        auto dir = take_upload(upload, peer_id);
+        if (!dir) return std::move(dir).error();
+        seed = *dir;
+      }
+      auto view = (*jobs)->submit(peer_id, request, seed);
+      if (!view && !seed.empty()) {
+        std::error_code ec;
+        std::filesystem::remove_all(seed, ec);
+      }
+      if (view) spdlog::info("job {} submitted by peer {}: {}", view->value("job_id", ""), peer_id, request.image);
+      return view;
+    }();
+    if (!result) spdlog::info("run request from peer {} refused: {}", peer_id, result.error().message());
+    asio::post(io_, [reply = std::move(reply), result = std::move(result)]() mutable { reply(std::move(result)); });
+  });
+}
+
+void RemoteProvider::logs(const std::string& peer_id, const nlohmann::json& params, link::RpcReply reply) {
+  auto id = job_id_param(params);
+  if (!id) return reply(std::move(id).error());
+  uint64_t offset = params.value("offset", uint64_t{0});
+  int64_t wait_ms = std::clamp<int64_t>(params.value("wait_ms", int64_t{0}), 0, kMaxWaitMs);
+  struct Poll {
+    explicit Poll(asio::io_context& io) : timer(io) {}
+    asio::steady_timer timer;
+    link::RpcReply reply;
+  };
+  auto poll = std::make_shared<Poll>(io_);
+  poll->reply = std::move(reply);
+  // read(wait): on the pool; with `wait`, an empty read arms the timer and a
+  // log watcher (whichever fires first cancels the wait) and reads again.
+  auto read = std::make_shared<std::function<void(bool)>>();
+  *read = [this, poll, peer_id, job = *id, offset, wait_ms, weak = std::weak_ptr<std::function<void(bool)>>(read)](bool wait) {
+    auto self = weak.lock();
+    if (!self) return;
+    asio::post(pool_, [this, poll, peer_id, job, offset, wait_ms, wait, self] {
+      auto jobs = provider_.ready();
+      Result<nlohmann::json> owned = jobs ? owned_job(**jobs, job, peer_id) : Result<nlohmann::json>(jobs.error());
+      auto got = owned ? (*jobs)->read_log(job, offset, kLogReadBytes) : Result<jobs::provider::LogRead>(owned.error());
+      if (got && wait && wait_ms > 0 && got->slice.records.empty() && !got->ended) {
+        std::weak_ptr<Poll> weak_poll = poll;
+        asio::post(io_, [poll, self, wait_ms] {
+          poll->timer.expires_after(std::chrono::milliseconds(wait_ms));
+          poll->timer.async_wait([self](boost::system::error_code) { (*self)(false); });
+        });
+        (void)(*jobs)->watch_log(job, offset, [this, weak_poll] {
+          asio::post(io_, [weak_poll] {
+            if (auto p = weak_poll.lock()) p->timer.cancel();
+          });
+        });
+        return;
+      }
+      Result<nlohmann::json> r = got ? Result<nlohmann::json>(encode_logs(*got, offset)) : Result<nlohmann::json>(got.error());
+      asio::post(io_, [poll, r = std::move(r)]() mutable { poll->reply(std::move(r)); });
+    });
+  };
+  (*read)(true);
+}
+
+}  // namespace yonder::node

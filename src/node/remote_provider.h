@@ -1,0 +1,69 @@
+// The provider's side of remote jobs: the link methods a paired peer calls
+// to run jobs here, wired to the provider job manager (ProviderService).
+//
+//   run.upload  (upload stream)  the workspace archive -> {"upload_id", "files", "bytes"}
+//   run.submit  {"job": JobRequest, "upload_id"?}       -> the job's view
+//   run.list    {}                                      -> {"jobs": [views]}
+//   run.inspect {"job_id"}                              -> view
+//   run.stop    {"job_id"}                              -> view
+//   run.logs    {"job_id", "offset", "wait_ms"?}        -> {"records", "next_offset", "ended"}
+//
+// LinkService has already checked that the caller's scope includes `run`.
+// Here the job is held to the rest of that scope (GPUs, VRAM, time, jobs,
+// CPUs, memory, disk, egress), on top of the provider's own jobs.* limits.
+// A job belongs to the peer that submitted it: to anyone else it does not
+// exist ("not found", never "forbidden", so ids do not leak).
+//
+// Threading: handlers are called on the event loop; blocking work (SQLite,
+// Docker, files) goes to the pool and the reply is posted back.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "config/config.h"
+#include "node/peer_link.h"
+#include "node/provider_service.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}  // namespace boost::asio
+
+namespace yonder::node {
+
+class RemoteProvider {
+ public:
+  RemoteProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
+                 ProviderService& provider, const config::Config& cfg, std::string uploads_dir);
+  // Registers the run.* methods on the link (replacing its placeholders).
+  void register_methods();
+
+  // Upload bookkeeping (any thread).
+  void add_upload(const std::string& id, const std::string& peer_id, const std::string& dir);
+  // The upload's folder if it exists and belongs to `peer_id`; it is taken.
+  Result<std::string> take_upload(const std::string& id, const std::string& peer_id);
+
+ private:
+  void submit(const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply);
+  void logs(const std::string& peer_id, const nlohmann::json& params, link::RpcReply reply);
+  void prune_uploads();
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
+  PeerLink& link_;
+  ProviderService& provider_;
+  uint64_t max_upload_bytes_;
+  std::string uploads_dir_;
+
+  struct Upload {
+    std::string peer_id;
+    std::string dir;
+    int64_t created_at = 0;
+  };
+  std::mutex mutex_;  // guards uploads_
+  std::map<std::string, Upload> uploads_;
+};
+
+}  // namespace yonder::node

@@ -1,0 +1,72 @@
+#include "transfer/tree_extract.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace yonder::transfer {
+namespace {
+
+Error io_error(const std::string& what, const std::string& path) {
+  int e = errno;
+  ErrorCode code = e == ENOSPC || e == EDQUOT ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
+  return make_error(code, what + " " + path + ": " + std::strerror(e));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TreeExtractor>> TreeExtractor::create(const std::string& dir, ArchiveLimits limits) {
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    if (errno == EEXIST) return make_error(ErrorCode::kAlreadyExists, "upload folder " + dir + " exists already");
+    return io_error("cannot create the upload folder", dir);
+  }
+  return std::unique_ptr<TreeExtractor>(new TreeExtractor(dir, limits));
+}
+
+TreeExtractor::~TreeExtractor() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status TreeExtractor::on_dir(const std::string& path, uint32_t mode) {
+  std::string p = dir_ + "/" + path;
+  if (::mkdir(p.c_str(), (mode & 0755) | 0700) != 0 && errno != EEXIST) return io_error("cannot create folder", path);
+  return ok_status();
+}
+
+Status TreeExtractor::on_file_begin(const std::string& path, uint32_t mode, uint64_t) {
+  current_ = path;
+  // O_EXCL: a path twice in one archive is refused; O_NOFOLLOW: belt and braces.
+  fd_ = ::open((dir_ + "/" + path).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+               (mode & 0755) | 0600);
+  if (fd_ < 0) return io_error("cannot create file", path);
+  return ok_status();
+}
+
+Status TreeExtractor::on_file_data(ByteView data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd_, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error("cannot write", current_);
+    data = data.subspan(static_cast<size_t>(n));
+  }
+  return ok_status();
+}
+
+Status TreeExtractor::on_file_end() {
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) return io_error("cannot write", current_);
+  return ok_status();
+}
+
+Result<nlohmann::json> TreeExtractor::finish() {
+  if (!reader_.complete()) {
+    return make_error(ErrorCode::kInvalidArgument, "the upload ended before the end of its archive (cut short)");
+  }
+  return nlohmann::json{{"files", reader_.files()}, {"bytes", reader_.bytes()}};
+}
+
+}  // namespace yonder::transfer
