@@ -13,8 +13,16 @@ else
     echo "services: dockerd is not installed; run scripts/setup.sh" >&2
     exit 1
   fi
-  echo "services: starting dockerd (log: /var/log/yonder-dockerd.log)"
-  nohup dockerd >/var/log/yonder-dockerd.log 2>&1 &
+  args=()
+  # gVisor as the stronger isolation tier, when runsc is installed and the
+  # machine has no Docker configuration of its own. runsc runs with
+  # --network=none: jobs in that tier get no network (in nested sandboxes
+  # gVisor cannot set up one anyway).
+  if command -v runsc >/dev/null && [ ! -f /etc/docker/daemon.json ]; then
+    args+=(--config-file "$(cd "$(dirname "$0")" && pwd)/dockerd.json")
+  fi
+  echo "services: starting dockerd ${args[*]} (log: /var/log/yonder-dockerd.log)"
+  nohup dockerd "${args[@]}" >/var/log/yonder-dockerd.log 2>&1 &
   # dockerd has no readiness notification outside systemd: wait for its API.
   for _ in $(seq 1 120); do
     docker_up && break
