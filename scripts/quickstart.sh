@@ -3,7 +3,10 @@
 # builds the release preset, creates a demo provider (.demo/provider) and a
 # demo consumer (.demo/consumer), starts both daemons, shows `yonder status`
 # and `yonder gpu` on the provider, shares a link and pairs the consumer with
-# it over a TLS peer link, then pings it. Leaves nothing running.
+# it over a TLS peer link, pings it, and -- when a Docker engine is (or can
+# be) running -- runs a real job on the provider with `yonder run`, from a
+# small demo folder that is uploaded into the job's workspace, then shows
+# `yonder ps --all`. Leaves nothing running but dockerd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -17,6 +20,9 @@ export PATH=$bin:$PATH
 mkdir -p "$root/.demo"
 # Demo nodes listen on loopback, on ports the system picks.
 export YONDER_LINK_LISTEN=127.0.0.1:0
+# The demo provider runs the small local test image (scripts/build-test-image.sh),
+# never pulling: nothing here needs a registry.
+export YONDER_IMAGE_ALLOWLIST='yonder-test/*' YONDER_PULL_POLICY=never
 
 pids=()
 fifos=()
@@ -75,6 +81,19 @@ P peers
 echo
 echo "=== yonder ping demo-provider (consumer)"
 C ping demo-provider -c 3
+echo
+echo "=== a real job: yonder run --on demo-provider (consumer)"
+if { docker version >/dev/null 2>&1 || scripts/services.sh; } && scripts/build-test-image.sh; then
+  mkdir -p "$root/.demo/work"
+  echo "hello from the consumer's folder" >"$root/.demo/work/greeting.txt"
+  (cd "$root/.demo/work" && C run --on demo-provider --image yonder-test/busybox:1 -- \
+    sh -c 'cat greeting.txt; echo "ran on the provider as uid $(id -u) in $(pwd)"; ls /dev/nvidia0 >/dev/null 2>&1 && echo "GPU visible" || echo "no GPU visible (CPU job)"')
+  echo
+  echo "=== yonder ps --all (consumer)"
+  C ps --all
+else
+  echo "(skipped: no Docker engine; scripts/services.sh starts one)"
+fi
 echo
 echo "=== done. Try it yourself:"
 echo "    export PATH=$bin:\$PATH YONDER_HOME=$root/.demo/provider; yonderd & yonder status"

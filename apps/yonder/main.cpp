@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/doctor.h"
 #include "cli/exit_codes.h"
+#include "cli/job_commands.h"
 #include "cli/peer_commands.h"
 #include "node/version.h"
 
@@ -117,6 +118,36 @@ int main(int argc, char** argv) {
   call->add_option("params", call_params, "JSON object");
   call->group("Debugging");
 
+  // Remote jobs (issue 5).
+  RunArgs run_args;
+  auto* run = app.add_subcommand("run", "Run a command on a provider: yonder run --on PEER --image IMG -- CMD ...");
+  run->add_option("--on", run_args.peer, "Provider: peer name or node id")->required();
+  run->add_option("--image", run_args.image, "Image to run (one the provider allows)");
+  run->add_option("--gpus", run_args.gpus, "Whole GPUs");
+  run->add_option("--vram", run_args.vram, "VRAM limit per GPU, e.g. 20G");
+  run->add_option("--cpus", run_args.cpus, "CPUs, e.g. 2 or 0.5");
+  run->add_option("--memory", run_args.memory, "Memory, e.g. 16G");
+  run->add_option("--disk", run_args.disk, "Workspace size, e.g. 50G");
+  run->add_option("--time", run_args.time, "Wall-time limit, e.g. 2h");
+  run->add_option("-e,--env", run_args.env, "KEY=VALUE (repeatable)");
+  run->add_flag("-d,--detach", run_args.detach, "Print the job id and return at once");
+  run->add_flag("--no-upload", run_args.no_upload, "Do not upload the working directory");
+  run->add_option("--upload", run_args.upload_dir, "Upload this folder instead of the working directory");
+  run->add_flag("--json", json, "With -d: print the job as JSON");
+  run->add_option("command", run_args.command, "The command and its arguments (after --)")->required();
+  bool ps_all = false;
+  auto* ps = app.add_subcommand("ps", "Jobs this node runs on providers (unfinished; --all for every one)");
+  ps->add_flag("-a,--all", ps_all, "Finished jobs too");
+  ps->add_flag("--json", json, "Machine-readable output");
+  std::string job_id;
+  bool logs_follow = false;
+  auto* logs = app.add_subcommand("logs", "A job's output (from its provider's persisted log)");
+  logs->add_option("job", job_id, "Job id (or a unique prefix)")->required();
+  logs->add_flag("-f,--follow", logs_follow, "Keep printing until the job ends");
+  auto* stop = app.add_subcommand("stop", "Stop a job (SIGTERM, then SIGKILL after the provider's grace)");
+  stop->add_option("job", job_id, "Job id (or a unique prefix)")->required();
+  stop->add_flag("--json", json, "Machine-readable output");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -152,6 +183,10 @@ int main(int argc, char** argv) {
   if (*ping) return cmd_ping(*ctx, peer, ping_count, ping_interval);
   if (*speedtest) return cmd_speedtest(*ctx, peer, speed_bytes, speed_streams);
   if (*call) return cmd_call(*ctx, peer, call_method, call_params);
+  if (*run) return cmd_run(*ctx, run_args);
+  if (*ps) return cmd_ps(*ctx, ps_all);
+  if (*logs) return cmd_logs(*ctx, job_id, logs_follow);
+  if (*stop) return cmd_stop(*ctx, job_id);
   if (*cfg_get) return cmd_config_get(*ctx, key);
   if (*cfg_set) return cmd_config_set(*ctx, key, value);
   if (*cfg_unset) return cmd_config_unset(*ctx, key);

@@ -19,6 +19,7 @@ struct RunArgs {
   std::optional<std::string> vram, cpus, memory, disk, time;
   bool detach = false;
   bool no_upload = false;  // do not upload the working directory
+  std::string upload_dir;  // upload this folder instead of the working directory
 };
 
 // Exit code: the job's own when it ran to an end; kExitCouldNotRun when it

@@ -175,9 +175,14 @@ RemoteProvider::RemoteProvider(asio::io_context& io, asio::thread_pool& pool, Pe
       provider_(provider),
       max_upload_bytes_(static_cast<uint64_t>(std::max<int64_t>(1, cfg.get_int("jobs.max_disk_mib"))) * kMiB),
       uploads_dir_(std::move(uploads_dir)) {
-  // Uploads left by an earlier run belong to no job any more.
+  // Uploads an earlier run left behind: a queued job may still hold one as
+  // its workspace seed, so only those past the upload lifetime go.
   std::error_code ec;
-  std::filesystem::remove_all(uploads_dir_, ec);
+  auto cutoff = std::filesystem::file_time_type::clock::now() - std::chrono::seconds(kUploadTtlS);
+  for (const auto& e : std::filesystem::directory_iterator(uploads_dir_, ec)) {
+    std::error_code e2;
+    if (e.last_write_time(e2) < cutoff && !e2) std::filesystem::remove_all(e.path(), e2);
+  }
 }
 
 void RemoteProvider::add_upload(const std::string& id, const std::string& peer_id, const std::string& dir) {

@@ -32,7 +32,8 @@ TreeExtractor::~TreeExtractor() {
 
 Status TreeExtractor::on_dir(const std::string& path, uint32_t mode) {
   std::string p = dir_ + "/" + path;
-  if (::mkdir(p.c_str(), (mode & 0755) | 0700) != 0 && errno != EEXIST) return io_error("cannot create folder", path);
+  if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) return io_error("cannot create folder", path);
+  if (::chmod(p.c_str(), static_cast<mode_t>((mode & 0755) | 0700)) != 0) return io_error("cannot set the mode of", path);
   return ok_status();
 }
 
@@ -42,6 +43,8 @@ Status TreeExtractor::on_file_begin(const std::string& path, uint32_t mode, uint
   fd_ = ::open((dir_ + "/" + path).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                (mode & 0755) | 0600);
   if (fd_ < 0) return io_error("cannot create file", path);
+  // Explicitly: the daemon's umask (077) must not hide the files from the job's user.
+  if (::fchmod(fd_, static_cast<mode_t>((mode & 0755) | 0600)) != 0) return io_error("cannot set the mode of", path);
   return ok_status();
 }
 

@@ -1,0 +1,175 @@
+// Remote jobs end to end: a provider and consumers, each a real yonderd in
+// its own YONDER_HOME, paired over loopback TLS, jobs run by the real
+// dockerd, driven through the CLI as people use it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/docker_env.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace yonder::testing {
+namespace {
+
+using nlohmann::json;
+
+class Node {
+ public:
+  Node(const TempDir& dir, const std::string& name, bool provider) : home_(dir / name) {
+    env_ = {{"YONDER_HOME", home_},
+            {"YONDER_CONFIG", ""},
+            {"YONDER_LINK_LISTEN", "127.0.0.1:0"},
+            {"YONDER_GPU_INVENTORY", "fake:2"},
+            {"YONDER_PASSPHRASE", ""},
+            {"YONDER_PASSPHRASE_FILE", ""}};
+    if (provider) {
+      env_["YONDER_IMAGE_ALLOWLIST"] = "yonder-test/*";
+      env_["YONDER_PULL_POLICY"] = "never";
+    }
+    auto r = yonder({"init", "--name", name});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (provider) {
+      std::ofstream(home_ + "/config.toml", std::ios::app)
+          << "[jobs]\ndefault_memory_mib = 64\ndefault_disk_mib = 16\nshm_mib = 8\npids_limit = 64\n"
+             "stop_grace_s = 1\nmax_per_peer = 8\nmax_concurrent = 8\n";
+    }
+    daemon_ = std::make_unique<Daemon>(env_);
+    EXPECT_TRUE(daemon_->ready()) << daemon_->log();
+  }
+  RunResult yonder(std::vector<std::string> args) const {
+    args.insert(args.begin(), program_path("yonder"));
+    return run(args, env_);
+  }
+  json yonder_json(std::vector<std::string> args) const {
+    args.push_back("--json");
+    auto r = yonder(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out, nullptr, false);
+  }
+  // Pairs this node with `provider` under a share link made with `scope_args`.
+  void pair_with(const Node& provider, std::vector<std::string> scope_args) const {
+    scope_args.insert(scope_args.begin(), "share");
+    std::string link = provider.yonder_json(scope_args)["link"];
+    auto r = yonder({"pair", link});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const std::string& home() const { return home_; }
+  Daemon& daemon() { return *daemon_; }
+
+ private:
+  std::string home_;
+  Env env_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+class RemoteJobs : public ::testing::Test {
+ protected:
+  void SetUp() override { YONDER_REQUIRE_DOCKER_OR_SKIP(); }
+};
+
+constexpr const char* kImage = "yonder-test/busybox:1";
+
+TEST_F(RemoteJobs, RunUploadsStreamsOutputAndPropagatesTheExitCode) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "2"});
+  std::string work = dir / "work";
+  std::filesystem::create_directories(work + "/data");
+  std::filesystem::create_directories(work + "/.git");
+  std::ofstream(work + "/data/input.txt") << "uploaded payload\n";
+  std::ofstream(work + "/.git/HEAD") << "ref: refs/heads/main\n";
+  std::ofstream(work + "/.gitignore") << "*.log\n";
+  std::ofstream(work + "/debug.log") << "not wanted\n";
+  std::ofstream(work + "/.yonderignore") << "secret/\n";
+  std::filesystem::create_directories(work + "/secret");
+  std::ofstream(work + "/secret/key") << "nope\n";
+
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work, "--",
+                          "sh", "-c", "cat data/input.txt; ls -a | tr '\\n' ' '; echo; echo to-stderr >&2; exit 7"});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_NE(r.out.find("uploaded payload\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("to-stderr"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("to-stderr"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("data"), std::string::npos);
+  EXPECT_EQ(r.out.find(".git "), std::string::npos) << r.out;      // never sent
+  EXPECT_EQ(r.out.find("debug.log"), std::string::npos) << r.out;  // .gitignore
+  EXPECT_EQ(r.out.find("secret"), std::string::npos) << r.out;     // .yonderignore
+
+  // The consumer remembers the job and where it ran.
+  auto ps = laptop.yonder_json({"ps", "--all"});
+  ASSERT_EQ(ps["jobs"].size(), 1u) << ps.dump();
+  EXPECT_EQ(ps["jobs"][0]["state"], "exited");
+  EXPECT_EQ(ps["jobs"][0]["exit_code"], 7);
+  EXPECT_EQ(ps["jobs"][0]["provider_name"], "studio");
+  EXPECT_EQ(laptop.yonder_json({"ps"})["jobs"].size(), 0u);  // finished jobs only with --all
+
+  // Detached: prints the id; logs -f follows to the end; logs re-reads it all.
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--",
+                          "sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.2; done"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  ASSERT_EQ(id.size(), 16u) << d.out;
+  auto follow = laptop.yonder({"logs", "-f", id.substr(0, 6)});
+  EXPECT_EQ(follow.exit_code, 0) << follow.err;
+  EXPECT_EQ(follow.out, "line 1\nline 2\nline 3\n");
+  EXPECT_EQ(laptop.yonder({"logs", id}).out, "line 1\nline 2\nline 3\n");
+}
+
+TEST_F(RemoteJobs, OutOfScopeRequestsAreRefusedWithTheReason) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false), tablet(dir, "tablet", false);
+  laptop.pair_with(studio, {"--gpus", "1"});
+  tablet.pair_with(studio, {"--scope", "exec"});
+
+  auto gpus = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--gpus", "2", "--", "true"});
+  EXPECT_EQ(gpus.exit_code, 125) << gpus.err;
+  EXPECT_NE(gpus.err.find("allows at most 1"), std::string::npos) << gpus.err;
+
+  auto no_run = tablet.yonder({"run", "--on", "studio", "--image", kImage, "--", "true"});
+  EXPECT_EQ(no_run.exit_code, 125) << no_run.err;
+  EXPECT_NE(no_run.err.find("does not include \"run\""), std::string::npos) << no_run.err;
+
+  auto image = laptop.yonder({"run", "--on", "studio", "--image", "busybox", "--no-upload", "--", "true"});
+  EXPECT_EQ(image.exit_code, 125);
+  EXPECT_NE(image.err.find("executor.image_allowlist"), std::string::npos) << image.err;
+  EXPECT_EQ(laptop.yonder_json({"ps", "--all"})["jobs"].size(), 0u);
+}
+
+TEST_F(RemoteJobs, OnlyTheSubmitterSeesStopsOrReadsItsJob) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false), intruder(dir, "intruder", false);
+  laptop.pair_with(studio, {});
+  intruder.pair_with(studio, {});
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--",
+                          "sh", "-c", "echo started; sleep 60"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+
+  json param = {{"job_id", id}};
+  for (const char* method : {"run.inspect", "run.stop", "run.logs"}) {
+    auto r = intruder.yonder({"call", "studio", method, param.dump()});
+    EXPECT_NE(r.exit_code, 0) << method << ": " << r.out;
+    EXPECT_NE(r.err.find("no job " + id + " of yours"), std::string::npos) << method << ": " << r.err;
+  }
+  auto list = intruder.yonder({"call", "studio", "run.list"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_EQ(json::parse(list.out)["jobs"].size(), 0u) << list.out;
+  EXPECT_NE(intruder.yonder({"stop", id}).exit_code, 0);  // its daemon does not even know the id
+
+  // The owner still can: the job kept running through all that.
+  auto ps = laptop.yonder_json({"ps"});
+  ASSERT_EQ(ps["jobs"].size(), 1u) << ps.dump();
+  EXPECT_EQ(ps["jobs"][0]["job_id"], id);
+  auto stop = laptop.yonder({"stop", id});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  auto logs = laptop.yonder({"logs", "-f", id});
+  EXPECT_EQ(logs.out, "started\n");
+  auto after = laptop.yonder_json({"ps", "--all"});
+  EXPECT_EQ(after["jobs"][0]["state"], "stopped") << after.dump();
+}
+
+}  // namespace
+}  // namespace yonder::testing
