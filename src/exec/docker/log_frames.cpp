@@ -100,6 +100,9 @@ Result<int64_t> parse_rfc3339_ns(std::string_view t) {
   std::string_view zone = t.substr(pos);
   if (zone != "Z" && zone != "+00:00") return bad_time(t);
   if (year == 1) return int64_t{0};  // Go's zero time: "never"
+  // Nanoseconds since 1970 fit in int64 only for years 1678..2261 (found by
+  // docker_json_fuzz under UBSan: year 0000 overflowed).
+  if (year < 1678 || year > 2261) return bad_time(t);
   int64_t days = days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
   int64_t secs = days * 86400 + hour * 3600 + minute * 60 + second;
   return secs * 1'000'000'000 + nanos;
