@@ -4,6 +4,9 @@
 #include "cli/commands.h"
 #include "cli/doctor.h"
 #include "cli/exit_codes.h"
+#include "cli/exec_command.h"
+#include "cli/forward_commands.h"
+#include "cli/audit_command.h"
 #include "cli/job_commands.h"
 #include "cli/peer_commands.h"
 #include "node/version.h"
@@ -133,6 +136,9 @@ int main(int argc, char** argv) {
   run->add_flag("-d,--detach", run_args.detach, "Print the job id and return at once");
   run->add_flag("--no-upload", run_args.no_upload, "Do not upload the working directory");
   run->add_option("--upload", run_args.upload_dir, "Upload this folder instead of the working directory");
+  run->add_option("--out", run_args.out, "Bring this path of the workspace home when the job ends (repeatable; "
+                                         "default: the files that changed)")
+      ->allow_extra_args(false);
   run->add_flag("--json", json, "With -d: print the job as JSON");
   run->add_option("command", run_args.command, "The command and its arguments (after --)")->required();
   bool ps_all = false;
@@ -147,6 +153,31 @@ int main(int argc, char** argv) {
   auto* stop = app.add_subcommand("stop", "Stop a job (SIGTERM, then SIGKILL after the provider's grace)");
   stop->add_option("job", job_id, "Job id (or a unique prefix)")->required();
   stop->add_flag("--json", json, "Machine-readable output");
+  ExecArgs exec_args;
+  auto* exec = app.add_subcommand("exec", "Run a command inside a running job: yonder exec -it JOB [CMD ...]");
+  exec->add_flag("-i,--interactive", exec_args.interactive, "Send our stdin to the command");
+  exec->add_flag("-t,--tty", exec_args.tty, "Give the command a terminal (a PTY; resizes follow ours)");
+  exec->add_option("job", exec_args.job, "Job id (or a unique prefix)")->required();
+  exec->add_option("command", exec_args.command, "The command and its arguments (default sh)");
+  std::string forward_ports, forward_stop;
+  bool forward_list = false;
+  auto* forward = app.add_subcommand("forward", "Forward a local TCP port to a port inside a running job (like ssh -L)");
+  forward->add_option("job", job_id, "Job id (or a unique prefix)");
+  forward->add_option("ports", forward_ports, "LOCAL:REMOTE (LOCAL 0 picks a free port), or REMOTE");
+  forward->add_flag("--list", forward_list, "The forwards this node's daemon serves");
+  forward->add_option("--stop", forward_stop, "Stop a forward (its id, from --list)");
+  forward->add_flag("--json", json, "Machine-readable output");
+  std::string cp_from, cp_to;
+  auto* cp = app.add_subcommand("cp", "Copy files out of an ended job's workspace: yonder cp JOB:PATH [LOCAL]");
+  cp->add_option("from", cp_from, "JOB:PATH (PATH relative to the workspace; a file or folder)")->required();
+  cp->add_option("to", cp_to, "Local folder (default: the working directory)");
+  cp->add_flag("--json", json, "Machine-readable output");
+  bool audit_verify = false;
+  int64_t audit_limit = 100;
+  auto* audit = app.add_subcommand("audit", "What peers asked this node to do, and what it refused (hash-chained)");
+  audit->add_flag("--verify", audit_verify, "Check the hash chain; exit 6 if an entry was changed or deleted");
+  audit->add_option("-n,--limit", audit_limit, "Newest N entries (default 100)");
+  audit->add_flag("--json", json, "Machine-readable output");
 
   try {
     app.parse(argc, argv);
@@ -187,6 +218,18 @@ int main(int argc, char** argv) {
   if (*ps) return cmd_ps(*ctx, ps_all);
   if (*logs) return cmd_logs(*ctx, job_id, logs_follow);
   if (*stop) return cmd_stop(*ctx, job_id);
+  if (*exec) return cmd_exec(*ctx, exec_args);
+  if (*forward) {
+    if (forward_list) return cmd_forward_list(*ctx);
+    if (!forward_stop.empty()) return cmd_forward_stop(*ctx, forward_stop);
+    if (job_id.empty() || forward_ports.empty()) {
+      std::fprintf(stderr, "yonder: forward needs JOB and LOCAL:REMOTE (or --list, --stop ID)\n");
+      return kExitUsage;
+    }
+    return cmd_forward(*ctx, job_id, forward_ports);
+  }
+  if (*audit) return cmd_audit(*ctx, audit_verify, audit_limit);
+  if (*cp) return cmd_cp(*ctx, cp_from, cp_to);
   if (*cfg_get) return cmd_config_get(*ctx, key);
   if (*cfg_set) return cmd_config_set(*ctx, key, value);
   if (*cfg_unset) return cmd_config_unset(*ctx, key);

@@ -115,6 +115,15 @@ Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow)
 
 std::string short_id(const std::string& id) { return id.substr(0, 12); }
 
+// Brings files of the job's workspace into `dir` (the daemon writes them;
+// see node/fetch_consumer.h). `paths` empty: what differs from `dir`.
+Result<json> fetch_files(const Context& ctx, const std::string& job, const std::string& dir,
+                         const std::vector<std::string>& paths) {
+  json body = {{"job_id", job}, {"dir", dir}};
+  if (!paths.empty()) body["paths"] = paths;
+  return api(ctx, "POST", "/v1/jobs/fetch", body, std::chrono::minutes(30));
+}
+
 }  // namespace
 
 int cmd_run(const Context& ctx, const RunArgs& a) {
@@ -160,6 +169,7 @@ int cmd_run(const Context& ctx, const RunArgs& a) {
     job["cpus"] = c;
   }
   json body = {{"peer", a.peer}, {"job", job}};
+  std::string home_dir;  // where the outputs come home to
   if (!a.no_upload && !a.upload_dir.empty()) {
     std::error_code ec;
     auto dir = std::filesystem::canonical(a.upload_dir, ec);
@@ -167,11 +177,13 @@ int cmd_run(const Context& ctx, const RunArgs& a) {
       return print_error(make_error(ErrorCode::kInvalidArgument, "--upload " + a.upload_dir + " is not a folder"), kExitUsage);
     }
     body["dir"] = dir.string();
-  } else if (!a.no_upload) {
+    home_dir = dir.string();
+  } else if (!a.no_upload || !a.out.empty()) {
     std::error_code ec;
     auto cwd = std::filesystem::current_path(ec);
     if (ec) return print_error(make_error(ErrorCode::kFailedPrecondition, "cannot read the working directory"), kExitCouldNotRun);
-    body["dir"] = cwd.string();
+    if (!a.no_upload) body["dir"] = cwd.string();
+    home_dir = cwd.string();
   }
   auto submitted = api(ctx, "POST", "/v1/jobs", body, std::chrono::minutes(30));
   if (!submitted) {
@@ -200,11 +212,25 @@ int cmd_run(const Context& ctx, const RunArgs& a) {
   auto view = api(ctx, "GET", "/v1/jobs/inspect?id=" + id);
   if (!view) return fail(ctx, view.error());
   const json& code = (*view)["exit_code"];
+  bool fetch_failed = false;
+  if (code.is_number_integer() && !home_dir.empty()) {
+    auto got = fetch_files(ctx, id, home_dir, a.out);
+    if (!got) {
+      std::fprintf(stderr, "yonder: could not bring the job's files home: %s\n", got.error().message().c_str());
+      fetch_failed = true;
+    } else if (!(*got)["files"].empty()) {
+      std::fprintf(stderr, "yonder: brought home %zu file(s), %s\n", (*got)["files"].size(),
+                   format_size(got->value("bytes", uint64_t{0})).c_str());
+    }
+  }
   if (code.is_number_integer()) {
     if (view->value("state", "") == "stopped") {
       std::fprintf(stderr, "yonder: job %s was stopped: %s\n", short_id(id).c_str(), view->value("message", "").c_str());
     }
     if (view->value("oom_killed", false)) std::fprintf(stderr, "yonder: job %s ran out of memory\n", short_id(id).c_str());
+    // The job's own failure wins; a job that succeeded but whose files did
+    // not come home is still a failure of the command.
+    if (code.get<int>() == 0 && fetch_failed) return kExitError;
     return code.get<int>();
   }
   std::fprintf(stderr, "yonder: job %s %s without running to an end: %s\n", short_id(id).c_str(),
@@ -247,6 +273,29 @@ int cmd_stop(const Context& ctx, const std::string& job) {
     std::printf("%s\n", r->dump(2).c_str());
   } else {
     std::printf("%s %s\n", r->value("job_id", job).c_str(), r->value("stopping", r->value("state", "")).c_str());
+  }
+  return kExitOk;
+}
+
+int cmd_cp(const Context& ctx, const std::string& from, const std::string& to) {
+  size_t colon = from.find(':');
+  if (colon == std::string::npos || colon == 0) {
+    return print_error(make_error(ErrorCode::kInvalidArgument, "cp copies out of a job: yonder cp JOB:PATH [LOCAL]"),
+                       kExitUsage);
+  }
+  std::string job = from.substr(0, colon);
+  std::string path = from.substr(colon + 1);
+  std::error_code ec;
+  auto dir = std::filesystem::absolute(to.empty() ? std::string(".") : to, ec);
+  if (ec || !std::filesystem::is_directory(dir, ec)) {
+    return print_error(make_error(ErrorCode::kInvalidArgument, (to.empty() ? "." : to) + " is not a folder"), kExitUsage);
+  }
+  auto got = fetch_files(ctx, job, dir.lexically_normal().string(), {path.empty() ? "." : path});
+  if (!got) return fail(ctx, got.error());
+  if (ctx.json) {
+    std::printf("%s\n", got->dump(2).c_str());
+  } else {
+    for (const auto& f : (*got)["files"]) std::printf("%s\n", f.get<std::string>().c_str());
   }
   return kExitOk;
 }

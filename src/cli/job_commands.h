@@ -20,6 +20,9 @@ struct RunArgs {
   bool detach = false;
   bool no_upload = false;  // do not upload the working directory
   std::string upload_dir;  // upload this folder instead of the working directory
+  // Brought home when the job ends (relative to the workspace); empty: the
+  // files that differ from the local folder (none with --no-upload).
+  std::vector<std::string> out;
 };
 
 // Exit code: the job's own when it ran to an end; kExitCouldNotRun when it
@@ -28,5 +31,8 @@ int cmd_run(const Context& ctx, const RunArgs& args);
 int cmd_ps(const Context& ctx, bool all);
 int cmd_logs(const Context& ctx, const std::string& job, bool follow);
 int cmd_stop(const Context& ctx, const std::string& job);
+// `yonder cp JOB:PATH [LOCAL]`: copies a file or folder out of an ended
+// job's workspace into LOCAL (a folder, default the working directory).
+int cmd_cp(const Context& ctx, const std::string& from, const std::string& to);
 
 }  // namespace yonder::cli

@@ -156,6 +156,9 @@ class ExecSession {
   // Blocks until bytes arrive (or timeout). nullopt at end of stream.
   virtual Result<std::optional<std::pair<LogStream, std::string>>> read(std::chrono::milliseconds timeout) = 0;
   virtual Status resize(int rows, int cols) = 0;
+  // Thread-safe: wakes a blocked read() or write(), which then fail, so a
+  // reader thread can be stopped (the process itself is not signalled).
+  virtual void cancel() = 0;
   // The exit code once the process has ended.
   virtual Result<int> exit_code() = 0;
 };

@@ -16,6 +16,11 @@
 #include "api/server.h"
 #include "config/config.h"
 #include "gpu/inventory.h"
+#include "node/audit_routes.h"
+#include "node/fetch_consumer.h"
+#include "node/fetch_provider.h"
+#include "node/forward_consumer.h"
+#include "node/forward_provider.h"
 #include "node/logging.h"
 #include "node/peer_link.h"
 #include "node/provider_service.h"
@@ -110,10 +115,23 @@ int run_daemon(const DaemonOptions& options) {
   // --- remote jobs (issue 5): run.* link methods (provider side), /v1/jobs routes (consumer side).
   RemoteProvider remote_provider(io, pool, *peer_link, *provider, *cfg, paths->home + "/uploads");
   remote_provider.register_methods();
+  auto audit_log = audit::AuditLog::open(paths->database());
+  if (!audit_log) return fail(audit_log.error());
+  remote_provider.set_audit(audit_log->get());
+  add_audit_routes(router, io, pool, **audit_log);
+  FetchProvider fetch_provider(io, pool, *peer_link, *provider, remote_provider, *cfg, paths->home + "/jobs");
+  fetch_provider.register_methods();
   auto consumer_jobs = jobs::consumer::ConsumerJobStore::open(paths->database());
   if (!consumer_jobs) return fail(consumer_jobs.error());
   RemoteConsumer remote_consumer(io, pool, *peer_link, std::move(*consumer_jobs));
   remote_consumer.add_routes(router);
+  FetchConsumer fetch_consumer(io, pool, *peer_link, remote_consumer.store());
+  fetch_consumer.add_routes(router);
+  // Port forwarding: forward.tcp tunnels (provider side), /v1/forwards (consumer side).
+  ForwardProvider forward_provider(io, pool, *peer_link, *provider);
+  forward_provider.register_methods();
+  ForwardConsumer forward_consumer(io, pool, *peer_link, remote_consumer.store());
+  forward_consumer.add_routes(router);
   // --- end remote jobs
   router.add("GET", "/v1/status", [&](const api::Request&, api::Reply reply) {
     auto uptime = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);

@@ -201,16 +201,20 @@ Result<nlohmann::json> PeerLink::redeem(const LinkIdBytes& id, const LinkSecret&
 }
 
 Status PeerLink::authorize(const PublicKeyBytes& key, const std::string& method) {
+  auto refuse = [&](Error e) -> Status {
+    if (on_refused_) on_refused_(key, method, e);
+    return e;
+  };
   const peers::PeerRecord* p = store_.find(key);
   if (p == nullptr) {
-    return make_error(ErrorCode::kPermissionDenied, "this provider no longer accepts requests from this node");
+    return refuse(make_error(ErrorCode::kPermissionDenied, "this provider no longer accepts requests from this node"));
   }
   auto cap = capability_for(method);
   if (cap && !p->grant.allows(*cap)) {
-    return make_error(ErrorCode::kPermissionDenied,
-                      std::string("not permitted: your scope on this provider does not include \"") +
-                          capability_name(*cap) + "\" (it allows " + p->grant.capabilities_text() +
-                          "); ask the provider to run `yonder allow` for you");
+    return refuse(make_error(ErrorCode::kPermissionDenied,
+                             std::string("not permitted: your scope on this provider does not include \"") +
+                                 capability_name(*cap) + "\" (it allows " + p->grant.capabilities_text() +
+                                 "); ask the provider to run `yonder allow` for you"));
   }
   return ok_status();
 }

@@ -55,6 +55,10 @@ class PeerLink final : public link::TrustPolicy {
                                 const std::string& peer_name, const std::string& short_auth_string) override;
   Status authorize(const PublicKeyBytes& key, const std::string& method) override;
   void seen(const PublicKeyBytes& key) override;
+  // Called (event loop) for every request authorize() refuses, for the
+  // audit log; keep it short (post blocking work elsewhere).
+  using RefusalHook = std::function<void(const PublicKeyBytes& key, const std::string& method, const Error& why)>;
+  void on_refused(RefusalHook hook) { on_refused_ = std::move(hook); }
 
  private:
   PeerLink(const Identity& identity, peers::TrustStore store, std::string name, std::string listen,
@@ -69,6 +73,7 @@ class PeerLink final : public link::TrustPolicy {
   std::string advertise_;
   SystemClock clock_;
   std::unique_ptr<link::LinkService> service_;
+  RefusalHook on_refused_;
 };
 
 }  // namespace yonder::node

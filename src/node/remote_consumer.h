@@ -36,6 +36,8 @@ class RemoteConsumer {
                  std::unique_ptr<jobs::consumer::ConsumerJobStore> store);
   ~RemoteConsumer();
   void add_routes(api::Router& router);
+  // The jobs submitted from here (for port forwarding's job lookups).
+  std::shared_ptr<jobs::consumer::ConsumerJobStore> store() const { return store_; }
 
  private:
   void run(const api::Request& req, api::Reply reply);

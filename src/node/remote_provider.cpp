@@ -148,12 +148,20 @@ class WorkspaceUpload final : public link::UploadSink {
     std::error_code ec;
     std::filesystem::remove_all(x_->dir(), ec);
   }
-  Status write(ByteView bytes) override { return x_->write(bytes); }
+  Status write(ByteView bytes) override {
+    auto st = x_->write(bytes);
+    if (!st) owner_.record(peer_, "run.upload", id_, {{"refused", st.error().message()}, {"code", error_code_name(st.error().code())}});
+    return st;
+  }
   Result<nlohmann::json> finish() override {
     auto r = x_->finish();
-    if (!r) return r;
+    if (!r) {
+      owner_.record(peer_, "run.upload", id_, {{"refused", r.error().message()}, {"code", error_code_name(r.error().code())}});
+      return r;
+    }
     done_ = true;
     owner_.add_upload(id_, peer_, x_->dir());
+    owner_.record(peer_, "run.upload", id_, {{"files", r->value("files", 0)}, {"bytes_in", r->value("bytes", uint64_t{0})}});
     (*r)["upload_id"] = id_;
     return r;
   }
@@ -183,6 +191,10 @@ RemoteProvider::RemoteProvider(asio::io_context& io, asio::thread_pool& pool, Pe
     std::error_code e2;
     if (e.last_write_time(e2) < cutoff && !e2) std::filesystem::remove_all(e.path(), e2);
   }
+}
+
+RemoteProvider::~RemoteProvider() {
+  if (auto* jobs = hooked_.load()) jobs->set_on_finished(nullptr);
 }
 
 void RemoteProvider::add_upload(const std::string& id, const std::string& peer_id, const std::string& dir) {
@@ -223,10 +235,22 @@ void RemoteProvider::prune_uploads() {
 
 void RemoteProvider::register_methods() {
   link::LinkService& service = link_.service();
-  auto blocking = [this](link::RpcReply reply, std::function<Result<nlohmann::json>(ProviderJobs&)> work) {
-    asio::post(pool_, [this, reply = std::move(reply), work = std::move(work)]() mutable {
-      auto jobs = provider_.ready();
+  link_.on_refused([this](const PublicKeyBytes& key, const std::string& method, const Error& why) {
+    record(NodeId(key).to_string(), method.substr(0, 64), "",
+           {{"refused", why.message()}, {"code", error_code_name(why.code())}});
+  });
+  // Refusals (not the owner, bad request) are audited; what was done is
+  // audited by `work` itself where it changes something.
+  auto blocking = [this](const char* method, const PublicKeyBytes& peer, const nlohmann::json& params,
+                         link::RpcReply reply, std::function<Result<nlohmann::json>(ProviderJobs&)> work) {
+    asio::post(pool_, [this, method, peer_id = NodeId(peer).to_string(), job = params.value("job_id", nlohmann::json("")),
+                       reply = std::move(reply), work = std::move(work)]() mutable {
+      auto jobs = ready();
       Result<nlohmann::json> r = jobs ? work(**jobs) : Result<nlohmann::json>(std::move(jobs).error());
+      if (!r) {
+        record(peer_id, method, job.is_string() ? job.get<std::string>().substr(0, 64) : "",
+               {{"refused", r.error().message()}, {"code", error_code_name(r.error().code())}});
+      }
       asio::post(io_, [reply = std::move(reply), r = std::move(r)]() mutable { reply(std::move(r)); });
     });
   };
@@ -250,8 +274,8 @@ void RemoteProvider::register_methods() {
     submit(peer, params, std::move(reply));
   });
 
-  service.add_method("run.list", [blocking](const PublicKeyBytes& peer, const nlohmann::json&, link::RpcReply reply) {
-    blocking(std::move(reply), [peer_id = NodeId(peer).to_string()](ProviderJobs& jobs) -> Result<nlohmann::json> {
+  service.add_method("run.list", [blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+    blocking("run.list", peer, params, std::move(reply), [peer_id = NodeId(peer).to_string()](ProviderJobs& jobs) -> Result<nlohmann::json> {
       auto all = jobs.list();
       if (!all) return std::move(all).error();
       nlohmann::json mine = nlohmann::json::array();
@@ -265,24 +289,59 @@ void RemoteProvider::register_methods() {
   service.add_method("run.inspect", [blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
     auto id = job_id_param(params);
     if (!id) return reply(std::move(id).error());
-    blocking(std::move(reply), [peer_id = NodeId(peer).to_string(), id = *id](ProviderJobs& jobs) {
+    blocking("run.inspect", peer, params, std::move(reply), [peer_id = NodeId(peer).to_string(), id = *id](ProviderJobs& jobs) {
       return owned_job(jobs, id, peer_id);
     });
   });
 
-  service.add_method("run.stop", [blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+  service.add_method("run.stop", [this, blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
     auto id = job_id_param(params);
     if (!id) return reply(std::move(id).error());
-    blocking(std::move(reply), [peer_id = NodeId(peer).to_string(), id = *id](ProviderJobs& jobs) -> Result<nlohmann::json> {
+    blocking("run.stop", peer, params, std::move(reply), [this, peer_id = NodeId(peer).to_string(), id = *id](ProviderJobs& jobs) -> Result<nlohmann::json> {
       YONDER_TRY(owned_job(jobs, id, peer_id));
       spdlog::info("job {} stopped by its owner {}", id, peer_id);
-      return jobs.stop(id);
+      auto r = jobs.stop(id);
+      if (r) record(peer_id, "run.stop", id, {{"state", r->value("state", "")}});
+      return r;
     });
   });
 
   service.add_method("run.logs", [this](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
     logs(NodeId(peer).to_string(), params, std::move(reply));
   });
+}
+
+void RemoteProvider::record(const std::string& peer_id, const std::string& action, const std::string& subject,
+                            nlohmann::json detail) {
+  if (audit_ == nullptr) return;
+  asio::post(pool_, [audit = audit_, at = now_s(), peer_id, action, subject, detail = std::move(detail)] {
+    if (auto r = audit->append(at, peer_id.empty() ? "local" : peer_id, action, subject, detail); !r) {
+      spdlog::error("audit log: cannot record {} by {}: {}", action, peer_id, r.error().to_string());
+    }
+  });
+}
+
+Result<ProviderJobs*> RemoteProvider::ready() {
+  auto jobs = provider_.ready();
+  if (!jobs || hooked_.load() == *jobs) return jobs;
+  hooked_ = *jobs;
+  (*jobs)->set_on_finished([this](const nlohmann::json& v) {
+    // A job's end: duration and GPU-seconds for the provider's accounting.
+    int64_t started = v.value("started_at", int64_t{0});
+    int64_t finished = v.value("finished_at", int64_t{0});
+    int64_t duration = started > 0 && finished >= started ? finished - started : 0;
+    size_t gpus = v.contains("gpus") && v["gpus"].is_array() ? v["gpus"].size() : 0;
+    record(v.value("peer_id", ""), "run.end", v.value("job_id", ""),
+           {{"image", v.value("image", "")},
+            {"command", v.value("command", nlohmann::json::array())},
+            {"gpus", gpus},
+            {"state", v.value("state", "")},
+            {"reason", v.value("reason", "")},
+            {"exit_code", v.contains("exit_code") ? v["exit_code"] : nlohmann::json(nullptr)},
+            {"duration_s", duration},
+            {"gpu_seconds", duration * static_cast<int64_t>(gpus)}});
+  });
+  return jobs;
 }
 
 void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
@@ -300,7 +359,7 @@ void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& pa
   std::string peer_id = NodeId(peer).to_string();
   asio::post(pool_, [this, reply = std::move(reply), request = std::move(*request), scope = *grant, upload, peer_id]() mutable {
     auto result = [&]() -> Result<nlohmann::json> {
-      auto jobs = provider_.ready();
+      auto jobs = ready();
       if (!jobs) return std::move(jobs).error();
       auto all = (*jobs)->list();
       if (!all) return std::move(all).error();
@@ -324,7 +383,16 @@ void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& pa
       if (view) spdlog::info("job {} submitted by peer {}: {}", view->value("job_id", ""), peer_id, request.image);
       return view;
     }();
-    if (!result) spdlog::info("run request from peer {} refused: {}", peer_id, result.error().message());
+    nlohmann::json detail = {{"image", request.image}, {"command", request.command}, {"gpus", request.gpus}};
+    if (result) {
+      detail["upload_id"] = upload;
+      record(peer_id, "run.submit", result->value("job_id", ""), std::move(detail));
+    } else {
+      spdlog::info("run request from peer {} refused: {}", peer_id, result.error().message());
+      detail["refused"] = result.error().message();
+      detail["code"] = error_code_name(result.error().code());
+      record(peer_id, "run.submit", "", std::move(detail));
+    }
     asio::post(io_, [reply = std::move(reply), result = std::move(result)]() mutable { reply(std::move(result)); });
   });
 }
@@ -348,7 +416,7 @@ void RemoteProvider::logs(const std::string& peer_id, const nlohmann::json& para
     auto self = weak.lock();
     if (!self) return;
     asio::post(pool_, [this, poll, peer_id, job, offset, wait_ms, wait, self] {
-      auto jobs = provider_.ready();
+      auto jobs = ready();
       Result<nlohmann::json> owned = jobs ? owned_job(**jobs, job, peer_id) : Result<nlohmann::json>(jobs.error());
       auto got = owned ? (*jobs)->read_log(job, offset, kLogReadBytes) : Result<jobs::provider::LogRead>(owned.error());
       if (got && wait && wait_ms > 0 && got->slice.records.empty() && !got->ended) {
@@ -364,6 +432,7 @@ void RemoteProvider::logs(const std::string& peer_id, const nlohmann::json& para
         });
         return;
       }
+      if (!got) record(peer_id, "run.logs", job, {{"refused", got.error().message()}, {"code", error_code_name(got.error().code())}});
       Result<nlohmann::json> r = got ? Result<nlohmann::json>(encode_logs(*got, offset)) : Result<nlohmann::json>(got.error());
       asio::post(io_, [poll, r = std::move(r)]() mutable { poll->reply(std::move(r)); });
     });

@@ -14,15 +14,21 @@
 // A job belongs to the peer that submitted it: to anyone else it does not
 // exist ("not found", never "forbidden", so ids do not leak).
 //
+// Every request that is acted on or refused (and every job's end) is
+// written to the audit log (jobs/audit/audit_log.h); reads that succeed
+// (list, inspect, logs) are not, so a follower does not flood it.
+//
 // Threading: handlers are called on the event loop; blocking work (SQLite,
 // Docker, files) goes to the pool and the reply is posted back.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
 
 #include "config/config.h"
+#include "jobs/audit/audit_log.h"
 #include "node/peer_link.h"
 #include "node/provider_service.h"
 
@@ -37,8 +43,15 @@ class RemoteProvider {
  public:
   RemoteProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
                  ProviderService& provider, const config::Config& cfg, std::string uploads_dir);
+  ~RemoteProvider();
+  RemoteProvider(const RemoteProvider&) = delete;
+  RemoteProvider& operator=(const RemoteProvider&) = delete;
   // Registers the run.* methods on the link (replacing its placeholders).
   void register_methods();
+  // Where requests are recorded (owned by the daemon; may be null).
+  void set_audit(audit::AuditLog* audit) { audit_ = audit; }
+  // Appends an audit entry on the pool (any thread). `peer_id` is the actor.
+  void record(const std::string& peer_id, const std::string& action, const std::string& subject, nlohmann::json detail);
 
   // Upload bookkeeping (any thread).
   void add_upload(const std::string& id, const std::string& peer_id, const std::string& dir);
@@ -49,6 +62,8 @@ class RemoteProvider {
   void submit(const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply);
   void logs(const std::string& peer_id, const nlohmann::json& params, link::RpcReply reply);
   void prune_uploads();
+  // provider_.ready(), and hooks the manager's job ends into the audit log.
+  Result<jobs::provider::ProviderJobs*> ready();
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
@@ -56,6 +71,8 @@ class RemoteProvider {
   ProviderService& provider_;
   uint64_t max_upload_bytes_;
   std::string uploads_dir_;
+  audit::AuditLog* audit_ = nullptr;
+  std::atomic<jobs::provider::ProviderJobs*> hooked_{nullptr};
 
   struct Upload {
     std::string peer_id;

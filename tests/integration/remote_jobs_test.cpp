@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "support/docker_env.h"
 #include "support/subprocess.h"
@@ -169,6 +170,116 @@ TEST_F(RemoteJobs, OnlyTheSubmitterSeesStopsOrReadsItsJob) {
   EXPECT_EQ(logs.out, "started\n");
   auto after = laptop.yonder_json({"ps", "--all"});
   EXPECT_EQ(after["jobs"][0]["state"], "stopped") << after.dump();
+}
+
+TEST_F(RemoteJobs, TheAuditLogRecordsRefusedAndCompletedRuns) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false), tablet(dir, "tablet", false);
+  laptop.pair_with(studio, {});
+  tablet.pair_with(studio, {"--scope", "exec"});
+  std::string laptop_id = laptop.yonder_json({"status"})["node_id"];
+  std::string tablet_id = tablet.yonder_json({"status"})["node_id"];
+
+  EXPECT_EQ(tablet.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "true"}).exit_code, 125);
+  auto ok = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh", "-c", "exit 3"});
+  ASSERT_EQ(ok.exit_code, 3) << ok.err;
+
+  // Entries are written on the provider's pool after the reply; the job's
+  // end a moment after the consumer saw it. Bounded wait for both.
+  json refused, ended, submitted;
+  for (int i = 0; i < 50 && ended.is_null(); ++i) {
+    auto audit = studio.yonder_json({"audit", "--verify"});
+    EXPECT_TRUE(audit["verify"]["ok"].get<bool>()) << audit.dump();
+    for (const auto& e : audit["entries"]) {
+      if (e["actor"] == tablet_id && e["detail"].contains("refused")) refused = e;
+      if (e["actor"] == laptop_id && e["action"] == "run.submit") submitted = e;
+      if (e["actor"] == laptop_id && e["action"] == "run.end") ended = e;
+    }
+    if (ended.is_null()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(refused.is_null());
+  EXPECT_EQ(refused["action"], "run.submit");
+  EXPECT_NE(refused["detail"]["refused"].get<std::string>().find("does not include \"run\""), std::string::npos);
+  ASSERT_FALSE(submitted.is_null());
+  EXPECT_EQ(submitted["detail"]["image"], kImage);
+  ASSERT_FALSE(ended.is_null());
+  EXPECT_EQ(ended["subject"], submitted["subject"]);
+  EXPECT_EQ(ended["detail"]["exit_code"], 3);
+  EXPECT_EQ(ended["detail"]["state"], "exited");
+  EXPECT_TRUE(ended["detail"].contains("gpu_seconds"));
+  auto text = studio.yonder({"audit", "--verify"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("audit chain intact"), std::string::npos) << text.out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_F(RemoteJobs, RunBringsTheJobsOutputsHome) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "4"});
+  std::string work = dir / "work";
+  std::filesystem::create_directories(work + "/data");
+  std::ofstream(work + "/data/input.txt") << "uploaded payload\n";
+  std::ofstream(work + "/data/same.txt") << "untouched\n";
+
+  // Default: what changed comes home (new files, changed files), into the
+  // folder that was uploaded.
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work, "--", "sh", "-c",
+                          "mkdir -p results && echo computed > results/out.txt && echo changed > data/input.txt"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file(work + "/results/out.txt"), "computed\n");
+  EXPECT_EQ(read_file(work + "/data/input.txt"), "changed\n");
+  EXPECT_EQ(read_file(work + "/data/same.txt"), "untouched\n");
+  EXPECT_NE(r.err.find("brought home 2 file(s)"), std::string::npos) << r.err;  // same.txt was not sent back
+  for (const auto& e : std::filesystem::directory_iterator(work)) {
+    EXPECT_EQ(e.path().filename().string().rfind(".yonder-fetch-", 0), std::string::npos) << e.path();
+  }
+
+  // --out: only what is asked for.
+  std::string work2 = dir / "work2";
+  std::filesystem::create_directories(work2);
+  auto o = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work2, "--out", "results", "--",
+                          "sh", "-c", "mkdir results && echo a > results/a && echo b > other"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(read_file(work2 + "/results/a"), "a\n");
+  EXPECT_FALSE(std::filesystem::exists(work2 + "/other"));
+
+  // cp out of the ended job; never outside the target folder.
+  auto ps = laptop.yonder_json({"ps", "--all"});
+  std::string id;
+  for (const auto& j : ps["jobs"]) {
+    if (j["command"].dump().find("echo b > other") != std::string::npos) id = j["job_id"];
+  }
+  ASSERT_FALSE(id.empty()) << ps.dump();
+  std::string dest = dir / "dest";
+  std::filesystem::create_directories(dest);
+  auto cp = laptop.yonder({"cp", id + ":other", dest});
+  ASSERT_EQ(cp.exit_code, 0) << cp.err;
+  EXPECT_EQ(read_file(dest + "/other"), "b\n");
+  auto escape = laptop.yonder({"cp", id + ":../../etc/passwd", dest});
+  EXPECT_NE(escape.exit_code, 0);
+  EXPECT_NE(escape.err.find("not a path inside the job's workspace"), std::string::npos) << escape.err;
+  auto absolute = laptop.yonder({"cp", id + ":/etc/passwd", dest});
+  EXPECT_NE(absolute.exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(dest + "/etc"));
+  auto missing = laptop.yonder({"cp", id + ":nope", dest});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("has no \"nope\""), std::string::npos) << missing.err;
+
+  // The fetches are audited, with the bytes sent.
+  bool fetched = false;
+  for (int i = 0; i < 50 && !fetched; ++i) {
+    json audit = studio.yonder_json({"audit"});
+    for (const auto& e : audit["entries"]) {
+      fetched = fetched || (e["action"] == "run.fetch" && e["subject"] == id && e["detail"].value("bytes_out", 0) == 2);
+    }
+    if (!fetched) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(fetched);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ class DockerExecSession final : public ExecSession {
 
   Status write(std::string_view bytes) override { return stream_->write_all(bytes); }
   void close_stdin() override { stream_->close_write(); }
+  void cancel() override { stream_->cancel(); }
 
   Result<std::optional<std::pair<LogStream, std::string>>> read(std::chrono::milliseconds timeout) override {
     char buf[16384];

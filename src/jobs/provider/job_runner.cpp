@@ -30,6 +30,12 @@ void ProviderJobs::finish_locked(const LivePtr& job, JobState state, const std::
   (void)save_locked(*job);  // on failure the next start() finds the job and settles it again
   notify_watchers_locked(*job);
   watch_cv_.notify_all();
+  if (on_finished_) on_finished_(view(*job));
+}
+
+void ProviderJobs::set_on_finished(std::function<void(const nlohmann::json& view)> hook) {
+  std::lock_guard lock(mutex_);
+  on_finished_ = std::move(hook);
 }
 
 void ProviderJobs::request_stop_locked(const LivePtr& job, const std::string& reason, const std::string& message) {

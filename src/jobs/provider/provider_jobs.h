@@ -85,6 +85,10 @@ class ProviderJobs {
   Result<std::unique_ptr<exec::ExecSession>> exec(const std::string& job_id, const exec::ExecSpec& spec);
   nlohmann::json executor_status();
   const ProviderOptions& options() const { return options_; }
+  // Called with the job's final view each time a job ends (for the audit
+  // log), on the thread that settled it, under the manager's lock: it must
+  // not call back into this manager.
+  void set_on_finished(std::function<void(const nlohmann::json& view)> hook);
 
  private:
   struct Live;
@@ -123,6 +127,7 @@ class ProviderJobs {
   std::string vram_watch_error_;
   std::thread watchdog_;
   std::vector<std::thread> finished_threads_;  // joined by reap_locked
+  std::function<void(const nlohmann::json&)> on_finished_;
 };
 
 }  // namespace yonder::jobs::provider

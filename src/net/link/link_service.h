@@ -48,6 +48,7 @@ enum class AppStreamKind : uint16_t {
   kEcho = 101,     // diagnostic: the acceptor sends back what it receives
   kDiscard = 102,  // diagnostic: the acceptor counts and drops what it receives
   kUpload = 103,   // a request with a byte body (link_upload.cpp): header message, raw bytes, one reply
+  kTunnel = 104,   // a request that becomes a two-way byte pipe (link_tunnel.cpp): port forwarding
 };
 
 // What the link needs to know from the node's trust store.
@@ -113,6 +114,41 @@ using UploadHandler =
 // chunk at the end, or an error.
 using UploadSource = std::function<void(std::function<void(Result<Bytes>)> give)>;
 
+// One end of an open tunnel stream (link_tunnel.cpp): a two-way byte pipe
+// with the mux's flow control both ways. Link thread only. Dropping the last
+// reference without close() resets the stream.
+class Tunnel {
+ public:
+  struct Handlers {
+    // Bytes from the peer. Nothing more is read from the stream (so the
+    // peer's window closes: back-pressure) until resume() is called.
+    std::function<void(Bytes)> data;
+    std::function<void()> eof;      // the peer half-closed, after its last byte
+    std::function<void()> drained;  // a write() that returned false has gone out: write more
+    // The peer reset the stream or the link died; the tunnel is dead.
+    std::function<void(const std::string& why)> ended;
+  };
+  virtual ~Tunnel() = default;
+  // Starts delivering events (bytes that arrived before are kept until then).
+  virtual void start(Handlers handlers) = 0;
+  // Queues bytes; false when some wait for credit (drained() follows).
+  virtual bool write(ByteView bytes) = 0;
+  virtual void resume() = 0;
+  // Half-closes our side once queued bytes have gone.
+  virtual void close() = 0;
+  virtual void reset(const std::string& reason) = 0;
+};
+struct TunnelOpened {
+  nlohmann::json result;  // the acceptor's answer to the request
+  std::shared_ptr<Tunnel> tunnel;
+};
+// The acceptor's answer to a tunnel request: an error closes the stream;
+// a result opens the pipe and returns its end (nullptr if the caller has
+// gone meanwhile). Call it once, on the link's thread, now or later.
+using TunnelAccept = std::function<std::shared_ptr<Tunnel>(Result<nlohmann::json>)>;
+using TunnelHandler =
+    std::function<void(const PublicKeyBytes& peer, const nlohmann::json& params, TunnelAccept accept)>;
+
 class LinkService {
  public:
   LinkService(boost::asio::io_context& io, const Identity& identity, TrustPolicy& policy, LinkConfig config);
@@ -129,6 +165,9 @@ class LinkService {
   bool has_method(const std::string& method) const;
   // Registers a request method with a byte body, authorised like add_method's.
   void add_upload_method(const std::string& method, UploadHandler handler);
+  // Registers a tunnel method (a request answered with a byte pipe),
+  // authorised like add_method's.
+  void add_tunnel_method(const std::string& method, TunnelHandler handler);
 
   // Consumer side. Dials the link's addresses in order, pairs, and reports.
   void pair(const ShareLink& link, std::function<void(Result<PairResult>)> done);
@@ -141,6 +180,10 @@ class LinkService {
   // early with an error (over a limit); the upload then stops.
   void upload(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, const std::string& method,
               const nlohmann::json& params, UploadSource source, std::function<void(Result<nlohmann::json>)> done);
+  // Opens a tunnel: sends the request, and on the acceptor's answer hands
+  // back its result and our end of the pipe.
+  void open_tunnel(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, const std::string& method,
+                   const nlohmann::json& params, std::function<void(Result<TunnelOpened>)> done);
   // Round trips on one echo stream, `count` of them `interval` apart;
   // `progress` gets each RTT; `done` the end (an error if the stream died).
   void ping(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, int count,

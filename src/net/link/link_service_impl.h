@@ -20,6 +20,8 @@ namespace yonder::link {
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
+struct TunnelState;  // link_tunnel.cpp
+
 // Per stream, what this side is doing with it.
 struct StreamState {
   uint16_t kind = 0;
@@ -42,6 +44,8 @@ struct StreamState {
   Bytes upload_head;
   std::unique_ptr<UploadSink> sink;
   bool answered = false;
+  // Tunnel (either side, link_tunnel.cpp): set for kTunnel streams.
+  std::shared_ptr<TunnelState> tunnel;
 };
 
 struct Conn {
@@ -71,6 +75,7 @@ struct LinkService::Impl : SessionObserver {
   std::map<Session*, Conn> conns;
   std::map<std::string, RpcHandler> methods;
   std::map<std::string, UploadHandler> upload_methods;
+  std::map<std::string, TunnelHandler> tunnel_methods;
   struct Keep {
     std::vector<std::string> addresses;
     int failures = 0;
@@ -116,6 +121,12 @@ struct LinkService::Impl : SessionObserver {
   void on_upload_data(Conn& c, uint32_t id);
   void on_upload_closed(Conn& c, uint32_t id);
   void answer_upload(Conn& c, uint32_t id, Result<nlohmann::json> r);
+
+  // link_tunnel.cpp
+  struct TunnelEnd;
+  void on_tunnel_opened(Conn& c, uint32_t id);
+  void on_tunnel_data(Conn& c, uint32_t id);
+  void on_tunnel_closed(Conn& c, uint32_t id);
 };
 
 }  // namespace yonder::link

@@ -75,7 +75,8 @@ void LinkService::Impl::on_stream_opened(Conn& c, uint32_t id, uint16_t kind) {
   bool known = kind == static_cast<uint16_t>(AppStreamKind::kRpc) ||
                kind == static_cast<uint16_t>(AppStreamKind::kEcho) ||
                kind == static_cast<uint16_t>(AppStreamKind::kDiscard) ||
-               kind == static_cast<uint16_t>(AppStreamKind::kUpload);
+               kind == static_cast<uint16_t>(AppStreamKind::kUpload) ||
+               kind == static_cast<uint16_t>(AppStreamKind::kTunnel);
   if (!known) {
     (void)c.session->mux().reset(sid(id), wire::ResetCode::kRefused, "unknown stream kind");
     c.session->flush();
@@ -83,6 +84,7 @@ void LinkService::Impl::on_stream_opened(Conn& c, uint32_t id, uint16_t kind) {
   }
   StreamState& st = c.streams[id];
   st.kind = kind;
+  if (kind == static_cast<uint16_t>(AppStreamKind::kTunnel)) on_tunnel_opened(c, id);
 }
 
 void LinkService::Impl::on_stream_data(Conn& c, uint32_t id) {
@@ -92,6 +94,7 @@ void LinkService::Impl::on_stream_data(Conn& c, uint32_t id) {
     return;
   }
   StreamState& st = it->second;
+  if (st.tunnel) return on_tunnel_data(c, id);
   Mux& mux = c.session->mux();
   if (st.local) {
     Bytes b = mux.read(sid(id));
@@ -127,6 +130,7 @@ void LinkService::Impl::on_stream_closed(Conn& c, uint32_t id) {
   auto it = c.streams.find(id);
   if (it == c.streams.end()) return;
   StreamState& st = it->second;
+  if (st.tunnel) return on_tunnel_closed(c, id);
   if (st.local) {
     if (st.on_reply) {
       auto msg = st.reader.next();

@@ -1,0 +1,79 @@
+// The provider's audit log: one row per request a peer made that was acted
+// on or refused (run.*, and every refusal of the link's authorisation), plus
+// one row when a remote job ends. Append-only and hash-chained in the
+// `audit_log` table:
+//
+//   hash(n) = SHA-256( prev_hash || canonical(seq, at, actor, action, subject, detail_json) )
+//
+// where prev_hash is hash(n-1) (empty for the first row) and canonical()
+// writes each field as an 8-byte big-endian length and its bytes (integers
+// in decimal). detail_json is hashed exactly as stored. verify() walks the
+// chain and names the first row that does not match, so an edited, inserted
+// or deleted row is found; deleting the newest rows is found through
+// SQLite's AUTOINCREMENT counter (a seq is never reused).
+//
+// This is tamper *evidence* against edits of the database file, not proof
+// against someone who can rewrite the whole chain; `yonder audit --verify`
+// is meant to be compared with an earlier head hash.
+//
+// Threading: every method blocks (SQLite) and may be called from any
+// worker thread; a mutex serialises them. Never from the event loop.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/bytes.h"
+#include "base/error.h"
+#include "store/database.h"
+
+namespace yonder::audit {
+
+struct AuditEntry {
+  int64_t seq = 0;
+  int64_t at = 0;         // unix seconds
+  std::string actor;      // the peer's node id, or "local"
+  std::string action;     // the method ("run.submit"), "run.end", ...
+  std::string subject;    // a job id, or ""
+  std::string detail_json = "{}";
+  Bytes prev_hash;
+  Bytes hash;
+
+  nlohmann::json to_json() const;
+};
+
+struct VerifyReport {
+  int64_t entries = 0;
+  std::optional<int64_t> first_bad_seq;  // unset: the chain is intact
+  std::string problem;                   // what is wrong with first_bad_seq
+  std::string head_hash;                 // hex of the newest hash (for comparing later)
+};
+
+// The hash of an entry given its fields and prev_hash (the chain rule above).
+Bytes entry_hash(const AuditEntry& e);
+
+class AuditLog {
+ public:
+  // Opens the (migrated) state database.
+  static Result<std::unique_ptr<AuditLog>> open(const std::string& db_path);
+
+  // Appends one entry; `at` in unix seconds. `detail` is an object.
+  Result<AuditEntry> append(int64_t at, const std::string& actor, const std::string& action,
+                            const std::string& subject, const nlohmann::json& detail);
+  // The newest `limit` entries, oldest first.
+  Result<std::vector<AuditEntry>> list(int64_t limit);
+  Result<VerifyReport> verify();
+
+ private:
+  explicit AuditLog(store::Database db) : db_(std::move(db)) {}
+  std::mutex mutex_;  // guards db_
+  store::Database db_;
+};
+
+}  // namespace yonder::audit

@@ -1,0 +1,169 @@
+#include "node/fetch_consumer.h"
+
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sodium.h>
+
+#include "jobs/consumer/consumer_jobs.h"
+#include "transfer/tree_extract.h"
+#include "transfer/tree_fetch.h"
+
+namespace yonder::node {
+namespace asio = boost::asio;
+using api::Reply;
+using api::Request;
+using api::Response;
+
+namespace {
+
+constexpr size_t kMaxManifestJson = 200 * 1024;  // under the link's message limit
+constexpr size_t kMaxPaths = 256;
+constexpr uint64_t kMaxFetchBytes = 64ull << 30;
+
+std::string random_suffix() {
+  uint8_t b[6];
+  randombytes_buf(b, sizeof b);
+  return hex_encode(ByteView(b, sizeof b));
+}
+
+void remove_tree(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// One fetch in flight: the extractor the archive goes into.
+struct Fetch {
+  std::string job_id, dir, tmp;
+  std::unique_ptr<transfer::TreeExtractor> x;
+  std::shared_ptr<link::Tunnel> tunnel;
+  Reply reply;
+  bool done = false;
+};
+
+}  // namespace
+
+FetchConsumer::FetchConsumer(asio::io_context& io, asio::thread_pool& pool, PeerLink& link,
+                             std::shared_ptr<jobs::consumer::ConsumerJobStore> store)
+    : io_(io), pool_(pool), link_(link), store_(std::move(store)) {}
+
+void FetchConsumer::add_routes(api::Router& router) {
+  router.add("POST", "/v1/jobs/fetch", [this](const Request& req, Reply reply) { fetch(req, std::move(reply)); });
+}
+
+void FetchConsumer::fetch(const Request& req, Reply reply) {
+  auto body = nlohmann::json::parse(req.body, nullptr, false);
+  if (!body.is_object() || !body.contains("job_id") || !body["job_id"].is_string() || !body.contains("dir") ||
+      !body["dir"].is_string()) {
+    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "fetch needs {\"job_id\", \"dir\"}")));
+  }
+  std::string dir = body["dir"];
+  if (dir.empty() || dir[0] != '/') {
+    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"dir\" must be an absolute path")));
+  }
+  nlohmann::json paths = nlohmann::json::array();
+  if (body.contains("paths")) {
+    if (!body["paths"].is_array() || body["paths"].size() > kMaxPaths) {
+      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"paths\" must be a list of at most 256")));
+    }
+    for (const auto& p : body["paths"]) {
+      if (!p.is_string()) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"paths\" must be strings")));
+      auto n = transfer::normalize_request_path(p.get<std::string>());
+      if (!n) return reply(Response::error(n.error()));
+      paths.push_back(n->empty() ? "." : *n);
+    }
+  }
+  auto f = std::make_shared<Fetch>();
+  f->job_id = body["job_id"];
+  f->dir = dir;
+  f->reply = std::move(reply);
+  asio::post(pool_, [this, f, paths] {
+    auto prepared = [&]() -> Result<std::pair<jobs::consumer::ConsumerJob, nlohmann::json>> {
+      std::error_code ec;
+      if (!std::filesystem::is_directory(f->dir, ec)) {
+        return make_error(ErrorCode::kInvalidArgument, f->dir + " is not a folder");
+      }
+      auto job = store_->find(f->job_id);
+      if (!job) return std::move(job).error();
+      nlohmann::json params = {{"job_id", job->job_id}};
+      if (!paths.empty()) {
+        params["paths"] = paths;
+      } else {
+        transfer::ArchiveLimits limits;
+        limits.max_bytes = kMaxFetchBytes;
+        auto have = transfer::have_manifest(f->dir, limits, kMaxManifestJson);
+        if (have) params["have"] = transfer::manifest_to_json(*have);  // too big a folder: fetch it all
+      }
+      transfer::ArchiveLimits limits;
+      limits.max_bytes = kMaxFetchBytes;
+      f->tmp = f->dir + "/.yonder-fetch-" + random_suffix();
+      auto x = transfer::TreeExtractor::create(f->tmp, limits);
+      if (!x) return std::move(x).error().with_context("writing the job's files into " + f->dir);
+      f->x = std::move(*x);
+      return std::make_pair(std::move(*job), std::move(params));
+    }();
+    asio::post(io_, [this, f, prepared = std::move(prepared)]() mutable {
+      // Ends the fetch once: clean up on the pool, then reply.
+      auto fail = [this](const std::shared_ptr<Fetch>& ff, Error e) {
+        if (ff->done) return;
+        ff->done = true;
+        if (ff->tunnel) ff->tunnel->reset("the fetch failed here");
+        ff->tunnel.reset();
+        asio::post(pool_, [this, ff, e = std::move(e)]() mutable {
+          ff->x.reset();
+          if (!ff->tmp.empty()) remove_tree(ff->tmp);
+          asio::post(io_, [ff, e = std::move(e)] { ff->reply(Response::error(e)); });
+        });
+      };
+      if (!prepared) return fail(f, std::move(prepared).error());
+      auto t = link_.target(prepared->first.provider_id);
+      if (!t) {
+        return fail(f, make_error(ErrorCode::kFailedPrecondition,
+                                  "job " + f->job_id + " runs on a provider this node is no longer paired with"));
+      }
+      link_.service().open_tunnel(
+          t->key, t->addresses, "run.fetch", prepared->second, [this, f, fail](Result<link::TunnelOpened> r) {
+            if (!r) return fail(f, std::move(r).error());
+            f->tunnel = std::move(r->tunnel);
+            // The handlers hold the fetch until the stream is gone.
+            std::shared_ptr<Fetch> self = f;
+            link::Tunnel::Handlers h;
+            h.data = [self, fail](Bytes b) {
+              auto ff = self;
+              if (!ff || ff->done) return;
+              if (auto st = ff->x->write(b); !st) return fail(ff, std::move(st).error());
+              if (ff->tunnel) ff->tunnel->resume();
+            };
+            h.eof = [this, self, fail] {
+              auto ff = self;
+              if (!ff || ff->done) return;
+              ff->done = true;
+              if (ff->tunnel) ff->tunnel->close();
+              ff->tunnel.reset();
+              asio::post(pool_, [this, ff] {
+                auto finished = ff->x->finish();
+                ff->x.reset();
+                Result<std::vector<std::string>> moved =
+                    finished ? transfer::move_tree_into(ff->tmp, ff->dir) : Result<std::vector<std::string>>(finished.error());
+                remove_tree(ff->tmp);
+                asio::post(io_, [ff, finished = std::move(finished), moved = std::move(moved)] {
+                  if (!moved) return ff->reply(Response::error(moved.error()));
+                  ff->reply(Response::json(200, {{"files", *moved}, {"bytes", finished->value("bytes", uint64_t{0})}}));
+                });
+              });
+            };
+            h.drained = [] {};
+            h.ended = [self, fail](const std::string& why) {
+              fail(self, make_error(ErrorCode::kUnavailable, "the fetch stream ended: " + why));
+            };
+            f->tunnel->start(std::move(h));
+          });
+    });
+  });
+}
+
+}  // namespace yonder::node

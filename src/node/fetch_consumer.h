@@ -1,0 +1,51 @@
+// The consumer's side of bringing files home from a job's workspace:
+//
+//   POST /v1/jobs/fetch {"job_id", "dir", "paths"?: [...]}
+//       -> {"files": [relative paths written], "bytes"}
+//
+// Without "paths", fetches what changed: the files of the job's workspace
+// that differ from (or are missing in) `dir`, judged by size and SHA-256
+// against a manifest of `dir` sent with the request (list_tree's rules).
+// The archive goes into a fresh `dir/.yonder-fetch-*` folder first (nothing
+// in it can be a link), then each file is moved into place without passing
+// through a symbolic link or replacing a folder (transfer/tree_fetch.h), so
+// nothing is written outside `dir`. "dir" is read and written by this daemon
+// (same user as the CLI, same machine).
+//
+// Threading: the route runs on the event loop; hashing, moving and clean-up
+// on the pool; archive bytes are written as they arrive on the loop (one
+// chunk, then the tunnel is resumed: the mux window paces the provider).
+#pragma once
+
+#include <memory>
+
+#include "api/server.h"
+#include "node/peer_link.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}  // namespace boost::asio
+
+namespace yonder::jobs::consumer {
+class ConsumerJobStore;
+}
+
+namespace yonder::node {
+
+class FetchConsumer {
+ public:
+  FetchConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
+                std::shared_ptr<jobs::consumer::ConsumerJobStore> store);
+  void add_routes(api::Router& router);
+
+ private:
+  void fetch(const api::Request& req, api::Reply reply);
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
+  PeerLink& link_;
+  std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
+};
+
+}  // namespace yonder::node

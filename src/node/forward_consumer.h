@@ -1,0 +1,60 @@
+// The consumer's side of port forwarding (like `ssh -L`): the daemon listens
+// on a local port and carries each accepted TCP connection over its own
+// tunnel stream to the provider, which connects it to a port inside the job
+// (node/forward_provider.h).
+//
+//   POST /v1/forwards        {"job_id", "remote_port", "local_port"?}  -> the forward (with "address")
+//   GET  /v1/forwards                                                   -> {"forwards": [...]}
+//   POST /v1/forwards/stop   {"forward_id"}                             -> closes the listener and its connections
+//   POST /v1/jobs/exec       {"job_id", "command", "tty", "rows", "cols"} -> {"address", "token"}: a one-shot
+//        listener for `yonder exec`, which connects, sends the token, then node/exec_frames.h's frames
+//
+// The listener binds 127.0.0.1 only (port 0 picks one). Forwards live as long
+// as the daemon (they are not persisted); a job that ends makes new
+// connections fail, which is reported per connection in the daemon log.
+//
+// Threading: everything on the event loop; the job lookup on the pool.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "api/server.h"
+#include "node/peer_link.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}  // namespace boost::asio
+
+namespace yonder::jobs::consumer {
+class ConsumerJobStore;
+}
+
+namespace yonder::node {
+
+class ForwardConsumer {
+ public:
+  ForwardConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
+                  std::shared_ptr<jobs::consumer::ConsumerJobStore> store);
+  ~ForwardConsumer();
+  void add_routes(api::Router& router);
+
+  struct Listener;   // forward_consumer.cpp
+  struct ExecRelay;  // forward_consumer.cpp
+
+ private:
+  void create(const api::Request& req, api::Reply reply);
+  void exec(const api::Request& req, api::Reply reply);
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
+  PeerLink& link_;
+  std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
+  std::map<std::string, std::shared_ptr<Listener>> listeners_;  // by forward id
+  std::map<ExecRelay*, std::shared_ptr<ExecRelay>> sessions_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace yonder::node

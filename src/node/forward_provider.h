@@ -1,0 +1,64 @@
+// The provider's side of port forwarding: the `forward.tcp` tunnel method.
+//
+//   forward.tcp  {"job_id", "port"}  -> {"job_id", "port"}, then the raw TCP bytes both ways
+//   exec.session {"job_id", "command", "tty", "rows", "cols"} -> {"job_id", "tty"}, then
+//                node/exec_frames.h's frames both ways (`yonder exec`; capability `exec`)
+//
+// LinkService has already checked that the caller's scope includes
+// `forward`. The job must be the caller's and running ("not found"
+// otherwise, as for run.*). Jobs run with NetworkMode none, so nothing
+// outside the container can connect to them; instead each forwarded
+// connection execs `nc 127.0.0.1 PORT` inside the job (the executor's exec,
+// no TTY) and joins its stdin/stdout to the tunnel. That reaches the job's
+// loopback from inside its own network namespace, needs no privilege on the
+// host and no network for the job, and works unchanged under gVisor. The
+// image needs an `nc` (busybox's will do).
+//
+// Threading: the handler runs on the event loop; the exec call goes to the
+// pool. Each live connection owns two threads of its own (one blocks reading
+// the process's output, one writes its input), not pool threads: a
+// connection may live for hours and the pool is small.
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include "exec/executor.h"
+#include "node/peer_link.h"
+#include "node/provider_service.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}  // namespace boost::asio
+
+namespace yonder::node {
+
+class ExecPipe;
+
+class ForwardProvider {
+ public:
+  // At most this many forwarded connections at once, for all peers.
+  static constexpr size_t kMaxConnections = 64;
+
+  ForwardProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
+                  ProviderService& provider);
+  ~ForwardProvider();
+  void register_methods();
+
+ private:
+  void open(const PublicKeyBytes& peer, const nlohmann::json& params, link::TunnelAccept accept);
+  void open_session(const PublicKeyBytes& peer, const nlohmann::json& params, link::TunnelAccept accept);
+  // Checks ownership and starts `spec` in the job (pool), then answers.
+  void launch(const PublicKeyBytes& peer, const std::string& job_id, exec::ExecSpec spec, bool framed,
+              nlohmann::json answer, link::TunnelAccept accept);
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
+  PeerLink& link_;
+  ProviderService& provider_;
+  std::shared_ptr<bool> alive_;
+  std::map<ExecPipe*, std::shared_ptr<ExecPipe>> pipes_;  // event loop only
+};
+
+}  // namespace yonder::node

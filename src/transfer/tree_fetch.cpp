@@ -1,0 +1,226 @@
+#include "transfer/tree_fetch.h"
+
+#include <fcntl.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+namespace yonder::transfer {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr size_t kHashChunk = 256 * 1024;
+
+bool is_hex_digest(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+std::string rel_path(const fs::path& p, const fs::path& root) { return p.lexically_relative(root).generic_string(); }
+
+}  // namespace
+
+Result<std::string> sha256_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return make_error(ErrorCode::kFailedPrecondition, "cannot read " + path);
+  crypto_hash_sha256_state st;
+  crypto_hash_sha256_init(&st);
+  std::vector<uint8_t> buf(kHashChunk);
+  while (true) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return make_error(ErrorCode::kFailedPrecondition, "cannot read " + path);
+    }
+    if (n == 0) break;
+    crypto_hash_sha256_update(&st, buf.data(), static_cast<size_t>(n));
+  }
+  ::close(fd);
+  uint8_t out[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256_final(&st, out);
+  return hex_encode(ByteView(out, sizeof out));
+}
+
+Result<HaveManifest> have_manifest(const std::string& root, const ArchiveLimits& limits, size_t max_json_bytes) {
+  auto listing = list_tree(root, limits);
+  if (!listing) return std::move(listing).error();
+  HaveManifest m;
+  size_t json_bytes = 2;
+  for (const auto& e : listing->entries) {
+    if (e.dir) continue;
+    size_t cost = e.path.size() + 64 + 32;
+    if (json_bytes + cost > max_json_bytes) break;
+    auto digest = sha256_file(root + "/" + e.path);
+    if (!digest) continue;  // changed under us: it is simply fetched again
+    m[e.path] = {e.size, *digest};
+    json_bytes += cost;
+  }
+  return m;
+}
+
+nlohmann::json manifest_to_json(const HaveManifest& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [path, d] : m) j[path] = nlohmann::json::array({d.size, d.sha256});
+  return j;
+}
+
+Result<HaveManifest> manifest_from_json(const nlohmann::json& j, size_t max_entries) {
+  HaveManifest m;
+  if (j.is_null()) return m;
+  if (!j.is_object() || j.size() > max_entries) {
+    return make_error(ErrorCode::kInvalidArgument, "'have' must be an object of at most " + std::to_string(max_entries) + " files");
+  }
+  for (const auto& [path, v] : j.items()) {
+    YONDER_TRY(check_archive_path(path));
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number_unsigned() || !v[1].is_string() ||
+        !is_hex_digest(v[1].get<std::string>())) {
+      return make_error(ErrorCode::kInvalidArgument, "'have' entries are [size, sha256 hex]");
+    }
+    m[path] = {v[0].get<uint64_t>(), v[1].get<std::string>()};
+  }
+  return m;
+}
+
+Result<std::string> normalize_request_path(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  while (p.rfind("./", 0) == 0) p = p.substr(2);
+  if (p.empty() || p == ".") return std::string();
+  if (auto st = check_archive_path(p); !st) {
+    return make_error(ErrorCode::kInvalidArgument, "\"" + path.substr(0, 256) +
+                                                       "\" is not a path inside the job's workspace (relative, without "
+                                                       "'..', '.' or empty parts)");
+  }
+  return p;
+}
+
+Result<TreeListing> select_tree(const std::string& root, const std::vector<std::string>& paths, const HaveManifest& have,
+                                const ArchiveLimits& limits) {
+  TreeListing out;
+  out.root = root;
+  fs::path base(root);
+  std::set<std::string> dirs, files;
+  std::map<std::string, TreeEntry> entries;
+  auto add_parents = [&](const std::string& rel) {
+    for (size_t slash = rel.find('/'); slash != std::string::npos; slash = rel.find('/', slash + 1)) {
+      std::string d = rel.substr(0, slash);
+      if (!entries.count(d)) entries[d] = TreeEntry{d, true, 0755, 0};
+    }
+  };
+  auto add_file = [&](const fs::path& p, const struct stat& st) -> Status {
+    std::string rel = rel_path(p, base);
+    if (entries.count(rel)) return ok_status();
+    auto h = have.find(rel);
+    if (h != have.end() && h->second.size == static_cast<uint64_t>(st.st_size)) {
+      auto digest = sha256_file(p.string());
+      if (digest && *digest == h->second.sha256) {
+        ++out.skipped;
+        return ok_status();
+      }
+    }
+    add_parents(rel);
+    entries[rel] = TreeEntry{rel, false, static_cast<uint32_t>(st.st_mode & 0755), static_cast<uint64_t>(st.st_size)};
+    out.bytes += static_cast<uint64_t>(st.st_size);
+    ++out.files;
+    if (out.bytes > limits.max_bytes || entries.size() > limits.max_entries) {
+      return make_error(ErrorCode::kResourceExhausted, "the files asked for are more than this provider sends at once (" +
+                                                           std::to_string(limits.max_bytes >> 20) + " MiB, " +
+                                                           std::to_string(limits.max_entries) + " entries); ask for less (--out PATH)");
+    }
+    return ok_status();
+  };
+  auto walk = [&](const std::string& rel) -> Status {
+    fs::path start = rel.empty() ? base : base / rel;
+    struct stat st {};
+    if (::lstat(start.c_str(), &st) != 0) {
+      return make_error(ErrorCode::kNotFound, "the job's workspace has no \"" + rel + "\"");
+    }
+    // No link may lead the walk elsewhere: check each part of the path.
+    fs::path walked = base;
+    for (const auto& part : fs::path(rel)) {
+      walked /= part;
+      struct stat ps {};
+      if (::lstat(walked.c_str(), &ps) != 0 || S_ISLNK(ps.st_mode)) {
+        return make_error(ErrorCode::kNotFound, "the job's workspace has no \"" + rel + "\" (it is a symbolic link)");
+      }
+    }
+    if (S_ISREG(st.st_mode)) return add_file(start, st);
+    if (!S_ISDIR(st.st_mode)) return make_error(ErrorCode::kNotFound, "\"" + rel + "\" is not a file or folder");
+    if (!rel.empty()) {
+      add_parents(rel + "/");
+    }
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(start, fs::directory_options::none, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      struct stat es {};
+      if (::lstat(it->path().c_str(), &es) != 0) continue;
+      if (S_ISDIR(es.st_mode)) {
+        std::string d = rel_path(it->path(), base);
+        if (!entries.count(d)) entries[d] = TreeEntry{d, true, static_cast<uint32_t>(es.st_mode & 0755) | 0700, 0};
+      } else if (S_ISREG(es.st_mode)) {
+        YONDER_TRY(add_file(it->path(), es));
+      } else {
+        ++out.skipped;  // links and special files stay behind
+      }
+    }
+    if (ec) return make_error(ErrorCode::kFailedPrecondition, "cannot read the job's workspace: " + ec.message());
+    return ok_status();
+  };
+  if (paths.empty()) {
+    YONDER_TRY(walk(""));
+  } else {
+    for (const auto& p : paths) YONDER_TRY(walk(p));
+  }
+  // std::map order puts each folder before everything inside it.
+  for (auto& [path, e] : entries) out.entries.push_back(std::move(e));
+  return out;
+}
+
+Result<std::vector<std::string>> move_tree_into(const std::string& from, const std::string& into) {
+  std::vector<std::string> moved;
+  fs::path src(from), dst(into);
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (auto it = fs::recursive_directory_iterator(src, fs::directory_options::none, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec) && !it->is_symlink(ec)) files.push_back(it->path());
+  }
+  if (ec) return make_error(ErrorCode::kFailedPrecondition, "cannot read the fetched files: " + ec.message());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::string rel = rel_path(f, src);
+    YONDER_TRY(check_archive_path(rel));
+    fs::path target = dst;
+    fs::path parts(rel);
+    auto last = std::prev(parts.end());
+    for (auto p = parts.begin(); p != last; ++p) {
+      target /= *p;
+      struct stat st {};
+      if (::lstat(target.c_str(), &st) != 0) {
+        if (::mkdir(target.c_str(), 0755) != 0) {
+          return make_error(ErrorCode::kFailedPrecondition, "cannot create folder " + target.string());
+        }
+      } else if (!S_ISDIR(st.st_mode)) {
+        return make_error(ErrorCode::kFailedPrecondition, "not writing " + rel + ": " + target.string() +
+                                                              " is a symbolic link or not a folder here");
+      }
+    }
+    target /= *last;
+    struct stat st {};
+    if (::lstat(target.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      return make_error(ErrorCode::kFailedPrecondition, "not writing " + rel + ": it is a folder here");
+    }
+    // rename() replaces a link itself, never what it points to.
+    if (::rename(f.c_str(), target.c_str()) != 0) {
+      return make_error(ErrorCode::kFailedPrecondition, "cannot put " + rel + " in place: " + std::string(strerror(errno)));
+    }
+    moved.push_back(rel);
+  }
+  return moved;
+}
+
+}  // namespace yonder::transfer

@@ -1,0 +1,268 @@
+// Port forwarding end to end: a provider and a consumer, each a real yonderd,
+// a job on the real dockerd serving HTTP with no network at all (egress
+// off), and `yonder forward` carrying local TCP connections into it.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "support/docker_env.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace yonder::testing {
+namespace {
+
+using nlohmann::json;
+
+// As in remote_jobs_test.cpp: one node, its own YONDER_HOME and daemon.
+class Node {
+ public:
+  Node(const TempDir& dir, const std::string& name, bool provider) : home_(dir / name) {
+    env_ = {{"YONDER_HOME", home_},
+            {"YONDER_CONFIG", ""},
+            {"YONDER_LINK_LISTEN", "127.0.0.1:0"},
+            {"YONDER_GPU_INVENTORY", "fake:2"},
+            {"YONDER_PASSPHRASE", ""},
+            {"YONDER_PASSPHRASE_FILE", ""}};
+    if (provider) {
+      env_["YONDER_IMAGE_ALLOWLIST"] = "yonder-test/*";
+      env_["YONDER_PULL_POLICY"] = "never";
+    }
+    auto r = yonder({"init", "--name", name});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (provider) {
+      std::ofstream(home_ + "/config.toml", std::ios::app)
+          << "[jobs]\ndefault_memory_mib = 64\ndefault_disk_mib = 16\nshm_mib = 8\npids_limit = 64\n"
+             "stop_grace_s = 1\nmax_per_peer = 8\nmax_concurrent = 8\n";
+    }
+    daemon_ = std::make_unique<Daemon>(env_);
+    EXPECT_TRUE(daemon_->ready()) << daemon_->log();
+  }
+  RunResult yonder(std::vector<std::string> args) const {
+    args.insert(args.begin(), program_path("yonder"));
+    return run(args, env_);
+  }
+  json yonder_json(std::vector<std::string> args) const {
+    args.push_back("--json");
+    auto r = yonder(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out, nullptr, false);
+  }
+  void pair_with(const Node& provider, std::vector<std::string> scope_args) const {
+    scope_args.insert(scope_args.begin(), "share");
+    std::string link = provider.yonder_json(scope_args)["link"];
+    auto r = yonder({"pair", link});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  Daemon& daemon() { return *daemon_; }
+  const Env& env() const { return env_; }
+
+ private:
+  std::string home_;
+  Env env_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+class Forward : public ::testing::Test {
+ protected:
+  void SetUp() override { YONDER_REQUIRE_DOCKER_OR_SKIP(); }
+};
+
+constexpr const char* kImage = "yonder-test/busybox:1";
+
+// Sends `request` to 127.0.0.1:port, half-closes, and reads to the end;
+// nullopt if the connection could not be made.
+std::optional<std::string> round_trip(int port, const std::string& request) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return std::nullopt;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{20, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  size_t off = 0;
+  while (off < request.size()) {
+    ssize_t n = ::send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  std::string out;
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+// GET `path` through the forward; retried while the server in the job is
+// still starting (the connection then closes with no answer).
+std::string http_get(int port, const std::string& path) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = round_trip(port, "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    if (r && !r->empty()) return *r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return {};
+}
+
+std::string body_of(const std::string& response) {
+  size_t at = response.find("\r\n\r\n");
+  return at == std::string::npos ? std::string() : response.substr(at + 4);
+}
+
+TEST_F(Forward, HttpServerInAJobWithoutNetworkIsReachableThroughTheLink) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--scope", "run,forward"});
+  // No egress: the job has no network interface but loopback.
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                          "mkdir -p /tmp/www && echo hello through the link > /tmp/www/index.html && "
+                          "seq 1 300000 > /tmp/www/big.txt && "
+                          "ls /sys/class/net | tr '\\n' ' ' && echo && exec httpd -f -p 8080 -h /tmp/www"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+
+  auto fwd = laptop.yonder_json({"forward", id, "0:8080"});
+  ASSERT_TRUE(fwd.is_object()) << fwd.dump();
+  int port = fwd.value("local_port", 0);
+  ASSERT_GT(port, 0) << fwd.dump();
+  EXPECT_EQ(fwd["address"], "127.0.0.1:" + std::to_string(port));
+
+  auto small = http_get(port, "/index.html");
+  EXPECT_NE(small.find("200 OK"), std::string::npos) << small;
+  EXPECT_EQ(body_of(small), "hello through the link\n");
+
+  // Several windows' worth, on parallel connections: flow control and
+  // back-pressure, one stream per connection.
+  std::string expected;
+  for (int i = 1; i <= 300000; ++i) expected += std::to_string(i) + "\n";
+  std::vector<std::string> bodies(3);
+  std::vector<std::thread> clients;
+  for (auto& b : bodies) clients.emplace_back([&b, port] { b = body_of(http_get(port, "/big.txt")); });
+  for (auto& t : clients) t.join();
+  for (const auto& b : bodies) {
+    EXPECT_EQ(b.size(), expected.size());
+    EXPECT_TRUE(b == expected);
+  }
+
+  // The job had no network of its own.
+  auto logs = laptop.yonder({"logs", id});
+  EXPECT_EQ(logs.out, "lo \n") << logs.out;
+
+  // Listed, then stopped: the port no longer answers.
+  auto list = laptop.yonder_json({"forward", "--list"});
+  ASSERT_EQ(list["forwards"].size(), 1u) << list.dump();
+  EXPECT_EQ(list["forwards"][0]["job_id"], id);
+  EXPECT_GE(list["forwards"][0]["accepted"].get<int>(), 4);
+  auto stop = laptop.yonder({"forward", "--stop", fwd["forward_id"].get<std::string>()});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  EXPECT_FALSE(round_trip(port, "GET / HTTP/1.0\r\n\r\n").has_value());
+  EXPECT_EQ(laptop.yonder_json({"forward", "--list"})["forwards"].size(), 0u);
+  EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+}
+
+TEST_F(Forward, RefusedWithoutTheCapabilityOrForAJobThatIsNotRunning) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--scope", "run"});
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sleep", "60"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+
+  // The listener comes up (the job is running), but the provider refuses
+  // each connection: the scope has no "forward".
+  auto fwd = laptop.yonder_json({"forward", id, "0:8080"});
+  int port = fwd.value("local_port", 0);
+  ASSERT_GT(port, 0) << fwd.dump();
+  auto r = round_trip(port, "GET / HTTP/1.0\r\n\r\n");
+  EXPECT_TRUE(!r || r->empty());
+  // The daemon logs JSON: the quotes are escaped.
+  EXPECT_NE(laptop.daemon().log().find(R"(does not include \"forward\")"), std::string::npos) << laptop.daemon().log();
+
+  EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+  (void)laptop.yonder({"logs", "-f", id});  // until it has ended
+  auto ended = laptop.yonder({"forward", id, "0:8080"});
+  EXPECT_NE(ended.exit_code, 0);
+  EXPECT_NE(ended.err.find("only a queued or running job"), std::string::npos) << ended.err;
+
+  auto usage = laptop.yonder({"forward", id, "80:x"});
+  EXPECT_EQ(usage.exit_code, 2) << usage.err;
+}
+
+// `yonder exec`: stdin in, stdout and stderr apart, the exit code back; with
+// -t a real PTY of the size asked for; refused without the capability.
+TEST_F(Forward, ExecRunsInsideTheJobWithStdinAPtyAndTheExitCode) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--scope", "run,exec"});
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sleep", "120"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  // Wait until it runs (exec needs a running job).
+  for (int i = 0; i < 100; ++i) {
+    auto ps = laptop.yonder_json({"ps"});
+    if (ps.is_object() && !ps["jobs"].empty() && ps["jobs"][0]["state"] == "running") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  auto piped =
+      run({program_path("yonder"), "exec", "-i", id, "--", "sh", "-c", "read x; echo got $x; echo oops >&2; exit 3"},
+          laptop.env(), "hello\n");
+  EXPECT_EQ(piped.exit_code, 3) << piped.err;
+  EXPECT_EQ(piped.out, "got hello\n");
+  EXPECT_EQ(piped.err, "oops\n");
+
+  // A PTY without a local terminal: the default size, a /dev/pts device.
+  // (The engine sets the size just after the process starts: poll for it.)
+  auto tty = laptop.yonder({"exec", "-t", id, "--", "sh", "-c",
+                            "for i in $(seq 50); do s=$(stty size); [ \"$s\" = \"24 80\" ] && break; "
+                            "sleep 0.1; done; echo $s; tty; exit 4"});
+  EXPECT_EQ(tty.exit_code, 4) << tty.err;
+  EXPECT_NE(tty.out.find("24 80"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("/dev/pts/"), std::string::npos) << tty.out;
+
+  // Interactive through a real local terminal (script(1)): raw mode, the
+  // typed line reaches the remote shell, its exit code comes back.
+  if (std::filesystem::exists("/usr/bin/script")) {
+    std::string cmd = program_path("yonder") + " exec -it " + id + " -- sh -c 'read x; echo typed:$x; exit 6'";
+    auto s = run({"/usr/bin/script", "-qec", cmd, "/dev/null"}, laptop.env(), "abc\n");
+    EXPECT_EQ(s.exit_code, 6) << s.out << s.err;
+    EXPECT_NE(s.out.find("typed:abc"), std::string::npos) << s.out;
+  }
+  EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+}
+
+TEST_F(Forward, ExecIsRefusedWithoutTheExecCapability) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--scope", "run"});
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sleep", "60"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  auto r = laptop.yonder({"exec", id, "--", "true"});
+  EXPECT_EQ(r.exit_code, 125) << r.err;
+  EXPECT_NE(r.err.find("does not include \"exec\""), std::string::npos) << r.err;
+  EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace yonder::testing
