@@ -158,6 +158,12 @@ int Daemon::stop() {
 
 Daemon::~Daemon() {
   stop();
+  if (const char* keep = std::getenv("YONDER_KEEP_DAEMON_LOGS")) {
+    // Debugging aid: keep a copy of every daemon's log in that folder.
+    std::ifstream in(log_path_);
+    std::ofstream out(std::string(keep) + "/yonderd-" + std::to_string(pid_) + ".log");
+    out << in.rdbuf() << "\n[exit status " << status_ << "]\n";
+  }
   ::unlink(log_path_.c_str());
 }
 

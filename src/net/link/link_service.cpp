@@ -141,20 +141,24 @@ void LinkService::Impl::on_accepted(asio::ip::tcp::socket socket) {
     if (!e && c) c->close();  // a dialer that stalls the handshake
   });
   std::string path = "direct from " + remote.address().to_string() + ":" + std::to_string(remote.port());
-  chan->async_handshake([this, chan, timer, path](boost::system::error_code hec) {
+  // The handshake's handler is stored in the channel: hold it weakly, or the
+  // two would keep each other alive if the loop stops mid-handshake.
+  chan->async_handshake([this, weak_chan, timer, path](boost::system::error_code hec) {
+    auto live = weak_chan.lock();
     timer->cancel();
+    if (!live) return;
     if (hec || stopped) {
-      chan->close();  // rejected keys end here: the dialer learned nothing
+      live->close();  // rejected keys end here: the dialer learned nothing
       return;
     }
-    SSL* ssl = chan->native_handle();
+    SSL* ssl = live->native_handle();
     auto key = TlsContext::peer_key(ssl);
     KeyVerdict verdict = TlsContext::verdict(ssl);
     if (!key || verdict == KeyVerdict::kReject) {
-      chan->close();
+      live->close();
       return;
     }
-    auto session = std::make_shared<Session>(chan, Role::kAcceptor, *key, verdict, this, path);
+    auto session = std::make_shared<Session>(live, Role::kAcceptor, *key, verdict, this, path);
     Conn& c = conns[session.get()];
     c.session = session;
     c.tokens = config.rate_burst;
@@ -251,11 +255,11 @@ void LinkService::Impl::dial_address(const PublicKeyBytes& peer, std::vector<std
     if (ec) return next("cannot resolve: " + ec.message());
     auto sock = std::make_shared<asio::ip::tcp::socket>(io);
     auto timer = std::make_shared<asio::steady_timer>(io, config.connect_timeout);
-    auto chan_slot = std::make_shared<std::shared_ptr<TlsChannel>>();
+    auto chan_slot = std::make_shared<std::weak_ptr<TlsChannel>>();
     timer->async_wait([sock, chan_slot](boost::system::error_code e) {
       if (e) return;
       boost::system::error_code ignored;
-      if (*chan_slot) (*chan_slot)->close();
+      if (auto chan = chan_slot->lock()) chan->close();
       else sock->close(ignored);
     });
     asio::async_connect(*sock, results, [this, sock, chan_slot, timer, peer, pairing, pair_done, done, next, address](
@@ -271,13 +275,16 @@ void LinkService::Impl::dial_address(const PublicKeyBytes& peer, std::vector<std
       TlsContext::set_policy(chan->native_handle(), [peer](const PublicKeyBytes& key) {
         return key == peer ? KeyVerdict::kPinned : KeyVerdict::kReject;
       });
-      chan->async_handshake([this, chan, timer, peer, pairing, pair_done, done, next,
+      std::weak_ptr<TlsChannel> weak_chan = chan;
+      chan->async_handshake([this, weak_chan, timer, peer, pairing, pair_done, done, next,
                              address](boost::system::error_code hec) {
+        auto live = weak_chan.lock();
         timer->cancel();
+        if (!live) return done(make_error(ErrorCode::kUnavailable, "the node is shutting down"));
         if (hec) {
-          chan->close();
-          bool wrong_key = TlsContext::peer_key(chan->native_handle()).has_value() &&
-                           TlsContext::verdict(chan->native_handle()) == KeyVerdict::kReject;
+          live->close();
+          bool wrong_key = TlsContext::peer_key(live->native_handle()).has_value() &&
+                           TlsContext::verdict(live->native_handle()) == KeyVerdict::kReject;
           if (wrong_key) {
             spdlog::warn("link: {} answered with a different key than {}: refusing (man in the middle?)", address,
                          short_id(peer));
@@ -290,7 +297,7 @@ void LinkService::Impl::dial_address(const PublicKeyBytes& peer, std::vector<std
                                      " refused the connection: it does not accept this node (it may have denied it, "
                                      "or it has no valid share link for it)"));
         }
-        auto session = std::make_shared<Session>(chan, Role::kDialer, peer, KeyVerdict::kPinned, this,
+        auto session = std::make_shared<Session>(live, Role::kDialer, peer, KeyVerdict::kPinned, this,
                                                  "direct to " + address);
         Conn& c = conns[session.get()];
         c.session = session;

@@ -36,6 +36,14 @@ error_code TlsChannel::ssl_error(const char*) {
 void TlsChannel::close() {
   error_code ignored;
   socket_.close(ignored);
+  // Handlers stored here may hold their owners (and this channel) alive:
+  // drop them so no reference cycle outlives the connection.
+  auto drained = std::move(drained_);
+  drained_.clear();
+  auto handshake = std::move(handshake_done_);
+  handshake_done_ = nullptr;
+  auto read = std::move(read_done_);
+  read_done_ = nullptr;
 }
 
 // Moves every pending ciphertext byte from OpenSSL to the socket, one write
@@ -89,7 +97,7 @@ void TlsChannel::handshake_step() {
   auto self = shared_from_this();
   if (r == 1) {
     // Send our last flight (the client's Finished) before reporting success.
-    drained_.push_back([this, self](error_code ec) {
+    drained_.push_back([this](error_code ec) {
       auto h = std::move(handshake_done_);
       if (h) h(ec);
     });
@@ -97,13 +105,14 @@ void TlsChannel::handshake_step() {
     return;
   }
   if (err == SSL_ERROR_WANT_READ) {
-    drained_.push_back([this, self](error_code ec) {
+    drained_.push_back([this](error_code ec) {
+      auto keep = shared_from_this();
       if (ec) {
         auto h = std::move(handshake_done_);
         if (h) h(ec);
         return;
       }
-      fill([this, self](error_code fec) {
+      fill([this, keep](error_code fec) {
         if (fec) {
           auto h = std::move(handshake_done_);
           if (h) h(fec);
@@ -117,7 +126,7 @@ void TlsChannel::handshake_step() {
   }
   // A refused certificate or a broken peer: send our alert, then fail.
   error_code failure = ssl_error("handshake");
-  drained_.push_back([this, self, failure](error_code) {
+  drained_.push_back([this, failure](error_code) {
     auto h = std::move(handshake_done_);
     if (h) h(failure);
   });
@@ -133,6 +142,10 @@ void TlsChannel::async_read_some(uint8_t* buffer, size_t size, IoHandler done) {
 }
 
 void TlsChannel::finish_read() {
+  if (!read_done_) {  // closed while a socket read was pending: nobody waits
+    reading_ = false;
+    return;
+  }
   size_t got = 0;
   bool closed = false;
   bool failed = false;
@@ -180,8 +193,7 @@ void TlsChannel::async_write(ByteView data, IoHandler done) {
 void TlsChannel::async_shutdown(Handler done) {
   ERR_clear_error();
   SSL_shutdown(ssl_);
-  auto self = shared_from_this();
-  drained_.push_back([this, self, done](error_code ec) {
+  drained_.push_back([this, done](error_code ec) {
     close();
     done(ec);
   });
