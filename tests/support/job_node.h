@@ -1,0 +1,70 @@
+// One Yonder node for integration tests with jobs: its own YONDER_HOME, a
+// fake GPU inventory, loopback links, and (as a provider) the locally built
+// test image allowed and small job defaults. Shared by the remote-jobs and
+// forward/exec tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace yonder::testing {
+
+class Node {
+ public:
+  Node(const TempDir& dir, const std::string& name, bool provider) : home_(dir / name) {
+    env_ = {{"YONDER_HOME", home_},
+            {"YONDER_CONFIG", ""},
+            {"YONDER_LINK_LISTEN", "127.0.0.1:0"},
+            {"YONDER_GPU_INVENTORY", "fake:2"},
+            {"YONDER_PASSPHRASE", ""},
+            {"YONDER_PASSPHRASE_FILE", ""}};
+    if (provider) {
+      env_["YONDER_IMAGE_ALLOWLIST"] = "yonder-test/*";
+      env_["YONDER_PULL_POLICY"] = "never";
+    }
+    auto r = yonder({"init", "--name", name});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (provider) {
+      std::ofstream(home_ + "/config.toml", std::ios::app)
+          << "[jobs]\ndefault_memory_mib = 64\ndefault_disk_mib = 16\nshm_mib = 8\npids_limit = 64\n"
+             "stop_grace_s = 1\nmax_per_peer = 8\nmax_concurrent = 8\n";
+    }
+    daemon_ = std::make_unique<Daemon>(env_);
+    EXPECT_TRUE(daemon_->ready()) << daemon_->log();
+  }
+  RunResult yonder(std::vector<std::string> args) const {
+    args.insert(args.begin(), program_path("yonder"));
+    return run(args, env_);
+  }
+  nlohmann::json yonder_json(std::vector<std::string> args) const {
+    args.push_back("--json");
+    auto r = yonder(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out, nullptr, false);
+  }
+  // Pairs this node with `provider` under a share link made with `scope_args`.
+  void pair_with(const Node& provider, std::vector<std::string> scope_args) const {
+    scope_args.insert(scope_args.begin(), "share");
+    std::string link = provider.yonder_json(scope_args)["link"];
+    auto r = yonder({"pair", link});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const std::string& home() const { return home_; }
+  Daemon& daemon() { return *daemon_; }
+  const Env& env() const { return env_; }
+
+ private:
+  std::string home_;
+  Env env_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+}  // namespace yonder::testing
