@@ -30,8 +30,10 @@ class Node {
       env_["YONDER_IMAGE_ALLOWLIST"] = "yonder-test/*";
       env_["YONDER_PULL_POLICY"] = "never";
     }
-    auto r = yonder({"init", "--name", name});
+    auto r = yonder({"init", "--name", name, "--json"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto init = nlohmann::json::parse(r.out, nullptr, false);
+    if (init.is_object()) node_id_ = init.value("node_id", "");
     if (provider) {
       std::ofstream(home_ + "/config.toml", std::ios::app)
           << "[jobs]\ndefault_memory_mib = 64\ndefault_disk_mib = 16\nshm_mib = 8\npids_limit = 64\n"
@@ -40,6 +42,25 @@ class Node {
     daemon_ = std::make_unique<Daemon>(env_);
     EXPECT_TRUE(daemon_->ready()) << daemon_->log();
   }
+  // Stops the daemon, then removes the containers its jobs left behind (the
+  // daemon keeps finished jobs' containers for logs and recovery).
+  ~Node() {
+    daemon_.reset();
+    if (node_id_.empty()) return;
+    auto ids = run({"/usr/bin/env", "docker", "ps", "-aq", "--filter", "label=yonder.owner=" + node_id_});
+    std::vector<std::string> rm = {"/usr/bin/env", "docker", "rm", "-f"};
+    size_t start = 0;
+    while (start < ids.out.size()) {
+      size_t nl = ids.out.find('\n', start);
+      std::string id = ids.out.substr(start, nl - start);
+      if (!id.empty()) rm.push_back(id);
+      start = nl == std::string::npos ? ids.out.size() : nl + 1;
+    }
+    if (rm.size() > 4) run(rm);
+  }
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
   RunResult yonder(std::vector<std::string> args) const {
     args.insert(args.begin(), program_path("yonder"));
     return run(args, env_);
@@ -63,6 +84,7 @@ class Node {
 
  private:
   std::string home_;
+  std::string node_id_;
   Env env_;
   std::unique_ptr<Daemon> daemon_;
 };
