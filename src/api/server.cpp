@@ -43,6 +43,28 @@ Response Response::error(const Error& e) {
   return json(status, {{"error", {{"code", error_code_name(e.code())}, {"message", e.to_string()}}}});
 }
 
+std::map<std::string, std::string> parse_query(std::string_view q) {
+  std::map<std::string, std::string> out;
+  size_t start = 0;
+  while (start < q.size() && out.size() < 32) {
+    size_t amp = q.find('&', start);
+    std::string_view part = q.substr(start, amp == std::string_view::npos ? std::string_view::npos : amp - start);
+    size_t eq = part.find('=');
+    if (eq != std::string_view::npos) out[std::string(part.substr(0, eq))] = std::string(part.substr(eq + 1));
+    if (amp == std::string_view::npos) break;
+    start = amp + 1;
+  }
+  return out;
+}
+
+Result<nlohmann::json> parse_json_body(std::string_view body) {
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return make_error(ErrorCode::kInvalidArgument, "the request body must be a JSON object");
+  }
+  return j;
+}
+
 void Router::add(std::string method, std::string path, Handler handler) {
   routes_.push_back({std::move(method), std::move(path), std::move(handler)});
 }

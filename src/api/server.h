@@ -8,8 +8,10 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -36,6 +38,14 @@ struct Response {
   // {"error": {"code": ..., "message": ...}} with the HTTP status for the code.
   static Response error(const Error& e);
 };
+
+// Query parameters of a request ("a=1&b=2"): at most 32, values raw (the
+// CLI sends only ids and numbers, so no percent-decoding).
+std::map<std::string, std::string> parse_query(std::string_view query);
+
+// A request body that must be a JSON object; kInvalidArgument otherwise
+// (an empty body included).
+Result<nlohmann::json> parse_json_body(std::string_view body);
 
 using Reply = std::function<void(Response)>;
 using Handler = std::function<void(const Request&, Reply)>;

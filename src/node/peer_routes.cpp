@@ -10,10 +10,9 @@
 namespace yonder::node {
 namespace {
 
+// These routes accept an empty body as {}.
 Result<nlohmann::json> parse_body(const api::Request& req) {
-  auto j = nlohmann::json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
-  if (!j.is_object()) return make_error(ErrorCode::kInvalidArgument, "the request body must be a JSON object");
-  return j;
+  return api::parse_json_body(req.body.empty() ? std::string_view("{}") : std::string_view(req.body));
 }
 
 std::string string_field(const nlohmann::json& b, const char* name) {

@@ -26,20 +26,6 @@ constexpr size_t kMaxLogBytes = 1 << 20;
 constexpr int64_t kMaxWaitMs = 60000;
 constexpr size_t kMaxExecOutput = 1 << 20;
 
-std::map<std::string, std::string> parse_query(const std::string& q) {
-  std::map<std::string, std::string> out;
-  size_t start = 0;
-  while (start < q.size() && out.size() < 32) {
-    size_t amp = q.find('&', start);
-    std::string part = q.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
-    size_t eq = part.find('=');
-    if (eq != std::string::npos) out[part.substr(0, eq)] = part.substr(eq + 1);
-    if (amp == std::string::npos) break;
-    start = amp + 1;
-  }
-  return out;
-}
-
 Result<int64_t> query_int(const std::map<std::string, std::string>& q, const std::string& key, int64_t fallback,
                           int64_t max) {
   auto it = q.find(key);
@@ -51,12 +37,6 @@ Result<int64_t> query_int(const std::map<std::string, std::string>& q, const std
                                                        std::to_string(max));
   }
   return v;
-}
-
-Result<nlohmann::json> parse_body(const std::string& body) {
-  auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return make_error(ErrorCode::kInvalidArgument, "the request body must be a JSON object");
-  return j;
 }
 
 Result<std::string> body_job_id(const nlohmann::json& j) {
@@ -105,7 +85,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
 
   router.add("POST", "/v1/provider/jobs", [blocking](const api::Request& req, api::Reply reply) {
     blocking(std::move(reply), [body = req.body](ProviderJobs& jobs) -> Result<nlohmann::json> {
-      auto j = parse_body(body);
+      auto j = api::parse_json_body(body);
       if (!j) return std::move(j).error();
       std::string peer = "local";
       if (auto p = j->find("peer_id"); p != j->end()) {
@@ -121,7 +101,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
   });
 
   router.add("GET", "/v1/provider/jobs", [blocking](const api::Request& req, api::Reply reply) {
-    auto q = parse_query(req.query);
+    auto q = api::parse_query(req.query);
     blocking(std::move(reply), [id = q.count("id") ? q["id"] : std::string()](ProviderJobs& jobs) -> Result<nlohmann::json> {
       return id.empty() ? jobs.list() : jobs.get(id);
     });
@@ -129,7 +109,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
 
   router.add("POST", "/v1/provider/jobs/stop", [blocking](const api::Request& req, api::Reply reply) {
     blocking(std::move(reply), [body = req.body](ProviderJobs& jobs) -> Result<nlohmann::json> {
-      auto j = parse_body(body);
+      auto j = api::parse_json_body(body);
       if (!j) return std::move(j).error();
       auto id = body_job_id(*j);
       if (!id) return std::move(id).error();
@@ -139,7 +119,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
 
   router.add("POST", "/v1/provider/jobs/remove", [blocking](const api::Request& req, api::Reply reply) {
     blocking(std::move(reply), [body = req.body](ProviderJobs& jobs) -> Result<nlohmann::json> {
-      auto j = parse_body(body);
+      auto j = api::parse_json_body(body);
       if (!j) return std::move(j).error();
       auto id = body_job_id(*j);
       if (!id) return std::move(id).error();
@@ -150,7 +130,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
 
   router.add("POST", "/v1/provider/jobs/exec", [blocking](const api::Request& req, api::Reply reply) {
     blocking(std::move(reply), [body = req.body](ProviderJobs& jobs) -> Result<nlohmann::json> {
-      auto j = parse_body(body);
+      auto j = api::parse_json_body(body);
       if (!j) return std::move(j).error();
       auto id = body_job_id(*j);
       if (!id) return std::move(id).error();
@@ -185,7 +165,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
   });
 
   router.add("GET", "/v1/provider/jobs/logs", [this, &io, &pool](const api::Request& req, api::Reply reply) {
-    auto q = parse_query(req.query);
+    auto q = api::parse_query(req.query);
     auto poll = std::make_shared<LogPoll>(io, std::move(reply));
     auto offset = query_int(q, "offset", 0, INT64_MAX);
     auto max = query_int(q, "max", kDefaultLogBytes, kMaxLogBytes);

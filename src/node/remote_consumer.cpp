@@ -28,20 +28,6 @@ namespace {
 
 constexpr size_t kUploadChunk = 256 * 1024;
 
-std::map<std::string, std::string> parse_query(const std::string& q) {
-  std::map<std::string, std::string> out;
-  size_t start = 0;
-  while (start < q.size() && out.size() < 16) {
-    size_t amp = q.find('&', start);
-    std::string part = q.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
-    size_t eq = part.find('=');
-    if (eq != std::string::npos) out[part.substr(0, eq)] = part.substr(eq + 1);
-    if (amp == std::string::npos) break;
-    start = amp + 1;
-  }
-  return out;
-}
-
 uint64_t query_u64(const std::map<std::string, std::string>& q, const std::string& key) {
   auto it = q.find(key);
   uint64_t v = 0;
@@ -65,7 +51,7 @@ void RemoteConsumer::add_routes(api::Router& router) {
   router.add("POST", "/v1/jobs", [this](const Request& req, Reply reply) { run(req, std::move(reply)); });
   router.add("GET", "/v1/jobs", [this](const Request& req, Reply reply) { list(req, std::move(reply)); });
   router.add("GET", "/v1/jobs/inspect", [this](const Request& req, Reply reply) {
-    forward(parse_query(req.query)["id"], "run.inspect", nlohmann::json::object(), true, std::move(reply));
+    forward(api::parse_query(req.query)["id"], "run.inspect", nlohmann::json::object(), true, std::move(reply));
   });
   router.add("POST", "/v1/jobs/stop", [this](const Request& req, Reply reply) {
     auto b = nlohmann::json::parse(req.body, nullptr, false);
@@ -73,7 +59,7 @@ void RemoteConsumer::add_routes(api::Router& router) {
     forward(id, "run.stop", nlohmann::json::object(), true, std::move(reply));
   });
   router.add("GET", "/v1/jobs/logs", [this](const Request& req, Reply reply) {
-    auto q = parse_query(req.query);
+    auto q = api::parse_query(req.query);
     nlohmann::json params = {{"offset", query_u64(q, "offset")}, {"wait_ms", std::min<uint64_t>(query_u64(q, "wait_ms"), 20000)}};
     forward(q["id"], "run.logs", params, false, std::move(reply));
   });
@@ -145,7 +131,7 @@ void RemoteConsumer::run(const Request& req, Reply reply) {
 }
 
 void RemoteConsumer::list(const Request& req, Reply reply) {
-  bool all = parse_query(req.query)["all"] == "1";
+  bool all = api::parse_query(req.query)["all"] == "1";
   struct Gather {
     std::vector<ConsumerJob> jobs;
     std::vector<nlohmann::json> views;
