@@ -9,6 +9,7 @@
 #include "cli/audit_command.h"
 #include "cli/job_commands.h"
 #include "cli/peer_commands.h"
+#include "cli/progress.h"
 #include "node/version.h"
 
 int main(int argc, char** argv) {
@@ -124,7 +125,8 @@ int main(int argc, char** argv) {
   // Remote jobs (issue 5).
   RunArgs run_args;
   auto* run = app.add_subcommand("run", "Run a command on a provider: yonder run --on PEER --image IMG -- CMD ...");
-  run->add_option("--on", run_args.peer, "Provider: peer name or node id")->required();
+  run->add_option("-f,--file", run_args.job_file, "Job file (TOML) with these options; flags given here win (docs/cli.md)");
+  run->add_option("--on", run_args.peer, "Provider: peer name or node id");
   run->add_option("--image", run_args.image, "Image to run (one the provider allows)");
   run->add_option("--gpus", run_args.gpus, "Whole GPUs");
   run->add_option("--vram", run_args.vram, "VRAM limit per GPU, e.g. 20G");
@@ -132,7 +134,14 @@ int main(int argc, char** argv) {
   run->add_option("--memory", run_args.memory, "Memory, e.g. 16G");
   run->add_option("--disk", run_args.disk, "Workspace size, e.g. 50G");
   run->add_option("--time", run_args.time, "Wall-time limit, e.g. 2h");
-  run->add_option("-e,--env", run_args.env, "KEY=VALUE (repeatable)");
+  run->add_option("-e,--env", run_args.env, "KEY=VALUE (repeatable; wins over --env-file)")->allow_extra_args(false);
+  run->add_option("--env-file", run_args.env_files, "KEY=VALUE lines, as docker's --env-file (repeatable)")
+      ->allow_extra_args(false);
+  run->add_option("-w,--workdir", run_args.workdir, "Working directory in the job: relative to /workspace, or under it");
+  run->add_flag("-t,--tty", run_args.tty, "Give the job a terminal (its output is then one stream, on stdout)");
+  run->add_option("-p,--forward", run_args.ports, "LOCAL:REMOTE: forward 127.0.0.1:LOCAL to port REMOTE of the job "
+                                                  "while attached (repeatable; LOCAL 0 picks a port)")
+      ->allow_extra_args(false);
   run->add_flag("-d,--detach", run_args.detach, "Print the job id and return at once");
   run->add_flag("--no-upload", run_args.no_upload, "Do not upload the working directory");
   run->add_option("--upload", run_args.upload_dir, "Upload this folder instead of the working directory");
@@ -140,11 +149,14 @@ int main(int argc, char** argv) {
                                          "default: the files that changed)")
       ->allow_extra_args(false);
   run->add_flag("--json", json, "With -d: print the job as JSON");
-  run->add_option("command", run_args.command, "The command and its arguments (after --)")->required();
+  run->add_option("command", run_args.command, "The command and its arguments, after -- (optional with a job file "
+                                               "that has one)");
   bool ps_all = false;
   auto* ps = app.add_subcommand("ps", "Jobs this node runs on providers (unfinished; --all for every one)");
   ps->add_flag("-a,--all", ps_all, "Finished jobs too");
   ps->add_flag("--json", json, "Machine-readable output");
+  auto* transfers = app.add_subcommand("transfers", "Uploads this node's daemon is sending now, with their progress");
+  transfers->add_flag("--json", json, "Machine-readable output");
   std::string job_id;
   bool logs_follow = false;
   auto* logs = app.add_subcommand("logs", "A job's output (from its provider's persisted log)");
@@ -161,16 +173,20 @@ int main(int argc, char** argv) {
   exec->add_option("command", exec_args.command, "The command and its arguments (default sh)");
   std::string forward_ports, forward_stop;
   bool forward_list = false;
-  auto* forward = app.add_subcommand("forward", "Forward a local TCP port to a port inside a running job (like ssh -L)");
-  forward->add_option("job", job_id, "Job id (or a unique prefix)");
+  auto* forward = app.add_subcommand("forward", "Forward a local TCP port to a port inside a running job, or on a "
+                                              "provider that opened it (like ssh -L)");
+  forward->add_option("job", job_id, "Job id (or a unique prefix), or a provider (peer name or id) for a port of its "
+                                     "own host");
   forward->add_option("ports", forward_ports, "LOCAL:REMOTE (LOCAL 0 picks a free port), or REMOTE");
   forward->add_flag("--list", forward_list, "The forwards this node's daemon serves");
   forward->add_option("--stop", forward_stop, "Stop a forward (its id, from --list)");
   forward->add_flag("--json", json, "Machine-readable output");
   std::string cp_from, cp_to;
-  auto* cp = app.add_subcommand("cp", "Copy files out of an ended job's workspace: yonder cp JOB:PATH [LOCAL]");
-  cp->add_option("from", cp_from, "JOB:PATH (PATH relative to the workspace; a file or folder)")->required();
-  cp->add_option("to", cp_to, "Local folder (default: the working directory)");
+  auto* cp = app.add_subcommand("cp", "Copy files out of a job (yonder cp JOB:PATH [LOCAL]) or into a running one "
+                                      "(yonder cp LOCAL JOB:PATH)");
+  cp->add_option("from", cp_from, "JOB:PATH (relative to the workspace; a file or folder), or a local file or folder")
+      ->required();
+  cp->add_option("to", cp_to, "Local folder (default: the working directory), or JOB:PATH (a workspace folder)");
   cp->add_flag("--json", json, "Machine-readable output");
   bool audit_verify = false;
   int64_t audit_limit = 100;
@@ -216,6 +232,7 @@ int main(int argc, char** argv) {
   if (*call) return cmd_call(*ctx, peer, call_method, call_params);
   if (*run) return cmd_run(*ctx, run_args);
   if (*ps) return cmd_ps(*ctx, ps_all);
+  if (*transfers) return cmd_transfers(*ctx);
   if (*logs) return cmd_logs(*ctx, job_id, logs_follow);
   if (*stop) return cmd_stop(*ctx, job_id);
   if (*exec) return cmd_exec(*ctx, exec_args);

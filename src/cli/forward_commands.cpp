@@ -4,26 +4,13 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "cli/daemon_api.h"
 #include "cli/exit_codes.h"
 
 namespace yonder::cli {
 namespace {
 
 using nlohmann::json;
-
-Result<json> api(const Context& ctx, std::string_view method, std::string_view path, const json& body) {
-  auto r = call_daemon(ctx, method, path, body.is_null() ? std::string() : body.dump());
-  if (!r) return std::move(r).error();
-  if (r->status != 200) return daemon_error(*r);
-  auto j = json::parse(r->body, nullptr, false);
-  if (!j.is_object()) return make_error(ErrorCode::kInternal, "yonderd sent a reply that is not JSON");
-  return j;
-}
-
-int fail(const Context& ctx, const Error& e) {
-  if (e.code() == ErrorCode::kUnavailable) return report_daemon_error(ctx, e);
-  return print_error(e, kExitError);
-}
 
 bool parse_port(std::string_view text, int min, int& out) {
   int v = -1;
@@ -34,8 +21,10 @@ bool parse_port(std::string_view text, int min, int& out) {
 }
 
 void print_forward(const json& f) {
+  bool host = f.value("to", "job") == "host";
   std::printf("%s  %s -> %s:%d  (%s)\n", f.value("forward_id", "").c_str(), f.value("address", "").c_str(),
-              f.value("job_id", "").c_str(), f.value("remote_port", 0), f.value("provider", "").c_str());
+              host ? "host" : f.value("job_id", "").c_str(), f.value("remote_port", 0),
+              f.value("provider", "").c_str());
 }
 
 }  // namespace
@@ -52,10 +41,15 @@ int cmd_forward(const Context& ctx, const std::string& job, const std::string& p
                                   "ports must be LOCAL:REMOTE (e.g. 8080:80; LOCAL 0 picks a free port) or REMOTE"),
                        kExitUsage);
   }
-  auto r = api(ctx, "POST", "/v1/forwards", {{"job_id", job}, {"local_port", local}, {"remote_port", remote}});
+  auto r = api(ctx, "POST", "/v1/forwards", {{"target", job}, {"local_port", local}, {"remote_port", remote}});
   if (!r) return fail(ctx, r.error());
   if (ctx.json) {
     std::printf("%s\n", r->dump(2).c_str());
+  } else if (r->value("to", "job") == "host") {
+    std::printf("%s\n", r->value("address", "").c_str());
+    std::fprintf(stderr, "forwarding %s to 127.0.0.1:%d on provider %s (stop with: yonder forward --stop %s)\n",
+                 r->value("address", "").c_str(), remote, r->value("provider", job).c_str(),
+                 r->value("forward_id", "").c_str());
   } else {
     std::printf("%s\n", r->value("address", "").c_str());
     std::fprintf(stderr, "forwarding %s to port %d of job %s (stop with: yonder forward --stop %s)\n",

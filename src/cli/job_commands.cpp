@@ -6,10 +6,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "base/bytes.h"
+#include "cli/daemon_api.h"
 #include "cli/exit_codes.h"
+#include "cli/progress.h"
+#include "cli/job_logs.h"
+#include "cli/run_attach.h"
+#include "cli/run_options.h"
 #include "crypto/scope.h"
 #include "os/unix_http.h"
 
@@ -17,101 +21,6 @@ namespace yonder::cli {
 namespace {
 
 using nlohmann::json;
-constexpr int kFollowWaitMs = 15000;
-
-ErrorCode code_from_name(const std::string& name) {
-  if (name == "permission_denied") return ErrorCode::kPermissionDenied;
-  if (name == "not_found") return ErrorCode::kNotFound;
-  if (name == "invalid_argument") return ErrorCode::kInvalidArgument;
-  if (name == "resource_exhausted") return ErrorCode::kResourceExhausted;
-  if (name == "unavailable") return ErrorCode::kUnavailable;
-  return ErrorCode::kFailedPrecondition;
-}
-
-// One call to the daemon; an {"error"} reply becomes the Error.
-Result<json> api(const Context& ctx, const std::string& method, const std::string& path, const json& body = nullptr,
-                 std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-  os::HttpRequestOptions opts;
-  opts.timeout = timeout;
-  auto r = os::unix_http_request(ctx.socket_path(), method, path, body.is_null() ? std::string() : body.dump(), opts);
-  if (!r) return std::move(r).error();
-  auto j = json::parse(r->body, nullptr, false);
-  if (r->status != 200) {
-    if (j.is_object() && j.contains("error") && j["error"].is_object()) {
-      return make_error(code_from_name(j["error"].value("code", "")), j["error"].value("message", "yonderd refused the request"));
-    }
-    return make_error(ErrorCode::kInternal, "yonderd answered HTTP " + std::to_string(r->status));
-  }
-  if (!j.is_object()) return make_error(ErrorCode::kInternal, "yonderd sent a reply that is not JSON");
-  return j;
-}
-
-bool no_daemon(const Error& e) {
-  return e.code() == ErrorCode::kUnavailable && e.message().rfind("cannot connect to", 0) == 0;
-}
-
-int fail(const Context& ctx, const Error& e, int code = kExitError) {
-  if (no_daemon(e)) return report_daemon_error(ctx, e);
-  if (e.code() == ErrorCode::kPermissionDenied && code == kExitError) code = kExitDenied;
-  return print_error(e, code);
-}
-
-void write_all(FILE* f, const std::string& s) {
-  std::fwrite(s.data(), 1, s.size(), f);
-  std::fflush(f);
-}
-
-// Prints the job's output from `offset` to our stdout/stderr. With `follow`,
-// until the job ends (riding out short losses of the link: the provider
-// keeps the log, so re-reading from the last offset loses and repeats
-// nothing). Returns whether the end was seen.
-Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow) {
-  uint64_t offset = 0;
-  auto lost_since = std::chrono::steady_clock::time_point{};
-  bool told = false;
-  while (true) {
-    std::string path = "/v1/jobs/logs?id=" + job + "&offset=" + std::to_string(offset) +
-                       "&wait_ms=" + std::to_string(follow ? kFollowWaitMs : 0);
-    auto r = api(ctx, "GET", path, nullptr, std::chrono::milliseconds(kFollowWaitMs + 30000));
-    if (!r) {
-      bool transient = r.error().code() == ErrorCode::kUnavailable && !no_daemon(r.error());
-      if (!follow || !transient) return std::move(r).error();
-      auto now = std::chrono::steady_clock::now();
-      if (!told) {
-        std::fprintf(stderr, "yonder: lost contact with the provider (%s); retrying\n", r.error().message().c_str());
-        told = true;
-        lost_since = now;
-      }
-      if (now - lost_since > std::chrono::minutes(2)) {
-        return make_error(ErrorCode::kUnavailable, "the provider has been unreachable for 2 minutes; the job may "
-                                                   "still run: `yonder logs -f " + job + "` re-attaches");
-      }
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-      continue;
-    }
-    if (told) {
-      std::fprintf(stderr, "yonder: reconnected\n");
-      told = false;
-    }
-    const json& records = (*r)["records"];
-    for (const auto& rec : records) {
-      auto bytes = base64_decode(rec.value("data", ""));
-      if (!bytes) continue;
-      std::string text(bytes->begin(), bytes->end());
-      std::string stream = rec.value("stream", "stdout");
-      if (stream == "stdout") {
-        write_all(stdout, text);
-      } else if (stream == "stderr") {
-        write_all(stderr, text);
-      } else {
-        write_all(stderr, "yonder: " + text + (text.empty() || text.back() != '\n' ? "\n" : ""));
-      }
-    }
-    offset = r->value("next_offset", offset);
-    if (r->value("ended", false)) return true;
-    if (!follow && records.empty()) return false;
-  }
-}
 
 std::string short_id(const std::string& id) { return id.substr(0, 12); }
 
@@ -124,13 +33,45 @@ Result<json> fetch_files(const Context& ctx, const std::string& job, const std::
   return api(ctx, "POST", "/v1/jobs/fetch", body, std::chrono::minutes(30));
 }
 
+// Follows the job until it ends or we detach, serving its -p forwards
+// and handling Ctrl-C (cli/run_attach.h).
+Result<Attached> attach(const Context& ctx, const std::string& id, const RunArgs& a) {
+  AttachOptions options;
+  for (const auto& p : a.ports) {
+    auto pair = parse_port_pair(p);  // checked by effective_run_args
+    if (pair) options.forwards.push_back(*pair);
+  }
+  options.prompt = isatty(STDIN_FILENO) != 0;
+  return attach_to_job(ctx, id, options);
+}
+
 }  // namespace
 
-int cmd_run(const Context& ctx, const RunArgs& a) {
+int cmd_run(const Context& ctx, const RunArgs& given) {
+  auto effective = effective_run_args(given, ctx.env);  // the job file and env files under the flags
+  if (!effective) return print_error(effective.error(), kExitUsage);
+  const RunArgs& a = *effective;
+  if (a.peer.empty()) {
+    return print_error(make_error(ErrorCode::kInvalidArgument,
+                                  "--on is required: the provider (a peer name or node id), or `on` in the job file"),
+                       kExitUsage);
+  }
   if (a.image.empty()) {
     return print_error(make_error(ErrorCode::kInvalidArgument,
                                   "--image is required: the image to run, one the provider allows "
                                   "(its executor.image_allowlist)"),
+                       kExitUsage);
+  }
+  if (a.command.empty()) {
+    return print_error(make_error(ErrorCode::kInvalidArgument,
+                                  "give the command after -- (yonder run ... -- python train.py), or `command` in "
+                                  "the job file"),
+                       kExitUsage);
+  }
+  if (a.detach && !a.ports.empty()) {
+    return print_error(make_error(ErrorCode::kInvalidArgument,
+                                  "-p forwards last while `yonder run` is attached; with -d, forward with "
+                                  "`yonder forward JOB LOCAL:REMOTE` once the job runs"),
                        kExitUsage);
   }
   json job = {{"image", a.image}, {"command", a.command}};
@@ -143,6 +84,8 @@ int cmd_run(const Context& ctx, const RunArgs& a) {
     env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (!env.empty()) job["env"] = env;
+  if (!a.workdir.empty()) job["workdir"] = a.workdir;
+  if (a.tty) job["tty"] = true;
   if (a.gpus) job["gpus"] = *a.gpus;
   auto mib = [&](const std::optional<std::string>& v, const char* field, const char* flag) -> Status {
     if (!v) return ok_status();
@@ -185,7 +128,9 @@ int cmd_run(const Context& ctx, const RunArgs& a) {
     if (!a.no_upload) body["dir"] = cwd.string();
     home_dir = cwd.string();
   }
-  auto submitted = api(ctx, "POST", "/v1/jobs", body, std::chrono::minutes(30));
+  std::string transfer_id = new_transfer_id();
+  body["transfer_id"] = transfer_id;
+  auto submitted = with_transfer_progress(ctx, transfer_id, [&] { return api(ctx, "POST", "/v1/jobs", body, std::chrono::minutes(30)); });
   if (!submitted) {
     if (no_daemon(submitted.error())) return report_daemon_error(ctx, submitted.error());
     return print_error(Error(submitted.error()).with_context("the job could not run"), kExitCouldNotRun);
@@ -201,14 +146,19 @@ int cmd_run(const Context& ctx, const RunArgs& a) {
   }
   if (isatty(STDERR_FILENO)) {
     const json& up = (*submitted)["upload"];
-    std::string sent = up.is_object() ? ", uploaded " + std::to_string(up.value("files", 0)) + " file(s), " +
-                                            format_size(up.value("bytes", uint64_t{0}))
-                                      : "";
+    std::string sent;
+    if (up.is_object()) {
+      uint64_t files = up.value("files", uint64_t{0}), sent_files = up.value("sent_files", files);
+      sent = ", workspace " + std::to_string(files) + " file(s), " + format_size(up.value("bytes", uint64_t{0})) + ": sent " +
+             std::to_string(sent_files) + " (" + format_size(up.value("sent_bytes", uint64_t{0})) + ")";
+      if (sent_files < files) sent += ", " + std::to_string(files - sent_files) + " unchanged";
+    }
     std::fprintf(stderr, "yonder: job %s on %s%s\n", short_id(id).c_str(),
                  submitted->value("provider_name", a.peer).c_str(), sent.c_str());
   }
-  auto ended = print_logs(ctx, id, true);
-  if (!ended) return fail(ctx, ended.error());
+  auto attached = attach(ctx, id, a);
+  if (!attached) return fail(ctx, attached.error());
+  if (attached->detached) return kExitOk;
   auto view = api(ctx, "GET", "/v1/jobs/inspect?id=" + id);
   if (!view) return fail(ctx, view.error());
   const json& code = (*view)["exit_code"];
@@ -228,6 +178,9 @@ int cmd_run(const Context& ctx, const RunArgs& a) {
       std::fprintf(stderr, "yonder: job %s was stopped: %s\n", short_id(id).c_str(), view->value("message", "").c_str());
     }
     if (view->value("oom_killed", false)) std::fprintf(stderr, "yonder: job %s ran out of memory\n", short_id(id).c_str());
+    // Stopped because of our Ctrl-C or SIGTERM: the shell's code for that
+    // signal (130, 143), as if the job had been killed by it here.
+    if (attached->stopped_by != 0 && view->value("state", "") == "stopped") return 128 + attached->stopped_by;
     // The job's own failure wins; a job that succeeded but whose files did
     // not come home is still a failure of the command.
     if (code.get<int>() == 0 && fetch_failed) return kExitError;
@@ -235,6 +188,7 @@ int cmd_run(const Context& ctx, const RunArgs& a) {
   }
   std::fprintf(stderr, "yonder: job %s %s without running to an end: %s\n", short_id(id).c_str(),
                view->value("state", "ended").c_str(), view->value("message", "").c_str());
+  if (attached->stopped_by != 0 && view->value("state", "") == "stopped") return 128 + attached->stopped_by;
   return kExitCouldNotRun;
 }
 
@@ -277,12 +231,44 @@ int cmd_stop(const Context& ctx, const std::string& job) {
   return kExitOk;
 }
 
+namespace {
+
+// "JOB:PATH" names a place in a job's workspace; anything else (a path with
+// a '/' before its first ':', or no ':') is local, as with `docker cp`.
+bool is_job_path(const std::string& arg) {
+  size_t colon = arg.find(':');
+  return colon != std::string::npos && colon > 0 && arg.find('/') > colon;
+}
+
+}  // namespace
+
 int cmd_cp(const Context& ctx, const std::string& from, const std::string& to) {
-  size_t colon = from.find(':');
-  if (colon == std::string::npos || colon == 0) {
-    return print_error(make_error(ErrorCode::kInvalidArgument, "cp copies out of a job: yonder cp JOB:PATH [LOCAL]"),
+  bool out = is_job_path(from), in = !to.empty() && is_job_path(to);
+  if (out == in) {
+    return print_error(make_error(ErrorCode::kInvalidArgument,
+                                  "cp copies out of a job (yonder cp JOB:PATH [LOCAL]) or into a running one (yonder "
+                                  "cp LOCAL JOB:PATH); exactly one side is JOB:PATH"),
                        kExitUsage);
   }
+  if (in) {
+    // Into the job: LOCAL (a file or folder) goes into the workspace folder
+    // PATH under its own name. The daemon reads it: give it the real path.
+    size_t colon = to.find(':');
+    std::string job = to.substr(0, colon), dir = to.substr(colon + 1);
+    std::error_code ec;
+    auto src = std::filesystem::canonical(from, ec);
+    if (ec) return print_error(make_error(ErrorCode::kInvalidArgument, from + " does not exist"), kExitUsage);
+    auto r = api(ctx, "POST", "/v1/jobs/put", {{"job_id", job}, {"src", src.string()}, {"dir", dir.empty() ? "." : dir}},
+                 std::chrono::minutes(30));
+    if (!r) return fail(ctx, r.error());
+    if (ctx.json) {
+      std::printf("%s\n", r->dump(2).c_str());
+    } else {
+      for (const auto& f : (*r)["paths"]) std::printf("%s\n", f.get<std::string>().c_str());
+    }
+    return kExitOk;
+  }
+  size_t colon = from.find(':');
   std::string job = from.substr(0, colon);
   std::string path = from.substr(colon + 1);
   std::error_code ec;

@@ -10,11 +10,14 @@
 
 namespace yonder::cli {
 
+// The options of `yonder run`; empty means "not given" (so a job file can
+// supply it: cli/run_options.h merges the two).
 struct RunArgs {
   std::string peer;
   std::string image;
   std::vector<std::string> command;
-  std::vector<std::string> env;  // K=V
+  std::vector<std::string> env;  // K=V; later entries win
+  std::vector<std::string> env_files;  // docker's --env-file format; -e wins over them
   std::optional<int> gpus;
   std::optional<std::string> vram, cpus, memory, disk, time;
   bool detach = false;
@@ -23,16 +26,24 @@ struct RunArgs {
   // Brought home when the job ends (relative to the workspace); empty: the
   // files that differ from the local folder (none with --no-upload).
   std::vector<std::string> out;
+  std::string workdir;  // inside the job: relative to /workspace, or under it
+  std::vector<std::string> ports;  // LOCAL:REMOTE forwards while attached
+  bool tty = false;  // the job's main process gets a terminal
+  std::string job_file;  // -f: a TOML job file with the same fields
 };
 
 // Exit code: the job's own when it ran to an end; kExitCouldNotRun when it
-// never ran (refused, upload failed, failed to start, stopped before start).
+// never ran (refused, upload failed, failed to start, stopped before start);
+// 128 + the signal (130 for Ctrl-C, 143 for SIGTERM) when we stopped the job
+// because of that signal; 0 after a detach.
 int cmd_run(const Context& ctx, const RunArgs& args);
 int cmd_ps(const Context& ctx, bool all);
 int cmd_logs(const Context& ctx, const std::string& job, bool follow);
 int cmd_stop(const Context& ctx, const std::string& job);
-// `yonder cp JOB:PATH [LOCAL]`: copies a file or folder out of an ended
-// job's workspace into LOCAL (a folder, default the working directory).
+// `yonder cp JOB:PATH [LOCAL]`: copies a file or folder out of a running or
+// ended job's workspace into LOCAL (a folder, default the working directory).
+// `yonder cp LOCAL JOB:PATH`: copies a local file or folder into the folder
+// PATH of a running job's workspace (the scope needs `files`).
 int cmd_cp(const Context& ctx, const std::string& from, const std::string& to);
 
 }  // namespace yonder::cli

@@ -51,6 +51,8 @@ constexpr std::array kSettings = {
     SettingSpec{"jobs.max_memory_mib", T::kInt, "16384", "16384", "", "", "Most memory (MiB) one job may ask for."},
     SettingSpec{"jobs.default_disk_mib", T::kInt, "10240", "10240", "", "", "Workspace size (MiB) a job gets when it does not ask."},
     SettingSpec{"jobs.max_disk_mib", T::kInt, "102400", "102400", "", "", "Largest workspace (MiB) one job may ask for."},
+    SettingSpec{"jobs.upload_cache_mib", T::kInt, "20480", "20480", "", "",
+                "Uploaded files kept per peer (MiB, by content) so an unchanged file is not sent again; least recently used go first."},
     SettingSpec{"jobs.default_wall_time_s", T::kInt, "3600", "3600", "", "", "Wall-time limit (s) when a job does not ask."},
     SettingSpec{"jobs.max_wall_time_s", T::kInt, "86400", "86400", "", "", "Longest wall-time limit (s) a job may ask for."},
     SettingSpec{"jobs.pids_limit", T::kInt, "512", "512", "", "", "Processes and threads one job may have at once."},
@@ -71,6 +73,10 @@ constexpr std::array kSettings = {
                 "Requests a peer may send in a burst before the rate limit applies."},
     SettingSpec{"link.rate_per_second", T::kInt, "100", "100", "", "",
                 "Sustained requests per second allowed from each peer; more are refused with a clear error."},
+    SettingSpec{"forward.host_ports", T::kString, "", "none", "YONDER_FORWARD_HOST_PORTS", "",
+                "Ports of this provider's own loopback (127.0.0.1) that paired peers whose scope includes `forward` "
+                "may reach with `yonder forward PEER LOCAL:PORT`, comma-separated (e.g. `11434` for an Ollama); "
+                "empty: none. Read when yonderd starts."},
     SettingSpec{"api.request_timeout_s", T::kInt, "30", "30", "", "",
                 "Seconds the local API waits for a request before closing the connection."},
 };

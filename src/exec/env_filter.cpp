@@ -23,14 +23,14 @@ std::string upper(std::string_view s) {
   return out;
 }
 
-bool valid_name(std::string_view name) {
+}  // namespace
+
+bool is_valid_env_name(std::string_view name) {
   if (name.empty() || name.size() > kMaxEnvNameBytes) return false;
   if (std::isdigit(static_cast<unsigned char>(name[0]))) return false;
   return std::all_of(name.begin(), name.end(),
                      [](unsigned char c) { return std::isalnum(c) || c == '_'; });
 }
-
-}  // namespace
 
 bool is_reserved_env(std::string_view name) {
   std::string u = upper(name);
@@ -49,7 +49,7 @@ Status check_consumer_env(const std::map<std::string, std::string>& env) {
                                                        " environment variables, not " + std::to_string(env.size()));
   }
   for (const auto& [name, value] : env) {
-    if (!valid_name(name)) {
+    if (!is_valid_env_name(name)) {
       return make_error(ErrorCode::kInvalidArgument,
                         "environment variable name '" + name.substr(0, 64) +
                             "' is not valid: use letters, digits and '_', not starting with a digit");

@@ -17,6 +17,9 @@ constexpr size_t kMaxEnvVars = 256;
 constexpr size_t kMaxEnvNameBytes = 256;
 constexpr size_t kMaxEnvValueBytes = 32 * 1024;
 
+// Letters, digits and '_', not starting with a digit, at most kMaxEnvNameBytes.
+bool is_valid_env_name(std::string_view name);
+
 // True for names the provider reserves (compared case-insensitively).
 bool is_reserved_env(std::string_view name);
 

@@ -62,7 +62,13 @@ struct TaskSpec {
   std::string image;            // already checked against the image policy
   std::vector<std::string> command;   // argv; empty runs the image's default
   std::map<std::string, std::string> env;  // already filtered (exec/env_filter.h)
+  // Where the command starts. Under the workspace, start() creates it
+  // (owned by the job's user) when the upload did not: Docker would make it
+  // owned by root, so the job could not write there.
   std::string workdir = "/workspace";
+  // The task's process gets a terminal (isatty is true); its output is then
+  // one stream, delivered as kStdout, with the terminal's \r\n line ends.
+  bool tty = false;
   // A host folder whose contents start() copies into a new workspace
   // (owned by the job's user) before the task starts: the consumer's
   // uploaded files. Empty: the workspace starts empty.

@@ -19,13 +19,17 @@
 #include "node/audit_routes.h"
 #include "node/fetch_consumer.h"
 #include "node/fetch_provider.h"
+#include "node/files_consumer.h"
+#include "node/files_provider.h"
 #include "node/forward_consumer.h"
 #include "node/forward_provider.h"
+#include "node/host_forward.h"
 #include "node/logging.h"
 #include "node/peer_link.h"
 #include "node/provider_service.h"
 #include "node/remote_consumer.h"
 #include "node/remote_provider.h"
+#include "node/upload_provider.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "node/setup.h"
 #include "node/version.h"
@@ -119,17 +123,31 @@ int run_daemon(const DaemonOptions& options) {
   if (!audit_log) return fail(audit_log.error());
   remote_provider.set_audit(audit_log->get());
   add_audit_routes(router, io, pool, **audit_log);
-  FetchProvider fetch_provider(io, pool, *peer_link, *provider, remote_provider, *cfg, paths->home + "/jobs");
+  // Workspace uploads: content-addressed, resumable (run.upload tunnels).
+  UploadProvider upload_provider(io, pool, *peer_link, remote_provider, *cfg, paths->home + "/upload-cache",
+                                 paths->home + "/uploads");
+  upload_provider.register_methods();
+  // Files out of (run.fetch) and into (files.put) jobs' workspaces.
+  WorkspaceMounts workspace_mounts(paths->home + "/jobs");
+  FetchProvider fetch_provider(io, pool, *peer_link, *provider, remote_provider, workspace_mounts, *cfg);
   fetch_provider.register_methods();
+  FilesProvider files_provider(io, pool, *peer_link, *provider, remote_provider, workspace_mounts, *cfg);
+  files_provider.register_methods();
   auto consumer_jobs = jobs::consumer::ConsumerJobStore::open(paths->database());
   if (!consumer_jobs) return fail(consumer_jobs.error());
-  RemoteConsumer remote_consumer(io, pool, *peer_link, std::move(*consumer_jobs));
+  RemoteConsumer remote_consumer(io, pool, *peer_link, std::move(*consumer_jobs), paths->home + "/cache/upload-hashes");
   remote_consumer.add_routes(router);
   FetchConsumer fetch_consumer(io, pool, *peer_link, remote_consumer.store());
   fetch_consumer.add_routes(router);
+  FilesConsumer files_consumer(io, pool, *peer_link, remote_consumer.store());
+  files_consumer.add_routes(router);
   // Port forwarding: forward.tcp tunnels (provider side), /v1/forwards (consumer side).
-  ForwardProvider forward_provider(io, pool, *peer_link, *provider);
+  ForwardProvider forward_provider(io, pool, *peer_link, *provider, remote_provider);
   forward_provider.register_methods();
+  auto host_ports = HostForward::parse_ports(cfg->get("forward.host_ports"));
+  if (!host_ports) return fail(host_ports.error());
+  HostForward host_forward(io, *peer_link, remote_provider, std::move(*host_ports));
+  host_forward.register_methods();
   ForwardConsumer forward_consumer(io, pool, *peer_link, remote_consumer.store());
   forward_consumer.add_routes(router);
   // --- end remote jobs

@@ -2,8 +2,6 @@
 
 #include <utility>  // before Boost.Asio (GCC 12)
 
-#include <unistd.h>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -12,8 +10,8 @@
 
 #include "crypto/node_id.h"
 #include "jobs/provider/provider_jobs.h"
-#include "os/loop_mount.h"
 #include "transfer/tree_fetch.h"
+#include "transfer/workspace_files.h"
 
 namespace yonder::node {
 namespace asio = boost::asio;
@@ -30,60 +28,27 @@ constexpr int64_t kMiB = 1 << 20;
 struct FetchProvider::Pump {
   std::string peer_id, job_id;
   nlohmann::json paths;
-  std::unique_ptr<transfer::TreePacker> packer;
+  std::unique_ptr<transfer::BeneathPacker> packer;
+  bool mounted = false;  // holds the workspace (released by finish)
   std::shared_ptr<link::Tunnel> tunnel;
-  uint64_t files = 0;
+  uint64_t files = 0, bytes_out = 0;  // sent so far (event loop)
   bool reading = false, done = false;
+  bool release_pending = false;  // finish_quietly() waits for the read in flight
 };
 
 FetchProvider::FetchProvider(asio::io_context& io, asio::thread_pool& pool, PeerLink& link, ProviderService& provider,
-                             RemoteProvider& audit, const config::Config& cfg, std::string jobs_dir)
+                             RemoteProvider& audit, WorkspaceMounts& mounts, const config::Config& cfg)
     : io_(io),
       pool_(pool),
       link_(link),
       provider_(provider),
       audit_(audit),
-      max_bytes_(static_cast<uint64_t>(std::max<int64_t>(1, cfg.get_int("jobs.max_disk_mib"))) * kMiB),
-      jobs_dir_(std::move(jobs_dir)) {}
+      mounts_(mounts),
+      max_bytes_(static_cast<uint64_t>(std::max<int64_t>(1, cfg.get_int("jobs.max_disk_mib"))) * kMiB) {}
 
 void FetchProvider::register_methods() {
   link_.service().add_tunnel_method("run.fetch", [this](const PublicKeyBytes& peer, const nlohmann::json& params,
                                                         link::TunnelAccept accept) { fetch(peer, params, std::move(accept)); });
-}
-
-Result<std::string> FetchProvider::acquire_workspace(const std::string& job_id) {
-  std::string dir = jobs_dir_ + "/" + job_id + "/workspace";
-  std::string image = jobs_dir_ + "/" + job_id + "/workspace.img";
-  std::lock_guard lock(mutex_);
-  Mount& m = mounts_[job_id];
-  if (m.users == 0) {
-    if (os::is_mount_point(dir)) {
-      m.ours = false;
-    } else if (::access(image.c_str(), F_OK) == 0) {
-      if (auto st = os::mount_loop(image, dir); !st) {
-        mounts_.erase(job_id);
-        return std::move(st).error().with_context("opening the job's workspace");
-      }
-      m.ours = true;
-    } else {
-      mounts_.erase(job_id);
-      return make_error(ErrorCode::kNotFound, "job " + job_id + " has no workspace left on this provider (removed)");
-    }
-  }
-  ++m.users;
-  return dir;
-}
-
-void FetchProvider::release_workspace(const std::string& job_id) {
-  std::lock_guard lock(mutex_);
-  auto it = mounts_.find(job_id);
-  if (it == mounts_.end() || --it->second.users > 0) return;
-  if (it->second.ours) {
-    if (auto st = os::unmount(jobs_dir_ + "/" + job_id + "/workspace"); !st) {
-      spdlog::warn("fetch: cannot unmount the workspace of job {}: {}", job_id, st.error().to_string());
-    }
-  }
-  mounts_.erase(it);
 }
 
 void FetchProvider::fetch(const PublicKeyBytes& peer, const nlohmann::json& params, link::TunnelAccept accept) {
@@ -122,7 +87,7 @@ void FetchProvider::fetch(const PublicKeyBytes& peer, const nlohmann::json& para
   p->job_id = job_id;
   p->paths = paths;
   asio::post(pool_, [this, p, paths, have = std::move(*have), accept, refuse]() mutable {
-    auto listing = [&]() -> Result<transfer::TreeListing> {
+    auto listing = [&]() -> Result<transfer::WorkspaceSelection> {
       auto jobs = provider_.ready();
       if (!jobs) return std::move(jobs).error();
       auto v = (*jobs)->get(p->job_id);
@@ -130,23 +95,27 @@ void FetchProvider::fetch(const PublicKeyBytes& peer, const nlohmann::json& para
         return make_error(ErrorCode::kNotFound, "no job " + p->job_id + " of yours on this provider");
       }
       std::string state = v->value("state", "");
-      if (state != "exited" && state != "stopped" && state != "failed") {
+      if (state != "running" && state != "exited" && state != "stopped" && state != "failed") {
         return make_error(ErrorCode::kFailedPrecondition, "job " + p->job_id + " is " + state +
-                                                              "; its files can be fetched once it has ended");
+                                                              "; its files can be copied once it runs");
       }
-      auto dir = acquire_workspace(p->job_id);
+      auto dir = mounts_.acquire(p->job_id);
       if (!dir) return std::move(dir).error();
+      p->mounted = true;
       transfer::ArchiveLimits limits;
       limits.max_bytes = max_bytes_;
-      auto l = transfer::select_tree(*dir, paths, have, limits);
-      if (!l) release_workspace(p->job_id);
+      auto root = transfer::FolderRoot::open(*dir);
+      if (!root) return std::move(root).error();
+      auto l = transfer::select_beneath(*root, paths, have, limits);
+      if (l) p->packer = std::make_unique<transfer::BeneathPacker>(std::move(*root), *l, limits);
       return l;
     }();
     asio::post(io_, [this, p, listing = std::move(listing), accept, refuse]() mutable {
-      if (!listing) return refuse(p->job_id, std::move(listing).error());
-      p->files = listing->files;
+      if (!listing) {
+        finish_quietly(p);
+        return refuse(p->job_id, std::move(listing).error());
+      }
       nlohmann::json head = {{"files", listing->files}, {"bytes", listing->bytes}, {"skipped", listing->skipped}};
-      p->packer = std::make_unique<transfer::TreePacker>(std::move(*listing));
       p->tunnel = accept(std::move(head));
       if (!p->tunnel) return finish(p, make_error(ErrorCode::kUnavailable, "the caller went away"));
       // The handlers hold the pump (the tunnel's state is its only owner
@@ -179,8 +148,12 @@ void FetchProvider::pump(const std::shared_ptr<Pump>& p) {
   p->reading = true;
   asio::post(pool_, [this, p] {
     auto chunk = p->packer->next(kChunk);
-    asio::post(io_, [this, p, chunk = std::move(chunk)]() mutable {
+    uint64_t files = p->packer->sent_files(), bytes = p->packer->sent_bytes();
+    asio::post(io_, [this, p, chunk = std::move(chunk), files, bytes]() mutable {
       p->reading = false;
+      p->files = files;
+      p->bytes_out = bytes;
+      if (p->release_pending) return finish_quietly(p);
       if (p->done || !p->tunnel) return;
       if (!chunk) {
         p->tunnel->reset("reading the job's files failed: " + chunk.error().message());
@@ -198,13 +171,21 @@ void FetchProvider::pump(const std::shared_ptr<Pump>& p) {
 void FetchProvider::finish(const std::shared_ptr<Pump>& p, const Status& result) {
   if (p->done) return;
   p->done = true;
-  nlohmann::json detail = {{"paths", p->paths}, {"files", p->files}, {"bytes_out", p->packer ? p->packer->sent_bytes() : 0}};
+  nlohmann::json detail = {{"paths", p->paths}, {"files", p->files}, {"bytes_out", p->bytes_out}};
   if (!result) detail["error"] = result.error().message();
   audit_.record(p->peer_id, "run.fetch", p->job_id, std::move(detail));
   if (!result) p->tunnel.reset();  // on success it stays until the caller's eof (or the link's end)
+  finish_quietly(p);
+}
+
+void FetchProvider::finish_quietly(const std::shared_ptr<Pump>& p) {
+  // The packer may be in use on the pool: let that read end first.
+  p->release_pending = p->reading;
+  if (p->reading) return;
   asio::post(pool_, [this, p] {
-    p->packer.reset();  // closes the file it was reading before the unmount
-    release_workspace(p->job_id);
+    p->packer.reset();  // closes the files it holds before the unmount
+    if (p->mounted) mounts_.release(p->job_id);
+    p->mounted = false;
   });
 }
 

@@ -16,6 +16,7 @@
 
 #include "jobs/consumer/consumer_jobs.h"
 #include "node/exec_frames.h"
+#include "node/tcp_pipe.h"
 
 namespace yonder::node {
 namespace asio = boost::asio;
@@ -26,109 +27,7 @@ using asio::ip::tcp;
 
 namespace {
 
-constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kTokenBytes = 32;  // hex characters the CLI sends first on an exec relay
-
-// One forwarded TCP connection: local socket <-> tunnel. Reads from the
-// socket wait until the tunnel took the last chunk (drained), and the tunnel
-// is resumed only when the last chunk was written to the socket, so neither
-// side buffers more than one chunk: the mux windows carry the back-pressure.
-class TcpPipe : public std::enable_shared_from_this<TcpPipe> {
- public:
-  TcpPipe(tcp::socket socket, std::function<void(TcpPipe*)> done)
-      : socket_(std::move(socket)), done_(std::move(done)) {}
-
-  void start(std::shared_ptr<link::Tunnel> tunnel) {
-    tunnel_ = std::move(tunnel);
-    std::weak_ptr<TcpPipe> weak = weak_from_this();
-    link::Tunnel::Handlers h;
-    h.data = [weak](Bytes b) {
-      if (auto self = weak.lock()) self->write_socket(std::move(b));
-    };
-    h.eof = [weak] {
-      auto self = weak.lock();
-      if (!self) return;
-      boost::system::error_code ec;
-      self->socket_.shutdown(tcp::socket::shutdown_send, ec);
-      self->remote_done_ = true;
-      self->maybe_done();
-    };
-    h.drained = [weak] {
-      if (auto self = weak.lock()) self->read_socket();
-    };
-    h.ended = [weak](const std::string& why) {
-      auto self = weak.lock();
-      if (!self) return;
-      spdlog::info("forward: connection closed by the provider: {}", why);
-      self->tunnel_.reset();
-      self->fail();
-    };
-    tunnel_->start(std::move(h));
-    read_socket();
-  }
-
-  // Closes the connection at once (the forward is being stopped).
-  void fail() {
-    if (finished_) return;
-    finished_ = true;
-    boost::system::error_code ec;
-    socket_.close(ec);
-    if (tunnel_) tunnel_->reset("the local connection closed");
-    tunnel_.reset();
-    auto done = std::move(done_);
-    if (done) done(this);
-  }
-
-  // Sends `last` to the local side, then closes (a refusal it can show).
-  void fail_with(std::string last) {
-    if (finished_) return;
-    auto data = std::make_shared<std::string>(std::move(last));
-    asio::async_write(socket_, asio::buffer(*data),
-                      [self = shared_from_this(), data](boost::system::error_code, size_t) { self->fail(); });
-  }
-
- private:
-  void read_socket() {
-    if (finished_ || local_done_) return;
-    socket_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-      if (self->finished_) return;
-      if (ec == asio::error::eof) {
-        self->local_done_ = true;
-        if (self->tunnel_) self->tunnel_->close();
-        return self->maybe_done();
-      }
-      if (ec || !self->tunnel_) return self->fail();
-      if (self->tunnel_->write(ByteView(self->buf_.data(), n))) self->read_socket();
-      // else: drained() reads on
-    });
-  }
-
-  void write_socket(Bytes b) {
-    auto data = std::make_shared<Bytes>(std::move(b));
-    asio::async_write(socket_, asio::buffer(*data),
-                      [self = shared_from_this(), data](boost::system::error_code ec, size_t) {
-                        if (self->finished_) return;
-                        if (ec) return self->fail();
-                        if (self->tunnel_) self->tunnel_->resume();
-                      });
-  }
-
-  void maybe_done() {
-    if (!local_done_ || !remote_done_ || finished_) return;
-    finished_ = true;
-    boost::system::error_code ec;
-    socket_.close(ec);
-    tunnel_.reset();  // both halves closed: dropping it resets nothing
-    auto done = std::move(done_);
-    if (done) done(this);
-  }
-
-  tcp::socket socket_;
-  std::function<void(TcpPipe*)> done_;
-  std::shared_ptr<link::Tunnel> tunnel_;
-  std::array<uint8_t, kReadChunk> buf_{};
-  bool local_done_ = false, remote_done_ = false, finished_ = false;
-};
 
 }  // namespace
 
@@ -139,7 +38,7 @@ struct ForwardConsumer::Listener : std::enable_shared_from_this<Listener> {
   PeerLink& link;
   tcp::acceptor acceptor;
   PeerLink::Target target;
-  std::string forward_id, job_id;
+  std::string forward_id, job_id;  // job_id "": a port on the provider host itself (forward.host)
   int remote_port = 0;
   uint64_t accepted = 0;
   bool closed = false;
@@ -151,7 +50,8 @@ struct ForwardConsumer::Listener : std::enable_shared_from_this<Listener> {
     return {{"forward_id", forward_id},         {"job_id", job_id},
             {"provider", target.name},          {"address", "127.0.0.1:" + std::to_string(ec ? 0 : ep.port())},
             {"local_port", ec ? 0 : ep.port()}, {"remote_port", remote_port},
-            {"connections", conns.size()},      {"accepted", accepted}};
+            {"connections", conns.size()},      {"accepted", accepted},
+            {"to", job_id.empty() ? "host" : "job"}};
   }
 
   void accept_next() {
@@ -178,8 +78,9 @@ struct ForwardConsumer::Listener : std::enable_shared_from_this<Listener> {
       }
     });
     conns[pipe.get()] = pipe;
-    nlohmann::json params = {{"job_id", job_id}, {"port", remote_port}};
-    link.service().open_tunnel(target.key, target.addresses, "forward.tcp", params,
+    nlohmann::json params = {{"port", remote_port}};
+    if (!job_id.empty()) params["job_id"] = job_id;
+    link.service().open_tunnel(target.key, target.addresses, job_id.empty() ? "forward.host" : "forward.tcp", params,
                                [weak, pipe, fid = forward_id](Result<link::TunnelOpened> r) {
                                  auto self = weak.lock();
                                  if (!self || self->closed) return;
@@ -363,17 +264,34 @@ void ForwardConsumer::create(const Request& req, Reply reply) {
   };
   int64_t remote = int_field("remote_port", -1);
   int64_t local = int_field("local_port", 0);
-  if (!b.is_object() || !b.contains("job_id") || !b["job_id"].is_string() || remote < 1 || remote > 65535 ||
-      local < 0 || local > 65535) {
+  const char* key = b.is_object() && b.contains("target") ? "target" : "job_id";
+  if (!b.is_object() || !b.contains(key) || !b[key].is_string() || remote < 1 || remote > 65535 || local < 0 ||
+      local > 65535) {
     return reply(Response::error(make_error(ErrorCode::kInvalidArgument,
-                                            "the body needs \"job_id\", \"remote_port\" (1-65535) and optionally "
-                                            "\"local_port\" (0-65535, 0 picks one)")));
+                                            "the body needs \"target\" (a job or a paired peer), \"remote_port\" "
+                                            "(1-65535) and optionally \"local_port\" (0-65535, 0 picks one)")));
   }
-  std::string job = b["job_id"].get<std::string>();
-  asio::post(pool_, [this, job, remote, local, reply] {
-    auto found = store_->find(job);
-    asio::post(io_, [this, found = std::move(found), remote, local, reply]() mutable {
-      if (!found) return reply(Response::error(found.error()));
+  std::string target = b[key].get<std::string>();
+  asio::post(pool_, [this, target, remote, local, reply] {
+    auto found = store_->find(target);
+    asio::post(io_, [this, found = std::move(found), target, remote, local, reply]() mutable {
+      if (!found) {
+        // Not one of our jobs: a paired provider, to a port on that host.
+        auto peer = link_.target(target);
+        if (!peer) {
+          return reply(Response::error(make_error(
+              ErrorCode::kNotFound, "no job and no paired peer \"" + target.substr(0, 80) +
+                                        "\"; `yonder ps --all` lists jobs, `yonder peers` peers")));
+        }
+        // The provider says now whether it opens that port to us (and
+        // audits a refusal), rather than on every connection.
+        return link_.service().call(
+            peer->key, peer->addresses, "forward.host_check", {{"port", remote}},
+            [this, t = *peer, remote, local, reply](Result<nlohmann::json> r) {
+              if (!r) return reply(Response::error(r.error()));
+              open_listener(t, "", remote, local, reply);
+            });
+      }
       auto t = link_.target(found->provider_id);
       if (!t) {
         return reply(Response::error(
@@ -395,30 +313,40 @@ void ForwardConsumer::create(const Request& req, Reply reply) {
                   make_error(ErrorCode::kFailedPrecondition,
                              "job " + job_id + " is " + state + "; only a queued or running job can be forwarded to")));
             }
-            auto l = std::make_shared<Listener>(io_, link_);
-            boost::system::error_code ec;
-            tcp::endpoint ep(asio::ip::make_address_v4("127.0.0.1"), static_cast<uint16_t>(local));
-            l->acceptor.open(ep.protocol(), ec);
-            if (!ec) l->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-            if (!ec) l->acceptor.bind(ep, ec);
-            if (!ec) l->acceptor.listen(asio::socket_base::max_listen_connections, ec);
-            if (ec) {
-              return reply(Response::error(make_error(ErrorCode::kFailedPrecondition,
-                                                      "cannot listen on 127.0.0.1:" + std::to_string(local) + ": " +
-                                                          ec.message() + "; pick another local port (0 picks one)")));
-            }
-            l->target = t;
-            l->job_id = job_id;
-            l->remote_port = static_cast<int>(remote);
-            l->forward_id = "fwd-" + std::to_string(next_id_++);
-            listeners_[l->forward_id] = l;
-            l->accept_next();
-            spdlog::info("forward {}: {} -> port {} of job {} on {}", l->forward_id,
-                         l->view()["address"].get<std::string>(), remote, job_id, t.name);
-            reply(Response::json(200, l->view()));
+            open_listener(t, job_id, remote, local, reply);
           });
     });
   });
+}
+
+void ForwardConsumer::open_listener(const PeerLink::Target& t, const std::string& job_id, int64_t remote,
+                                    int64_t local, const Reply& reply) {
+  auto l = std::make_shared<Listener>(io_, link_);
+  boost::system::error_code ec;
+  tcp::endpoint ep(asio::ip::make_address_v4("127.0.0.1"), static_cast<uint16_t>(local));
+  l->acceptor.open(ep.protocol(), ec);
+  if (!ec) l->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) l->acceptor.bind(ep, ec);
+  if (!ec) l->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return reply(Response::error(make_error(ErrorCode::kFailedPrecondition,
+                                            "cannot listen on 127.0.0.1:" + std::to_string(local) + ": " +
+                                                ec.message() + "; pick another local port (0 picks one)")));
+  }
+  l->target = t;
+  l->job_id = job_id;
+  l->remote_port = static_cast<int>(remote);
+  l->forward_id = "fwd-" + std::to_string(next_id_++);
+  listeners_[l->forward_id] = l;
+  l->accept_next();
+  if (job_id.empty()) {
+    spdlog::info("forward {}: {} -> 127.0.0.1:{} on provider {}", l->forward_id,
+                 l->view()["address"].get<std::string>(), remote, t.name);
+  } else {
+    spdlog::info("forward {}: {} -> port {} of job {} on {}", l->forward_id, l->view()["address"].get<std::string>(),
+                 remote, job_id, t.name);
+  }
+  reply(Response::json(200, l->view()));
 }
 
 }  // namespace yonder::node

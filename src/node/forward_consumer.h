@@ -1,9 +1,12 @@
 // The consumer's side of port forwarding (like `ssh -L`): the daemon listens
 // on a local port and carries each accepted TCP connection over its own
 // tunnel stream to the provider, which connects it to a port inside the job
-// (node/forward_provider.h).
+// (node/forward_provider.h) or, when the target is a paired provider rather
+// than a job, to 127.0.0.1:PORT on the provider host itself where the
+// provider has opened that port to peers (node/host_forward.h).
 //
-//   POST /v1/forwards        {"job_id", "remote_port", "local_port"?}  -> the forward (with "address")
+//   POST /v1/forwards        {"target": JOB or PEER, "remote_port", "local_port"?}  -> the forward
+//                            (with "address"; "to": "job" or "host"); a job wins over a peer of the same name
 //   GET  /v1/forwards                                                   -> {"forwards": [...]}
 //   POST /v1/forwards/stop   {"forward_id"}                             -> closes the listener and its connections
 //   POST /v1/jobs/exec       {"job_id", "command", "tty", "rows", "cols"} -> {"address", "token"}: a one-shot
@@ -47,6 +50,9 @@ class ForwardConsumer {
  private:
   void create(const api::Request& req, api::Reply reply);
   void exec(const api::Request& req, api::Reply reply);
+  // Listens on 127.0.0.1:local for a forward to `job_id` ("" the provider host).
+  void open_listener(const PeerLink::Target& t, const std::string& job_id, int64_t remote, int64_t local,
+                     const api::Reply& reply);
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;

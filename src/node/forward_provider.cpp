@@ -301,8 +301,8 @@ class ExecPipe : public std::enable_shared_from_this<ExecPipe> {
 };
 
 ForwardProvider::ForwardProvider(asio::io_context& io, asio::thread_pool& pool, PeerLink& link,
-                                 ProviderService& provider)
-    : io_(io), pool_(pool), link_(link), provider_(provider), alive_(std::make_shared<bool>(true)) {}
+                                 ProviderService& provider, RemoteProvider& audit)
+    : io_(io), pool_(pool), link_(link), provider_(provider), audit_(audit), alive_(std::make_shared<bool>(true)) {}
 
 ForwardProvider::~ForwardProvider() {
   *alive_ = false;
@@ -339,7 +339,10 @@ void ForwardProvider::open(const PublicKeyBytes& peer, const nlohmann::json& par
   auto port_it = params.find("port");
   if (!job || port_it == params.end() || !port_it->is_number_integer() || port_it->get<int64_t>() < 1 ||
       port_it->get<int64_t>() > 65535) {
-    accept(make_error(ErrorCode::kInvalidArgument, "forward.tcp needs {\"job_id\", \"port\" (1-65535)}"));
+    Error e = make_error(ErrorCode::kInvalidArgument, "forward.tcp needs {\"job_id\", \"port\" (1-65535)}");
+    audit_.record(NodeId(peer).to_string(), "forward.tcp", job ? *job : "",
+                  {{"refused", e.message()}, {"code", error_code_name(e.code())}});
+    accept(std::move(e));
     return;
   }
   int port = static_cast<int>(port_it->get<int64_t>());
@@ -351,7 +354,11 @@ void ForwardProvider::open(const PublicKeyBytes& peer, const nlohmann::json& par
 void ForwardProvider::open_session(const PublicKeyBytes& peer, const nlohmann::json& params,
                                    link::TunnelAccept accept) {
   auto job = job_param(params);
-  if (!job) return (void)accept(std::move(job).error());
+  if (!job) {
+    audit_.record(NodeId(peer).to_string(), "exec.session", "",
+                  {{"refused", job.error().message()}, {"code", error_code_name(job.error().code())}});
+    return (void)accept(std::move(job).error());
+  }
   exec::ExecSpec spec;
   auto cmd = params.find("command");
   bool ok = cmd != params.end() && cmd->is_array() && !cmd->empty() && cmd->size() <= 256;
@@ -359,7 +366,12 @@ void ForwardProvider::open_session(const PublicKeyBytes& peer, const nlohmann::j
     ok = (*cmd)[i].is_string() && (*cmd)[i].get_ref<const std::string&>().size() <= 4096;
     if (ok) spec.command.push_back((*cmd)[i].get<std::string>());
   }
-  if (!ok) return (void)accept(make_error(ErrorCode::kInvalidArgument, "exec.session needs \"command\": [strings]"));
+  if (!ok) {
+    Error e = make_error(ErrorCode::kInvalidArgument, "exec.session needs \"command\": [strings]");
+    audit_.record(NodeId(peer).to_string(), "exec.session", *job,
+                  {{"refused", e.message()}, {"code", error_code_name(e.code())}});
+    return (void)accept(std::move(e));
+  }
   spec.tty = params.value("tty", false);
   spec.rows = static_cast<int>(std::clamp<int64_t>(params.value("rows", int64_t{24}), 1, 1000));
   spec.cols = static_cast<int>(std::clamp<int64_t>(params.value("cols", int64_t{80}), 1, 1000));
@@ -369,15 +381,23 @@ void ForwardProvider::open_session(const PublicKeyBytes& peer, const nlohmann::j
 
 void ForwardProvider::launch(const PublicKeyBytes& peer, const std::string& job_id, exec::ExecSpec spec, bool framed,
                              nlohmann::json answer, link::TunnelAccept accept) {
+  std::string peer_id = NodeId(peer).to_string();
+  const char* action = framed ? "exec.session" : "forward.tcp";
+  // What the audit entry says about the request: the command, or the port.
+  nlohmann::json detail = framed ? nlohmann::json{{"command", spec.command}, {"tty", spec.tty}}
+                                 : nlohmann::json{{"port", answer.value("port", 0)}};
   if (pipes_.size() >= kMaxConnections) {
-    accept(make_error(ErrorCode::kResourceExhausted, "this provider serves at most " + std::to_string(kMaxConnections) +
-                                                         " forwarded connections and exec sessions at once; close "
-                                                         "some and retry"));
+    Error e = make_error(ErrorCode::kResourceExhausted, "this provider serves at most " + std::to_string(kMaxConnections) +
+                                                            " forwarded connections and exec sessions at once; close "
+                                                            "some and retry");
+    detail["refused"] = e.message();
+    detail["code"] = error_code_name(e.code());
+    audit_.record(peer_id, action, job_id, detail);
+    accept(std::move(e));
     return;
   }
-  std::string peer_id = NodeId(peer).to_string();
   asio::post(pool_, [this, alive = alive_, accept = std::move(accept), job_id, spec = std::move(spec), framed,
-                     answer = std::move(answer), peer_id]() mutable {
+                     answer = std::move(answer), peer_id, action, detail = std::move(detail)]() mutable {
     auto proc = [&]() -> Result<std::unique_ptr<exec::ExecSession>> {
       auto jobs = provider_.ready();
       if (!jobs) return std::move(jobs).error();
@@ -388,14 +408,18 @@ void ForwardProvider::launch(const PublicKeyBytes& peer, const std::string& job_
       return (*jobs)->exec(job_id, spec);
     }();
     asio::post(io_, [this, alive, accept = std::move(accept), proc = std::move(proc), job_id, framed,
-                     answer = std::move(answer), peer_id]() mutable {
+                     answer = std::move(answer), peer_id, action, audited = std::move(detail)]() mutable {
       if (!*alive) return;
       const char* what = framed ? "exec session" : "forward";
       if (!proc) {
         spdlog::info("{} into job {} for peer {} refused: {}", what, job_id, peer_id, proc.error().message());
+        audited["refused"] = proc.error().message();
+        audited["code"] = error_code_name(proc.error().code());
+        audit_.record(peer_id, action, job_id, std::move(audited));
         accept(std::move(proc).error());
         return;
       }
+      audit_.record(peer_id, action, job_id, std::move(audited));
       auto tunnel = accept(std::move(answer));
       if (!tunnel) return;  // the caller gave up; the process ends with its stdin
       spdlog::debug("{}: peer {} connected to job {}", what, peer_id, job_id);

@@ -14,6 +14,9 @@
 // host and no network for the job, and works unchanged under gVisor. The
 // image needs an `nc` (busybox's will do).
 //
+// Every session and forwarded connection, and every refusal, is audited
+// (exec.session with its command; forward.tcp with the port).
+//
 // Threading: the handler runs on the event loop; the exec call goes to the
 // pool. Each live connection owns two threads of its own (one blocks reading
 // the process's output, one writes its input), not pool threads: a
@@ -26,6 +29,7 @@
 #include "exec/executor.h"
 #include "node/peer_link.h"
 #include "node/provider_service.h"
+#include "node/remote_provider.h"
 
 namespace boost::asio {
 class io_context;
@@ -42,7 +46,7 @@ class ForwardProvider {
   static constexpr size_t kMaxConnections = 64;
 
   ForwardProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
-                  ProviderService& provider);
+                  ProviderService& provider, RemoteProvider& audit);
   ~ForwardProvider();
   void register_methods();
 
@@ -57,6 +61,7 @@ class ForwardProvider {
   boost::asio::thread_pool& pool_;
   PeerLink& link_;
   ProviderService& provider_;
+  RemoteProvider& audit_;
   std::shared_ptr<bool> alive_;
   std::map<ExecPipe*, std::shared_ptr<ExecPipe>> pipes_;  // event loop only
 };

@@ -121,7 +121,7 @@ PeerLink::~PeerLink() { stop(); }
 Status PeerLink::start() {
   // Placeholder methods for capabilities whose features arrive in later
   // issues: authorised like the real thing, then answered honestly.
-  for (const char* m : {"run.submit", "exec.open", "forward.open", "files.put"}) {
+  for (const char* m : {"run.submit", "exec.open", "forward.open"}) {
     if (service_->has_method(m)) continue;
     service_->add_method(m, [m](const PublicKeyBytes&, const nlohmann::json&, link::RpcReply reply) {
       reply(make_error(ErrorCode::kFailedPrecondition, std::string(m) + " is not available on this provider yet"));

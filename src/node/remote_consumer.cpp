@@ -14,7 +14,6 @@
 
 #include "jobs/consumer/consumer_jobs.h"
 #include "jobs/provider/job_request.h"
-#include "transfer/tree_pack.h"
 
 namespace yonder::node {
 namespace asio = boost::asio;
@@ -25,8 +24,6 @@ using jobs::consumer::ConsumerJob;
 using jobs::consumer::ConsumerJobStore;
 
 namespace {
-
-constexpr size_t kUploadChunk = 256 * 1024;
 
 uint64_t query_u64(const std::map<std::string, std::string>& q, const std::string& key) {
   auto it = q.find(key);
@@ -42,14 +39,23 @@ int64_t now_s() {
 }  // namespace
 
 RemoteConsumer::RemoteConsumer(asio::io_context& io, asio::thread_pool& pool, PeerLink& link,
-                               std::unique_ptr<ConsumerJobStore> store)
-    : io_(io), pool_(pool), link_(link), store_(std::move(store)) {}
+                               std::unique_ptr<ConsumerJobStore> store, std::string hash_cache_dir)
+    : io_(io), pool_(pool), link_(link), store_(std::move(store)), uploads_(io, pool, link, std::move(hash_cache_dir)) {}
 
 RemoteConsumer::~RemoteConsumer() = default;
 
 void RemoteConsumer::add_routes(api::Router& router) {
   router.add("POST", "/v1/jobs", [this](const Request& req, Reply reply) { run(req, std::move(reply)); });
   router.add("GET", "/v1/jobs", [this](const Request& req, Reply reply) { list(req, std::move(reply)); });
+  router.add("GET", "/v1/transfers", [this](const Request& req, Reply reply) {
+    std::string id = api::parse_query(req.query)["id"];
+    nlohmann::json out = nlohmann::json::array();
+    std::lock_guard lock(mutex_);
+    for (const auto& [tid, p] : transfers_) {
+      if (id.empty() || id == tid) out.push_back(p->to_json());
+    }
+    reply(Response::json(200, {{"transfers", out}}));
+  });
   router.add("GET", "/v1/jobs/inspect", [this](const Request& req, Reply reply) {
     forward(api::parse_query(req.query)["id"], "run.inspect", nlohmann::json::object(), true, std::move(reply));
   });
@@ -107,26 +113,25 @@ void RemoteConsumer::run(const Request& req, Reply reply) {
   };
   if (dir.empty()) return submit("", nullptr);
 
-  asio::post(pool_, [this, t, dir, reply, submit] {
-    transfer::ArchiveLimits limits;
-    limits.max_bytes = 1ull << 40;  // the provider sets the real bound
-    auto listing = transfer::list_tree(dir, limits);
-    asio::post(io_, [this, t, reply, submit, listing = std::move(listing)]() mutable {
-      if (!listing) return reply(Response::error(listing.error()));
-      nlohmann::json info = {{"files", listing->files}, {"bytes", listing->bytes}, {"skipped", listing->skipped}};
-      auto packer = std::make_shared<transfer::TreePacker>(std::move(*listing));
-      link::UploadSource source = [this, packer](std::function<void(Result<Bytes>)> give) {
-        asio::post(pool_, [this, packer, give] {
-          auto chunk = packer->next(kUploadChunk);
-          asio::post(io_, [give, chunk = std::move(chunk)]() mutable { give(std::move(chunk)); });
-        });
-      };
-      link_.service().upload(t.key, t.addresses, "run.upload", nlohmann::json::object(), source,
-                             [reply, submit, info](Result<nlohmann::json> r) {
-                               if (!r) return reply(Response::error(std::move(r).error().with_context("upload")));
-                               submit(r->value("upload_id", ""), info);
-                             });
-    });
+  std::string transfer_id = body.contains("transfer_id") && body["transfer_id"].is_string() ? body["transfer_id"].get<std::string>() : "";
+  if (transfer_id.size() > 64) transfer_id.clear();
+  auto progress = std::make_shared<TransferProgress>();
+  progress->id = transfer_id.empty() ? "upload-" + std::to_string(now_s()) : transfer_id;
+  progress->kind = "upload";
+  progress->peer = t.name;
+  progress->dir = dir;
+  progress->started_ms = now_s() * 1000;
+  {
+    std::lock_guard lock(mutex_);
+    transfers_[progress->id] = progress;
+  }
+  uploads_.upload(t, dir, progress, [this, progress, reply, submit](Result<nlohmann::json> r) {
+    {
+      std::lock_guard lock(mutex_);
+      transfers_.erase(progress->id);
+    }
+    if (!r) return reply(Response::error(std::move(r).error().with_context("upload")));
+    submit(r->value("upload_id", ""), *r);
   });
 }
 

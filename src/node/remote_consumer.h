@@ -2,22 +2,30 @@
 // paired provider through the peer link, and remember which provider holds
 // which job id (jobs::consumer::ConsumerJobStore).
 //
-//   POST /v1/jobs         {"peer", "job": JobRequest, "dir"?}   upload `dir` (if given), submit
+//   POST /v1/jobs         {"peer", "job": JobRequest, "dir"?, "transfer_id"?}
+//                                                              upload `dir` (if given), submit
+//   GET  /v1/transfers[?id=ID]                                 uploads in flight and their progress
 //   GET  /v1/jobs[?all=1]                                      jobs submitted from here, states refreshed
 //   GET  /v1/jobs/inspect?id=ID                                one job, from its provider
 //   POST /v1/jobs/stop    {"job_id"}
 //   GET  /v1/jobs/logs?id=ID&offset=N[&wait_ms=T]              log records from offset N (long-poll)
 //
 // "dir" is read by this daemon (same user as the CLI, same machine): the
-// upload streams from disk over the link and never passes through the API.
+// upload streams from disk over the link and never passes through the API
+// (node/upload_consumer.h: content-hashed, resumed after a dropped link).
+// "transfer_id" (the caller's choice, at most 64 characters) names the
+// upload in /v1/transfers so the caller can show its progress.
 //
 // Threading: routes run on the event loop; file and SQLite work on the pool.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "api/server.h"
 #include "node/peer_link.h"
+#include "node/upload_consumer.h"
 
 namespace boost::asio {
 class io_context;
@@ -33,7 +41,7 @@ namespace yonder::node {
 class RemoteConsumer {
  public:
   RemoteConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
-                 std::unique_ptr<jobs::consumer::ConsumerJobStore> store);
+                 std::unique_ptr<jobs::consumer::ConsumerJobStore> store, std::string hash_cache_dir);
   ~RemoteConsumer();
   void add_routes(api::Router& router);
   // The jobs submitted from here (for port forwarding's job lookups).
@@ -50,6 +58,9 @@ class RemoteConsumer {
   boost::asio::thread_pool& pool_;
   PeerLink& link_;
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
+  UploadConsumer uploads_;
+  std::mutex mutex_;  // guards transfers_
+  std::map<std::string, std::shared_ptr<TransferProgress>> transfers_;
 };
 
 }  // namespace yonder::node

@@ -8,14 +8,12 @@
 #include <boost/asio/thread_pool.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <sodium.h>
 #include <spdlog/spdlog.h>
 
 #include "base/bytes.h"
 #include "crypto/node_id.h"
 #include "jobs/provider/provider_jobs.h"
 #include "os/files.h"
-#include "transfer/tree_extract.h"
 
 namespace yonder::node {
 namespace asio = boost::asio;
@@ -33,12 +31,6 @@ constexpr int64_t kUploadTtlS = 3600;            // an upload no job claimed is 
 
 int64_t now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string random_id() {
-  uint8_t b[8];
-  randombytes_buf(b, sizeof b);
-  return hex_encode(ByteView(b, sizeof b));
 }
 
 Error over_scope(const std::string& what, const std::string& asked, const std::string& allowed, const std::string& flag) {
@@ -138,41 +130,6 @@ nlohmann::json encode_logs(const jobs::provider::LogRead& read, uint64_t offset)
   return {{"records", records}, {"next_offset", next}, {"ended", read.ended && all}};
 }
 
-// Writes an upload into a fresh folder; deletes it unless a job claims it.
-class WorkspaceUpload final : public link::UploadSink {
- public:
-  WorkspaceUpload(RemoteProvider& owner, std::unique_ptr<transfer::TreeExtractor> x, std::string id, std::string peer)
-      : owner_(owner), x_(std::move(x)), id_(std::move(id)), peer_(std::move(peer)) {}
-  ~WorkspaceUpload() override {
-    if (done_) return;
-    std::error_code ec;
-    std::filesystem::remove_all(x_->dir(), ec);
-  }
-  Status write(ByteView bytes) override {
-    auto st = x_->write(bytes);
-    if (!st) owner_.record(peer_, "run.upload", id_, {{"refused", st.error().message()}, {"code", error_code_name(st.error().code())}});
-    return st;
-  }
-  Result<nlohmann::json> finish() override {
-    auto r = x_->finish();
-    if (!r) {
-      owner_.record(peer_, "run.upload", id_, {{"refused", r.error().message()}, {"code", error_code_name(r.error().code())}});
-      return r;
-    }
-    done_ = true;
-    owner_.add_upload(id_, peer_, x_->dir());
-    owner_.record(peer_, "run.upload", id_, {{"files", r->value("files", 0)}, {"bytes_in", r->value("bytes", uint64_t{0})}});
-    (*r)["upload_id"] = id_;
-    return r;
-  }
-
- private:
-  RemoteProvider& owner_;
-  std::unique_ptr<transfer::TreeExtractor> x_;
-  std::string id_, peer_;
-  bool done_ = false;
-};
-
 }  // namespace
 
 RemoteProvider::RemoteProvider(asio::io_context& io, asio::thread_pool& pool, PeerLink& link, ProviderService& provider,
@@ -254,21 +211,6 @@ void RemoteProvider::register_methods() {
       asio::post(io_, [reply = std::move(reply), r = std::move(r)]() mutable { reply(std::move(r)); });
     });
   };
-
-  service.add_upload_method("run.upload", [this](const PublicKeyBytes& peer, const nlohmann::json&)
-                                              -> Result<std::unique_ptr<link::UploadSink>> {
-    auto grant = link_.grant_of(peer);
-    if (!grant) return make_error(ErrorCode::kPermissionDenied, "this provider no longer accepts requests from this node");
-    prune_uploads();
-    transfer::ArchiveLimits limits;
-    limits.max_bytes = grant->disk_bytes > 0 ? std::min<uint64_t>(grant->disk_bytes, max_upload_bytes_) : max_upload_bytes_;
-    YONDER_TRY(os::make_dirs(uploads_dir_, 0700));
-    std::string id = random_id();
-    auto x = transfer::TreeExtractor::create(uploads_dir_ + "/" + id, limits);
-    if (!x) return std::move(x).error();
-    return std::unique_ptr<link::UploadSink>(
-        std::make_unique<WorkspaceUpload>(*this, std::move(*x), id, NodeId(peer).to_string()));
-  });
 
   service.add_method("run.submit", [this](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
     submit(peer, params, std::move(reply));

@@ -1,7 +1,7 @@
 // The provider's side of remote jobs: the link methods a paired peer calls
 // to run jobs here, wired to the provider job manager (ProviderService).
 //
-//   run.upload  (upload stream)  the workspace archive -> {"upload_id", "files", "bytes"}
+//   run.upload  (tunnel, node/upload_provider.h)        -> an upload_id for run.submit
 //   run.submit  {"job": JobRequest, "upload_id"?}       -> the job's view
 //   run.list    {}                                      -> {"jobs": [views]}
 //   run.inspect {"job_id"}                              -> view
@@ -57,11 +57,12 @@ class RemoteProvider {
   void add_upload(const std::string& id, const std::string& peer_id, const std::string& dir);
   // The upload's folder if it exists and belongs to `peer_id`; it is taken.
   Result<std::string> take_upload(const std::string& id, const std::string& peer_id);
+  // Deletes uploads no job claimed within the hour.
+  void prune_uploads();
 
  private:
   void submit(const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply);
   void logs(const std::string& peer_id, const nlohmann::json& params, link::RpcReply reply);
-  void prune_uploads();
   // provider_.ready(), and hooks the manager's job ends into the audit log.
   Result<jobs::provider::ProviderJobs*> ready();
 

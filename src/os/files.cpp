@@ -26,6 +26,47 @@ Status make_dirs(const std::string& path, unsigned mode) {
   return ok_status();
 }
 
+Status make_dirs_beneath(const std::string& root, const std::string& relative, unsigned mode, int uid, int gid) {
+  int dir = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return make_error(ErrorCode::kFailedPrecondition, "cannot open folder " + root + ": " + std::strerror(errno));
+  std::string done;  // the components made or found so far, for messages
+  size_t start = 0;
+  Status result = ok_status();
+  while (start <= relative.size()) {
+    size_t slash = relative.find('/', start);
+    if (slash == std::string::npos) slash = relative.size();
+    std::string part = relative.substr(start, slash - start);
+    start = slash + 1;
+    if (part.empty() || part == ".") continue;
+    done += (done.empty() ? "" : "/") + part;
+    if (part == "..") {
+      result = make_error(ErrorCode::kInvalidArgument, "\"" + relative + "\" must not contain \"..\"");
+      break;
+    }
+    bool made = ::mkdirat(dir, part.c_str(), mode) == 0;
+    if (!made && errno != EEXIST) {
+      result = make_error(ErrorCode::kFailedPrecondition, "cannot create folder " + done + ": " + std::strerror(errno));
+      break;
+    }
+    int next = ::openat(dir, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) {
+      int e = errno;
+      result = make_error(ErrorCode::kFailedPrecondition,
+                          done + " exists and is not a folder" +
+                              (e == ELOOP || e == ENOTDIR ? std::string() : std::string(" (") + std::strerror(e) + ")"));
+      break;
+    }
+    ::close(dir);
+    dir = next;
+    if (made && ::fchown(dir, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) != 0) {
+      result = make_error(ErrorCode::kPermissionDenied, "cannot give folder " + done + " to its owner: " + std::strerror(errno));
+      break;
+    }
+  }
+  ::close(dir);
+  return result;
+}
+
 Result<FileLock> FileLock::acquire(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return make_error(ErrorCode::kPermissionDenied, "cannot open " + path + ": " + std::strerror(errno));

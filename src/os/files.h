@@ -10,6 +10,13 @@ namespace yonder::os {
 // mkdir -p with `mode` for the folders it creates.
 Status make_dirs(const std::string& path, unsigned mode);
 
+// mkdir -p of `relative` ('/'-separated, no "..") inside the folder `root`,
+// never following a symbolic link on the way (O_NOFOLLOW per component), so
+// it cannot leave `root`. Folders it creates get `mode` and belong to
+// uid:gid. kFailedPrecondition names a component that exists but is not a
+// folder (or is a link).
+Status make_dirs_beneath(const std::string& root, const std::string& relative, unsigned mode, int uid, int gid);
+
 // Holds an exclusive flock on a file while alive (one daemon per state folder).
 class FileLock {
  public:

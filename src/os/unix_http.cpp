@@ -31,17 +31,25 @@ class Fd {
   int fd_;
 };
 
-// Waits for `events` on fd until `deadline`; false on timeout.
-bool wait_fd(int fd, short events, std::chrono::steady_clock::time_point deadline) {
+enum class Wait { kReady, kTimeout, kInterrupted };
+
+// Waits for `events` on fd until `deadline`, or until `interrupt_fd` (when
+// >= 0) becomes readable.
+Wait wait_fd(int fd, short events, std::chrono::steady_clock::time_point deadline, int interrupt_fd) {
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd, events, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (rc > 0) return true;
-    if (rc == 0) return false;
-    if (errno != EINTR) return false;
+    if (left.count() <= 0) return Wait::kTimeout;
+    pollfd p[2] = {{fd, events, 0}, {interrupt_fd, POLLIN, 0}};
+    int rc = ::poll(p, interrupt_fd >= 0 ? 2 : 1, static_cast<int>(left.count()));
+    if (rc > 0 && interrupt_fd >= 0 && (p[1].revents & POLLIN)) return Wait::kInterrupted;
+    if (rc > 0) return Wait::kReady;
+    if (rc == 0) return Wait::kTimeout;
+    if (errno != EINTR) return Wait::kTimeout;
   }
+}
+
+Error interrupted(const std::string& socket_path) {
+  return make_error(ErrorCode::kUnavailable, "the request to " + socket_path + " was interrupted");
 }
 
 }  // namespace
@@ -74,7 +82,8 @@ Result<HttpResponse> unix_http_request(const std::string& socket_path, std::stri
   req += body;
   size_t off = 0;
   while (off < req.size()) {
-    if (!wait_fd(fd.get(), POLLOUT, deadline)) {
+    if (auto w = wait_fd(fd.get(), POLLOUT, deadline, options.interrupt_fd); w != Wait::kReady) {
+      if (w == Wait::kInterrupted) return interrupted(socket_path);
       return make_error(ErrorCode::kUnavailable, "timed out sending to " + socket_path);
     }
     ssize_t n = ::send(fd.get(), req.data() + off, req.size() - off, MSG_NOSIGNAL);
@@ -91,7 +100,8 @@ Result<HttpResponse> unix_http_request(const std::string& socket_path, std::stri
   bool eof = false;
   while (!parser.is_done()) {
     if (!eof) {
-      if (!wait_fd(fd.get(), POLLIN, deadline)) {
+      if (auto w = wait_fd(fd.get(), POLLIN, deadline, options.interrupt_fd); w != Wait::kReady) {
+        if (w == Wait::kInterrupted) return interrupted(socket_path);
         return make_error(ErrorCode::kUnavailable, "timed out waiting for a reply from " + socket_path);
       }
       ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);

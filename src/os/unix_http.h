@@ -24,6 +24,10 @@ struct HttpRequestOptions {
   std::chrono::milliseconds timeout{10000};
   size_t max_body = 8 << 20;
   std::string bearer_token;  // sent as Authorization: Bearer, when set
+  // When >= 0: the request gives up (kUnavailable, "... was interrupted") as
+  // soon as this fd is readable, e.g. the self-pipe of a signal handler, so
+  // a long poll does not delay the reaction to Ctrl-C. The fd is not read.
+  int interrupt_fd = -1;
 };
 
 // One request on a fresh connection. Connection failures are kUnavailable

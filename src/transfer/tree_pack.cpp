@@ -126,15 +126,20 @@ Result<Bytes> TreePacker::next(size_t max) {
       break;
     }
     const TreeEntry& e = listing_.entries[index_++];
-    if (!e.dir && e.size > 0) {
+    uint64_t offset = std::min(e.offset, e.size);
+    if (!e.dir && e.size > offset) {
       fd_ = ::open((listing_.root + "/" + e.path).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
       if (fd_ < 0) {
         return make_error(ErrorCode::kFailedPrecondition, "cannot read " + listing_.root + "/" + e.path + ": " +
                                                               std::strerror(errno));
       }
-      left_ = e.size;
+      if (offset > 0 && ::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) {
+        return make_error(ErrorCode::kFailedPrecondition, "cannot read " + listing_.root + "/" + e.path + ": " +
+                                                              std::strerror(errno));
+      }
+      left_ = e.size - offset;
     }
-    Bytes h = encode_entry(e.dir ? EntryType::kDir : EntryType::kFile, e.mode, e.path, e.size);
+    Bytes h = encode_entry(e.dir ? EntryType::kDir : EntryType::kFile, e.mode, e.path, e.dir ? 0 : e.size - offset);
     out.insert(out.end(), h.begin(), h.end());
   }
   return out;

@@ -23,6 +23,9 @@ struct TreeEntry {
   bool dir = false;
   uint32_t mode = 0644;
   uint64_t size = 0;
+  // TreePacker sends the file from here on (an upload resuming a file the
+  // receiver has the start of); the entry's size is then size - offset.
+  uint64_t offset = 0;
 };
 
 struct TreeListing {

@@ -5,10 +5,17 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -214,6 +221,216 @@ TEST_F(Forward, ExecIsRefusedWithoutTheExecCapability) {
   auto r = laptop.yonder({"exec", id, "--", "true"});
   EXPECT_EQ(r.exit_code, 125) << r.err;
   EXPECT_NE(r.err.find("does not include \"exec\""), std::string::npos) << r.err;
+  EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+}
+
+
+// A small HTTP-ish server on the test machine's loopback (standing in for
+// an Ollama the provider runs outside Yonder): answers each request with
+// its first line. Port 0: the system picks one.
+class LoopbackEcho {
+ public:
+  LoopbackEcho() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~LoopbackEcho() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      std::string req;
+      char buf[4096];
+      while (req.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        req.append(buf, static_cast<size_t>(n));
+      }
+      std::string reply = "HTTP/1.0 200 OK\r\n\r\nhost says: " + req.substr(0, req.find("\r\n")) + "\n";
+      [[maybe_unused]] auto n = ::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+  }
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// The provider's audit entries (bounded wait until `want` matches one).
+json find_audit(const Node& provider, const std::function<bool(const json&)>& want) {
+  for (int i = 0; i < 50; ++i) {
+    json audit = provider.yonder_json({"audit"});
+    for (const auto& e : audit["entries"]) {
+      if (want(e)) return e;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return nullptr;
+}
+
+TEST_F(Forward, APortOnTheProviderHostOnlyWhereTheProviderOpenedIt) {
+  LoopbackEcho echo;
+  ASSERT_GT(echo.port(), 0);
+  std::string port = std::to_string(echo.port());
+  TempDir dir;
+  Node studio(dir, "studio", true, {{"YONDER_FORWARD_HOST_PORTS", port}});
+  Node laptop(dir, "laptop", false), tablet(dir, "tablet", false);
+  laptop.pair_with(studio, {"--scope", "run,forward"});
+  tablet.pair_with(studio, {"--scope", "run"});
+  std::string laptop_id = laptop.yonder_json({"status"})["node_id"];
+  std::string tablet_id = tablet.yonder_json({"status"})["node_id"];
+
+  auto fwd = laptop.yonder_json({"forward", "studio", "0:" + port});
+  ASSERT_EQ(fwd.value("to", ""), "host") << fwd.dump();
+  int local = fwd.value("local_port", 0);
+  ASSERT_GT(local, 0) << fwd.dump();
+  auto r = round_trip(local, "GET /api/tags HTTP/1.0\r\n\r\n");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(body_of(*r), "host says: GET /api/tags HTTP/1.0\n") << *r;
+  auto text = laptop.yonder({"forward", "--list"});
+  EXPECT_NE(text.out.find("-> host:" + port), std::string::npos) << text.out;
+
+  // A port the provider did not open: refused up front, naming the setting.
+  int closed_port = echo.port() == 65535 ? echo.port() - 1 : echo.port() + 1;
+  auto closed = laptop.yonder({"forward", "studio", "0:" + std::to_string(closed_port)});
+  EXPECT_EQ(closed.exit_code, 5) << closed.err;
+  EXPECT_NE(closed.err.find("forward.host_ports"), std::string::npos) << closed.err;
+  // A peer without `forward`: refused by its scope.
+  auto no_cap = tablet.yonder({"forward", "studio", "0:" + port});
+  EXPECT_EQ(no_cap.exit_code, 5) << no_cap.err;
+  EXPECT_NE(no_cap.err.find("does not include \"forward\""), std::string::npos) << no_cap.err;
+  // Neither a job nor a peer.
+  auto nothing = laptop.yonder({"forward", "nosuchthing", "0:" + port});
+  EXPECT_NE(nothing.exit_code, 0);
+  EXPECT_NE(nothing.err.find("no job and no paired peer"), std::string::npos) << nothing.err;
+
+  // All of it audited on the provider: both refusals and the connection.
+  EXPECT_FALSE(find_audit(studio, [&](const json& e) {
+                 return e["actor"] == laptop_id && e["action"] == "forward.host" && e["detail"].contains("refused") &&
+                        e["detail"]["refused"].get<std::string>().find("forward.host_ports") != std::string::npos;
+               }).is_null());
+  EXPECT_FALSE(find_audit(studio, [&](const json& e) {
+                 return e["actor"] == tablet_id && e["action"] == "forward.host_check" &&
+                        e["detail"].value("refused", "").find("\"forward\"") != std::string::npos;
+               }).is_null());
+  EXPECT_FALSE(find_audit(studio, [&](const json& e) {
+                 return e["actor"] == laptop_id && e["action"] == "forward.host" && !e["detail"].contains("refused") &&
+                        e["detail"].value("port", 0) == echo.port() && e["detail"].value("bytes_in", 0) > 0 &&
+                        e["detail"].value("bytes_out", 0) > 0;
+               }).is_null());
+  EXPECT_EQ(laptop.yonder({"forward", "--stop", fwd["forward_id"].get<std::string>()}).exit_code, 0);
+}
+
+// Reads the PTY master into `out` until `text` appears (or `timeout`).
+bool read_until(int master, std::string& out, const std::string& text, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (out.find(text) == std::string::npos) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    ssize_t n = ::read(master, buf, sizeof buf);
+    if (n <= 0) return out.find(text) != std::string::npos;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// `yonder exec -it` from a real terminal (a PTY pair made here): the
+// remote PTY starts at our size, follows a window resize (TIOCSWINSZ on the
+// master, then SIGWINCH), and `exit 7` comes back as the exit code.
+TEST_F(Forward, ExecTtyFollowsWindowResizesAndReturnsTheExitCode) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--scope", "run,exec"});
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sleep", "120"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  for (int i = 0; i < 100; ++i) {
+    auto ps = laptop.yonder_json({"ps"});
+    if (ps.is_object() && !ps["jobs"].empty() && ps["jobs"][0]["state"] == "running") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  // Everything the child needs, made before fork().
+  std::vector<std::string> args = {program_path("yonder"), "exec", "-it", id, "--", "sh"};
+  std::vector<std::string> envs;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    if (!laptop.env().count(kv.substr(0, kv.find('=')))) envs.push_back(kv);
+  }
+  for (const auto& [k, v] : laptop.env()) {
+    if (!v.empty()) envs.push_back(k + "=" + v);
+  }
+  envs.push_back("TERM=xterm");
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  winsize size{};
+  size.ws_row = 30;
+  size.ws_col = 100;
+  int master = -1;
+  pid_t pid = ::forkpty(&master, nullptr, nullptr, &size);
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  auto type = [&](const std::string& s) { [[maybe_unused]] auto n = ::write(master, s.data(), s.size()); };
+  // Asks for the size until `want` comes back (the engine applies a size
+  // just after the process starts, and a resize a moment after we ask).
+  std::string out;
+  auto size_becomes = [&](const std::string& want) {
+    for (int i = 0; i < 40; ++i) {
+      type("stty size\r");
+      if (read_until(master, out, want + "\r\n", std::chrono::milliseconds(500))) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(size_becomes("30 100")) << out;
+
+  size.ws_row = 45;
+  size.ws_col = 132;
+  ASSERT_EQ(::ioctl(master, TIOCSWINSZ, &size), 0);
+  ::kill(pid, SIGWINCH);
+  EXPECT_TRUE(size_becomes("45 132")) << out;
+
+  type("exit 7\r");
+  int status = 0;
+  for (int i = 0; i < 200; ++i) {
+    // Keep the master drained so the child never blocks writing to it.
+    read_until(master, out, "\x01never", std::chrono::milliseconds(50));
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    if (i == 199) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    }
+  }
+  ::close(master);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 7) << out;
   EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
 }
 

@@ -170,6 +170,118 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// Writes `bytes` of reproducible, incompressible-looking data.
+void write_pattern(const std::string& path, size_t bytes, uint32_t seed) {
+  std::ofstream out(path, std::ios::binary);
+  std::vector<uint32_t> buf(1 << 16);
+  uint32_t x = seed;
+  for (size_t done = 0; done < bytes;) {
+    for (auto& w : buf) {
+      x ^= x << 13;
+      x ^= x >> 17;
+      x ^= x << 5;
+      w = x;
+    }
+    size_t n = std::min(bytes - done, buf.size() * sizeof(uint32_t));
+    out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(n));
+    done += n;
+  }
+}
+
+std::string sha256_of(const std::string& path) {
+  auto r = run({"/usr/bin/env", "sha256sum", path});
+  return r.out.substr(0, 64);
+}
+
+TEST_F(RemoteJobs, UploadsAreContentAddressedAndTheBytesSurviveTheRoundTrip) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "4"});
+  std::string work = dir / "work";
+  std::filesystem::create_directories(work + "/src");
+  write_pattern(work + "/weights.bin", 100u << 20, 7);
+  std::ofstream(work + "/src/train.py") << "print('train')\n";
+  std::string want = sha256_of(work + "/weights.bin");
+  ASSERT_EQ(want.size(), 64u);
+
+  // 100 MB up, its digest computed in the job, a copy of it home again.
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--disk", "512M", "--upload", work, "--",
+                          "sh", "-c", "sha256sum weights.bin && cp weights.bin copy.bin"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, 64), want) << r.out;
+  EXPECT_EQ(sha256_of(work + "/copy.bin"), want);
+
+  // Again, unchanged (and copy.bin is the same content as weights.bin):
+  // nothing crosses the link, yet the job sees every file.
+  auto again = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--disk", "512M", "--upload", work, "-d",
+                              "--json", "--", "sh", "-c", "cmp weights.bin copy.bin && cat src/train.py"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  json up = json::parse(again.out, nullptr, false)["upload"];
+  ASSERT_TRUE(up.is_object()) << again.out;
+  EXPECT_EQ(up["files"], 3);
+  EXPECT_EQ(up["sent_files"], 0) << up.dump();
+  EXPECT_EQ(up["sent_bytes"], 0) << up.dump();
+  EXPECT_EQ(up["reused_files"], 3);
+  std::string id = json::parse(again.out)["job_id"];
+  auto logs = laptop.yonder({"logs", "-f", id});
+  EXPECT_EQ(logs.out, "print('train')\n") << logs.err;
+
+  // One changed file: only it is sent.
+  std::ofstream(work + "/src/train.py") << "print('train v2')\n";
+  auto third = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--disk", "512M", "--upload", work, "-d",
+                              "--json", "--", "true"});
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  up = json::parse(third.out, nullptr, false)["upload"];
+  EXPECT_EQ(up["sent_files"], 1) << up.dump();
+  EXPECT_EQ(up["sent_bytes"], 18) << up.dump();  // "print('train v2')\n"
+
+  // The provider's audit log has each upload with the bytes that came in.
+  json audit = studio.yonder_json({"audit"});
+  int uploads = 0;
+  for (const auto& e : audit["entries"]) uploads += e["action"] == "run.upload" && e["detail"].contains("sent_files");
+  EXPECT_EQ(uploads, 3) << audit.dump();
+}
+
+TEST_F(RemoteJobs, AnUploadCutByACrashResumesWhereItStopped) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "4"});
+  std::string work = dir / "work";
+  std::filesystem::create_directories(work);
+  constexpr size_t kSize = 512u << 20;
+  write_pattern(work + "/big.bin", kSize, 11);
+  std::string want = sha256_of(work + "/big.bin");
+
+  // Start the upload in the background, wait until part of it has arrived,
+  // then kill the provider (no clean shutdown) and bring it back.
+  std::string out_path = dir / "run.out";
+  std::vector<std::string> args = {program_path("yonder"), "run", "--on", "studio", "--image", kImage, "--disk", "1G",
+                                   "--upload", work, "--", "sha256sum", "big.bin"};
+  BackgroundProcess bg(args, laptop.env());
+  uint64_t sent = 0;
+  for (int i = 0; i < 6000 && sent < kSize / 4; ++i) {
+    auto t = laptop.yonder({"transfers", "--json"});
+    auto j = json::parse(t.out, nullptr, false);
+    if (j.is_object() && j.contains("transfers") && !j["transfers"].empty()) sent = j["transfers"][0].value("sent_bytes", uint64_t{0});
+    if (sent < kSize / 4) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GE(sent, kSize / 4) << "the upload never got going";
+  ASSERT_LT(sent, kSize) << "the upload finished before the provider could be stopped";
+  studio.crash_and_restart();
+
+  // The same `yonder run` resumes on its own once the provider is back.
+  auto r = bg.wait();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, 64), want) << r.out;
+  json audit = studio.yonder_json({"audit"});
+  uint64_t second = 0;
+  for (const auto& e : audit["entries"]) {
+    if (e["action"] == "run.upload" && e["detail"].contains("sent_files")) second = e["detail"].value("bytes_in", uint64_t{0});
+  }
+  EXPECT_GT(second, 0u) << audit.dump();
+  EXPECT_LT(second, kSize - kSize / 5) << "the resumed upload sent the whole file again";
+}
+
 TEST_F(RemoteJobs, RunBringsTheJobsOutputsHome) {
   TempDir dir;
   Node studio(dir, "studio", true), laptop(dir, "laptop", false);

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -19,13 +21,15 @@ namespace yonder::testing {
 
 class Node {
  public:
-  Node(const TempDir& dir, const std::string& name, bool provider) : home_(dir / name) {
+  // `extra`: more environment for the node's daemon and CLI (settings).
+  Node(const TempDir& dir, const std::string& name, bool provider, const Env& extra = {}) : home_(dir / name) {
     env_ = {{"YONDER_HOME", home_},
             {"YONDER_CONFIG", ""},
             {"YONDER_LINK_LISTEN", "127.0.0.1:0"},
             {"YONDER_GPU_INVENTORY", "fake:2"},
             {"YONDER_PASSPHRASE", ""},
             {"YONDER_PASSPHRASE_FILE", ""}};
+    for (const auto& [k, v] : extra) env_[k] = v;
     if (provider) {
       env_["YONDER_IMAGE_ALLOWLIST"] = "yonder-test/*";
       env_["YONDER_PULL_POLICY"] = "never";
@@ -80,6 +84,17 @@ class Node {
   }
   const std::string& home() const { return home_; }
   Daemon& daemon() { return *daemon_; }
+  // Kills the daemon (SIGKILL, like a crash or power loss) and starts a new
+  // one on the same link port, so paired peers find it again.
+  void crash_and_restart() {
+    int port = yonder_json({"status"}).value("link_port", 0);
+    ::kill(daemon_->pid(), SIGKILL);
+    daemon_->wait();
+    daemon_.reset();
+    env_["YONDER_LINK_LISTEN"] = "127.0.0.1:" + std::to_string(port);
+    daemon_ = std::make_unique<Daemon>(env_);
+    EXPECT_TRUE(daemon_->ready()) << daemon_->log();
+  }
   const Env& env() const { return env_; }
 
  private:

@@ -16,7 +16,6 @@
 extern char** environ;
 
 namespace yonder::testing {
-namespace {
 
 std::vector<std::string> merged_env(const Env& extra) {
   std::map<std::string, std::string> all;
@@ -33,6 +32,8 @@ std::vector<std::string> merged_env(const Env& extra) {
   for (const auto& [k, v] : all) out.push_back(k + "=" + v);
   return out;
 }
+
+namespace {
 
 std::vector<char*> c_strings(std::vector<std::string>& v) {
   std::vector<char*> out;
@@ -103,6 +104,54 @@ RunResult run(const std::vector<std::string>& argv_in, const Env& env, const std
   ::waitpid(pid, &status, 0);
   r.exit_code = decode_status(status);
   return r;
+}
+
+BackgroundProcess::BackgroundProcess(const std::vector<std::string>& argv_in, const Env& env) {
+  char tmpl[] = "/tmp/yt-bg-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  if (fd < 0) throw std::runtime_error("mkstemp failed");
+  ::close(fd);
+  out_path_ = std::string(tmpl) + ".out";
+  err_path_ = std::string(tmpl) + ".err";
+  ::unlink(tmpl);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<std::string> argv = argv_in;
+  std::vector<std::string> envv = merged_env(env);
+  auto a = c_strings(argv);
+  auto e = c_strings(envv);
+  int rc = ::posix_spawn(&pid_, a[0], &fa, nullptr, a.data(), e.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error("cannot spawn " + argv[0]);
+}
+
+RunResult BackgroundProcess::wait() {
+  RunResult r;
+  if (!waited_) {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    waited_ = true;
+    r.exit_code = decode_status(status);
+  }
+  std::ifstream out(out_path_), err(err_path_);
+  std::stringstream so, se;
+  so << out.rdbuf();
+  se << err.rdbuf();
+  r.out = so.str();
+  r.err = se.str();
+  return r;
+}
+
+BackgroundProcess::~BackgroundProcess() {
+  if (!waited_ && pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  ::unlink(out_path_.c_str());
+  ::unlink(err_path_.c_str());
 }
 
 Daemon::Daemon(const Env& env, const std::vector<std::string>& extra_args) {

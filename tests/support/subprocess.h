@@ -15,12 +15,33 @@ struct RunResult {
 
 using Env = std::map<std::string, std::string>;
 
+// The current environment plus `env` (an empty value unsets), as KEY=VALUE.
+std::vector<std::string> merged_env(const Env& env);
+
 // Path of a built program, from YONDER_BIN_<NAME> set by CMake.
 std::string program_path(const std::string& name);
 
 // Runs argv with the current environment plus `env` (an empty value unsets),
 // feeding `input` on stdin; waits for it to exit.
 RunResult run(const std::vector<std::string>& argv, const Env& env = {}, const std::string& input = "");
+
+// A program running in the background (stdin /dev/null, stdout and stderr
+// kept in files) while the test does something else; wait() collects it.
+// Killed (SIGKILL) on destruction if still running.
+class BackgroundProcess {
+ public:
+  BackgroundProcess(const std::vector<std::string>& argv, const Env& env = {});
+  ~BackgroundProcess();
+  BackgroundProcess(const BackgroundProcess&) = delete;
+  BackgroundProcess& operator=(const BackgroundProcess&) = delete;
+  int pid() const { return pid_; }
+  RunResult wait();
+
+ private:
+  int pid_ = -1;
+  bool waited_ = false;
+  std::string out_path_, err_path_;
+};
 
 // A yonderd started for a test; waits for its readiness event (--ready-fd).
 // Stops it with SIGTERM on destruction.

@@ -64,7 +64,7 @@ nlohmann::json build_create_body(const TaskSpec& spec, const CreateContext& ctx)
       {"WorkingDir", spec.workdir},
       {"Env", env},
       {"Hostname", "job"},
-      {"Tty", false},
+      {"Tty", spec.tty},
       {"OpenStdin", false},
       {"AttachStdin", false},
       {"AttachStdout", false},

@@ -191,6 +191,17 @@ Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
         return std::move(copied).error().with_context("putting the uploaded files into the job's workspace");
       }
     }
+    // A working directory the upload did not bring: made here, for the
+    // job's user. Docker (runc) would create it as root, 0755: the job
+    // could not write into its own working directory.
+    const std::string mount = "/workspace/";
+    if (spec.workdir.size() > mount.size() && spec.workdir.compare(0, mount.size(), mount) == 0) {
+      if (auto made = os::make_dirs_beneath(handle.workspace, spec.workdir.substr(mount.size()), 0755, kJobUid, kJobUid);
+          !made) {
+        (void)destroy(handle, true);
+        return std::move(made).error().with_context("making the job's working directory " + spec.workdir);
+      }
+    }
   }
   CreateContext ctx{options_.owner, handle.workspace, options_.gvisor_runtime, options_.egress_network};
   auto body = build_create_body(spec, ctx).dump();

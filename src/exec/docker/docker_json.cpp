@@ -132,7 +132,10 @@ Result<ContainerInfo> parse_inspect(std::string_view body) {
   if (!t.empty()) YONDER_ASSIGN(info.started_at_ns, parse_rfc3339_ns(t));
   YONDER_ASSIGN(t, str(*state, "FinishedAt", what));
   if (!t.empty()) YONDER_ASSIGN(info.finished_at_ns, parse_rfc3339_ns(t));
-  if (const json* config = object(j, "Config")) YONDER_ASSIGN(info.labels, labels(*config, what));
+  if (const json* config = object(j, "Config")) {
+    YONDER_ASSIGN(info.labels, labels(*config, what));
+    YONDER_ASSIGN(info.tty, boolean(*config, "Tty", what));
+  }
   return info;
 }
 

@@ -29,6 +29,7 @@ struct ContainerInfo {
   int64_t started_at_ns = 0;
   int64_t finished_at_ns = 0;
   std::map<std::string, std::string> labels;
+  bool tty = false;  // Config.Tty: logs and attach are raw bytes, not frames
 };
 
 struct WaitResult {

@@ -108,12 +108,24 @@ Status DockerExecutor::logs(const TaskHandle& handle, const LogOptions& options,
     // including since_unix_ns are dropped below.
     target += "&since=" + std::to_string(options.since_unix_ns / 1'000'000'000);
   }
+  // A container with a TTY logs raw bytes, without the stream frames.
+  auto inspected = api_.call("GET", "/containers/" + handle.task_id + "/json", "inspect the job's container");
+  if (!inspected) return std::move(inspected).error();
+  auto info = parse_inspect(inspected->body);
+  if (!info) return std::move(info).error();
   auto s = api_.stream("GET", target, "read the job's logs");
   if (!s) return std::move(s).error();
   if (!token->attach(s->get())) return make_error(ErrorCode::kUnavailable, "cancelled");
   FrameDecoder decoder;
+  TtyLogDecoder tty_decoder;
   Status result = ok_status();
   bool stop = false;
+  auto deliver = [&](LogStream stream, int64_t at, std::string_view text) {
+    if (stop) return;
+    if (options.since_unix_ns > 0 && at != 0 && at <= options.since_unix_ns) return;
+    if (!sink(stream, at, text)) stop = true;
+  };
+  auto on_tty_entry = [&](int64_t at, std::string_view text) { deliver(LogStream::kStdout, at, text); };
   char buf[65536];
   while (!stop) {
     auto n = (*s)->read_some(buf, sizeof buf);
@@ -121,14 +133,17 @@ Status DockerExecutor::logs(const TaskHandle& handle, const LogOptions& options,
       result = token->cancelled() ? ok_status() : Status(std::move(n).error());
       break;
     }
-    if (*n == 0) break;
+    if (*n == 0) {
+      if (info->tty) tty_decoder.finish(on_tty_entry);
+      break;
+    }
+    if (info->tty) {
+      tty_decoder.feed(std::string_view(buf, *n), on_tty_entry);
+      continue;
+    }
     Status fed = decoder.feed(std::string_view(buf, *n), [&](LogStream stream, std::string_view payload) {
-      if (stop) return;
       auto split = split_timestamp(payload);
-      int64_t at = split ? split->first : 0;
-      std::string_view text = split ? split->second : payload;
-      if (options.since_unix_ns > 0 && at != 0 && at <= options.since_unix_ns) return;
-      if (!sink(stream, at, text)) stop = true;
+      deliver(stream, split ? split->first : 0, split ? split->second : payload);
     });
     if (!fed) {
       result = fed;

@@ -46,6 +46,47 @@ std::string encode_frame(LogStream stream, std::string_view payload) {
   return out;
 }
 
+void TtyLogDecoder::feed(std::string_view bytes, const OnEntry& on_entry) {
+  buffer_.append(bytes);
+  drain(false, on_entry);
+}
+
+void TtyLogDecoder::finish(const OnEntry& on_entry) { drain(true, on_entry); }
+
+void TtyLogDecoder::drain(bool at_end, const OnEntry& on_entry) {
+  // Docker's times are 30 characters ("2026-11-30T01:12:57.088105488Z");
+  // split_timestamp accepts a shorter fraction too, up to 40.
+  constexpr size_t kMaxPrefix = 41;
+  std::string_view rest(buffer_);
+  while (!rest.empty()) {
+    int64_t at = 0;
+    size_t body = 0;
+    size_t space = rest.substr(0, kMaxPrefix).find(' ');
+    if (space == std::string_view::npos && rest.size() < kMaxPrefix && !at_end) break;  // the time is still coming
+    if (space != std::string_view::npos) {
+      if (auto t = parse_rfc3339_ns(rest.substr(0, space))) {
+        at = *t;
+        body = space + 1;
+      }
+    }
+    size_t limit = body + kTtyEntryBytes;
+    size_t nl = rest.find('\n', body);
+    size_t end;
+    if (nl != std::string_view::npos && nl < limit) {
+      end = nl + 1;
+    } else if (rest.size() >= limit) {
+      end = limit;
+    } else if (at_end) {
+      end = rest.size();
+    } else {
+      break;
+    }
+    if (end > body) on_entry(at, rest.substr(body, end - body));
+    rest.remove_prefix(end);
+  }
+  buffer_.erase(0, buffer_.size() - rest.size());
+}
+
 namespace {
 
 bool digits(std::string_view s, size_t pos, size_t n, int& out) {

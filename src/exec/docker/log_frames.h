@@ -42,6 +42,29 @@ class FrameDecoder {
   bool failed_ = false;
 };
 
+// The log stream of a container with a TTY (Config.Tty): no frames, one
+// stream. With `timestamps=1` it is a run of entries "TIME SP bytes", where
+// an entry ends with its '\n', or is exactly kTtyEntryBytes bytes of a
+// longer line (Docker's log copier cuts lines there: daemon/logger/copier.go),
+// or is what is left when the stream ends (finish()). Untrusted like the
+// frames: the buffer never holds more than one entry's bound, and bytes
+// without a readable time are delivered with time 0 rather than dropped.
+// Fuzzed with the frame decoder.
+inline constexpr size_t kTtyEntryBytes = 16 * 1024;
+
+class TtyLogDecoder {
+ public:
+  using OnEntry = std::function<void(int64_t unix_ns, std::string_view bytes)>;
+  void feed(std::string_view bytes, const OnEntry& on_entry);
+  // The end of the stream: delivers a last entry that has no newline.
+  void finish(const OnEntry& on_entry);
+
+ private:
+  // Delivers the entries that are complete; with `at_end`, the rest too.
+  void drain(bool at_end, const OnEntry& on_entry);
+  std::string buffer_;
+};
+
 // Builds one frame (tests, and the provider's persisted log uses the same header).
 std::string encode_frame(LogStream stream, std::string_view payload);
 

@@ -1,6 +1,7 @@
 #include "jobs/provider/job_request.h"
 
 #include <cmath>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -35,19 +36,58 @@ Error over(const std::string& what, const std::string& asked, const std::string&
                                                       max + " (" + setting + ")");
 }
 
+// The path's components without "" and "."; nullopt when one is "..".
+std::optional<std::vector<std::string>> path_parts(std::string_view path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string_view::npos) slash = path.size();
+    std::string_view part = path.substr(start, slash - start);
+    if (part == "..") return std::nullopt;
+    if (!part.empty() && part != ".") parts.emplace_back(part);
+    start = slash + 1;
+  }
+  return parts;
+}
+
+Status check_workdir(const std::string& w) {
+  if (w.size() > kMaxWorkdirBytes) return bad("workdir", "is longer than 1024 bytes");
+  for (char c : w) {
+    if (static_cast<unsigned char>(c) < 0x20) return bad("workdir", "has a NUL or control character");
+  }
+  auto parts = path_parts(w);
+  if (!parts) return bad("workdir", "must not contain \"..\" (it stays inside the workspace)");
+  if (!w.empty() && w.front() == '/' && (parts->empty() || (*parts)[0] != "workspace")) {
+    return bad("workdir", "must be relative to the workspace or a path under /workspace");
+  }
+  return ok_status();
+}
+
 }  // namespace
+
+std::string job_workdir(const std::string& workdir) {
+  auto parts = path_parts(workdir).value_or(std::vector<std::string>{});
+  // An absolute path starts with "workspace", already checked.
+  size_t first = !workdir.empty() && workdir.front() == '/' ? 1 : 0;
+  std::string out = kWorkspaceMount;
+  for (size_t i = first; i < parts.size(); ++i) out += "/" + parts[i];
+  return out;
+}
 
 json JobRequest::to_json() const {
   return {{"image", image},       {"command", command},         {"env", env},
           {"gpus", gpus},         {"vram_mib", vram_mib},       {"cpus", cpus},
           {"memory_mib", memory_mib}, {"disk_mib", disk_mib},   {"wall_time_s", wall_time_s},
-          {"isolation", exec::isolation_name(isolation)}, {"network", egress ? "egress" : "none"}};
+          {"isolation", exec::isolation_name(isolation)}, {"network", egress ? "egress" : "none"},
+          {"workdir", workdir},   {"tty", tty}};
 }
 
 Result<JobRequest> parse_job_request(const json& j) {
   if (!j.is_object()) return make_error(ErrorCode::kInvalidArgument, "job request must be a JSON object");
   static const std::set<std::string> known = {"image", "command", "env", "gpus", "vram_mib", "cpus", "memory_mib",
-                                              "disk_mib", "wall_time_s", "isolation", "network", "peer_id"};
+                                              "disk_mib", "wall_time_s", "isolation", "network", "peer_id",
+                                              "workdir", "tty"};
   for (const auto& [key, _] : j.items()) {
     if (!known.count(key)) return bad(key.substr(0, 64), "is not a known field (check the spelling)");
   }
@@ -120,6 +160,15 @@ Result<JobRequest> parse_job_request(const json& j) {
       return bad("network", "must be \"none\" or \"egress\"");
     }
   }
+  if (auto w = j.find("workdir"); w != j.end()) {
+    if (!w->is_string()) return bad("workdir", "must be a string");
+    r.workdir = w->get<std::string>();
+    YONDER_TRY(check_workdir(r.workdir));
+  }
+  if (auto t = j.find("tty"); t != j.end()) {
+    if (!t->is_boolean()) return bad("tty", "must be true or false");
+    r.tty = t->get<bool>();
+  }
   return r;
 }
 
@@ -129,6 +178,8 @@ Result<ResolvedJob> resolve(const JobRequest& request, const ProviderLimits& lim
   t.image = request.image;
   t.command = request.command;
   t.env = request.env;
+  t.workdir = job_workdir(request.workdir);
+  t.tty = request.tty;
   double cpus = request.cpus > 0 ? request.cpus : limits.default_cpus;
   if (cpus > limits.max_cpus) return over("CPUs", std::to_string(cpus), std::to_string(limits.max_cpus), "jobs.max_cpus");
   int64_t memory = request.memory_mib > 0 ? request.memory_mib : limits.default_memory_mib;

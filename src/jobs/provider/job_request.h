@@ -33,9 +33,22 @@ struct JobRequest {
   int64_t wall_time_s = 0;    // 0: provider default
   exec::Isolation isolation = exec::Isolation::kStandard;
   bool egress = false;
+  // The job's working directory: relative to its workspace or an absolute
+  // path under /workspace; "" is the workspace itself. Never "..", never a
+  // NUL byte. The provider creates it (owned by the job's user) if missing.
+  std::string workdir;
+  bool tty = false;  // the job's main process gets a terminal; its output is one stream (stdout)
 
   nlohmann::json to_json() const;
 };
+
+// Where the workspace is mounted inside a job.
+inline constexpr const char* kWorkspaceMount = "/workspace";
+constexpr size_t kMaxWorkdirBytes = 1024;
+
+// The absolute working directory inside the job for a request's `workdir`
+// (already validated by parse_job_request): "/workspace" for "".
+std::string job_workdir(const std::string& workdir);
 
 constexpr size_t kMaxRequestBytes = 512 * 1024;
 

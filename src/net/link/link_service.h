@@ -47,7 +47,7 @@ enum class AppStreamKind : uint16_t {
   kRpc = 100,
   kEcho = 101,     // diagnostic: the acceptor sends back what it receives
   kDiscard = 102,  // diagnostic: the acceptor counts and drops what it receives
-  kUpload = 103,   // a request with a byte body (link_upload.cpp): header message, raw bytes, one reply
+  // 103 was a one-way upload request; uploads now use a tunnel (node/upload_provider.h).
   kTunnel = 104,   // a request that becomes a two-way byte pipe (link_tunnel.cpp): port forwarding
 };
 
@@ -95,24 +95,6 @@ struct SessionInfo {
 
 using RpcReply = std::function<void(Result<nlohmann::json>)>;
 using RpcHandler = std::function<void(const PublicKeyBytes& peer, const nlohmann::json& params, RpcReply reply)>;
-
-// The acceptor's end of an upload request (link_upload.cpp). Called on the
-// link's thread: write() gets the body as it arrives (keep it short; the
-// stream is not read further until it returns), finish() once the caller has
-// sent everything; its result (or error) is the reply. Destroyed without
-// finish() when the caller or the link gives up: clean up in the destructor.
-class UploadSink {
- public:
-  virtual ~UploadSink() = default;
-  virtual Status write(ByteView bytes) = 0;
-  virtual Result<nlohmann::json> finish() = 0;
-};
-using UploadHandler =
-    std::function<Result<std::unique_ptr<UploadSink>>(const PublicKeyBytes& peer, const nlohmann::json& params)>;
-// The caller's source of an upload body: asked for the next chunk, it calls
-// `give` (on the link's thread, at once or later) with bytes, an empty
-// chunk at the end, or an error.
-using UploadSource = std::function<void(std::function<void(Result<Bytes>)> give)>;
 
 // One end of an open tunnel stream (link_tunnel.cpp): a two-way byte pipe
 // with the mux's flow control both ways. Link thread only. Dropping the last
@@ -163,8 +145,6 @@ class LinkService {
   // Registers a request method; the policy authorises each call.
   void add_method(const std::string& method, RpcHandler handler);
   bool has_method(const std::string& method) const;
-  // Registers a request method with a byte body, authorised like add_method's.
-  void add_upload_method(const std::string& method, UploadHandler handler);
   // Registers a tunnel method (a request answered with a byte pipe),
   // authorised like add_method's.
   void add_tunnel_method(const std::string& method, TunnelHandler handler);
@@ -174,12 +154,6 @@ class LinkService {
   // Calls `method` on a pinned peer, reusing or dialling a session.
   void call(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, const std::string& method,
             const nlohmann::json& params, std::function<void(Result<nlohmann::json>)> done);
-  // Calls an upload method: sends `params`, then the bytes `source` gives
-  // (with flow control: the next chunk is asked for when the last one has
-  // gone out), and reports the provider's reply. The provider may answer
-  // early with an error (over a limit); the upload then stops.
-  void upload(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, const std::string& method,
-              const nlohmann::json& params, UploadSource source, std::function<void(Result<nlohmann::json>)> done);
   // Opens a tunnel: sends the request, and on the acceptor's answer hands
   // back its result and our end of the pipe.
   void open_tunnel(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, const std::string& method,

@@ -38,12 +38,6 @@ struct StreamState {
   std::function<void(const std::string&)> on_end;  // reset or session loss
   std::function<void()> on_remote_close;
   std::function<void()> on_writable;
-  // Upload (acceptor, link_upload.cpp): the header until the request
-  // message is whole, then the handler's sink; `answered` once a reply went
-  // out (later bytes are dropped).
-  Bytes upload_head;
-  std::unique_ptr<UploadSink> sink;
-  bool answered = false;
   // Tunnel (either side, link_tunnel.cpp): set for kTunnel streams.
   std::shared_ptr<TunnelState> tunnel;
 };
@@ -74,7 +68,6 @@ struct LinkService::Impl : SessionObserver {
   std::unique_ptr<asio::ip::tcp::acceptor> acceptor;
   std::map<Session*, Conn> conns;
   std::map<std::string, RpcHandler> methods;
-  std::map<std::string, UploadHandler> upload_methods;
   std::map<std::string, TunnelHandler> tunnel_methods;
   struct Keep {
     std::vector<std::string> addresses;
@@ -117,10 +110,6 @@ struct LinkService::Impl : SessionObserver {
   bool take_token(Conn& c);
   Result<uint32_t> open(Conn& c, AppStreamKind kind);
 
-  // link_upload.cpp
-  void on_upload_data(Conn& c, uint32_t id);
-  void on_upload_closed(Conn& c, uint32_t id);
-  void answer_upload(Conn& c, uint32_t id, Result<nlohmann::json> r);
 
   // link_tunnel.cpp
   struct TunnelEnd;

@@ -75,7 +75,6 @@ void LinkService::Impl::on_stream_opened(Conn& c, uint32_t id, uint16_t kind) {
   bool known = kind == static_cast<uint16_t>(AppStreamKind::kRpc) ||
                kind == static_cast<uint16_t>(AppStreamKind::kEcho) ||
                kind == static_cast<uint16_t>(AppStreamKind::kDiscard) ||
-               kind == static_cast<uint16_t>(AppStreamKind::kUpload) ||
                kind == static_cast<uint16_t>(AppStreamKind::kTunnel);
   if (!known) {
     (void)c.session->mux().reset(sid(id), wire::ResetCode::kRefused, "unknown stream kind");
@@ -119,9 +118,6 @@ void LinkService::Impl::on_stream_data(Conn& c, uint32_t id) {
     }
   } else if (st.kind == static_cast<uint16_t>(AppStreamKind::kDiscard)) {
     while (mux.readable(sid(id)) > 0) st.counted += mux.read(sid(id), kReadChunk).size();
-  } else if (st.kind == static_cast<uint16_t>(AppStreamKind::kUpload)) {
-    on_upload_data(c, id);
-    return;
   }
   c.session->flush();
 }
@@ -171,8 +167,6 @@ void LinkService::Impl::on_stream_closed(Conn& c, uint32_t id) {
   } else if (st.kind == static_cast<uint16_t>(AppStreamKind::kDiscard)) {
     send(c, id, encode_message({{"bytes", st.counted}}), true);
     c.streams.erase(id);
-  } else if (st.kind == static_cast<uint16_t>(AppStreamKind::kUpload)) {
-    on_upload_closed(c, id);
   } else {
     st.close_after_out = true;
     on_stream_writable(c, id);

@@ -51,6 +51,9 @@ TEST(ContainerSpec, HardenedDefaults) {
   EXPECT_EQ(b["Labels"]["yonder.owner"], "node-1");
   EXPECT_EQ(b["Labels"]["yonder.job"], "abc");
   EXPECT_EQ(b["Cmd"], nlohmann::json::array({"python", "-c", "print(1)"}));
+  EXPECT_EQ(b["WorkingDir"], "/workspace");
+  EXPECT_EQ(b["Tty"], false);
+  EXPECT_EQ(b["OpenStdin"], false);
   // A CPU job is told explicitly that it has no GPU, in case the engine's
   // default runtime is nvidia and the image says NVIDIA_VISIBLE_DEVICES=all.
   EXPECT_EQ(b["Env"], nlohmann::json::array({"A=1", "NVIDIA_VISIBLE_DEVICES=void"}));
@@ -80,6 +83,16 @@ TEST(ContainerSpec, GvisorAndEgress) {
   EXPECT_EQ(b["HostConfig"]["Runtime"], "runsc");
   EXPECT_EQ(b["HostConfig"]["NetworkMode"], "yonder-egress");
   EXPECT_FALSE(b.contains("NetworkDisabled"));
+}
+
+TEST(ContainerSpec, WorkdirAndTty) {
+  TaskSpec s = cpu_job();
+  s.workdir = "/workspace/src/app";
+  s.tty = true;
+  auto b = build_create_body(s, {"n", "/h/ws", "runsc", "yonder-egress"});
+  EXPECT_EQ(b["WorkingDir"], "/workspace/src/app");
+  EXPECT_EQ(b["Tty"], true);
+  EXPECT_EQ(b["OpenStdin"], false);  // a terminal for output; nothing reads our stdin
 }
 
 TEST(GpuSupport, NamesTheMissingPiece) {

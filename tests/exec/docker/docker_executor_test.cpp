@@ -8,11 +8,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <random>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <thread>
 
@@ -260,6 +262,48 @@ TEST_F(DockerExecutorTest, LogsFollowUntilTheEndAndResumeAfterATime) {
   auto resumed = logs(*h, {false, o.times[0]});
   EXPECT_EQ(resumed.out, "two\n");
   EXPECT_EQ(resumed.err, "three\n");
+}
+
+// With a TTY the task's output is one stream of raw bytes (no frames); the
+// working directory is made for the job's user when the upload lacks it
+// (Docker would make it root's: the job could not write there).
+TEST_F(DockerExecutorTest, TtyTaskLogsOneStreamAndItsWorkdirIsWritable) {
+  TaskSpec s = spec({"sh", "-c", "test -t 1 && echo tty; pwd; touch made && echo wrote; echo err >&2; sleep 1; "
+                                 "printf last"});
+  s.tty = true;
+  s.workdir = "/workspace/a/b";
+  auto h = executor_->start(s);
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  auto o = logs(*h, {true, 0});
+  EXPECT_EQ(o.out, "tty\r\n/workspace/a/b\r\nwrote\r\nerr\r\nlast");
+  EXPECT_EQ(o.err, "");
+  for (const auto& [stream, _] : o.entries) EXPECT_EQ(stream, LogStream::kStdout);
+  ASSERT_GE(o.times.size(), 2u);
+  auto resumed = logs(*h, {false, o.times[o.times.size() - 2]});  // after the time of "err"
+  EXPECT_EQ(resumed.out, "last");
+  auto exit = executor_->wait(*h, {});
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->exit_code, 0);
+  struct stat st {};
+  ASSERT_EQ(::stat((h->workspace + "/a/b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(::stat((h->workspace + "/a/b/made").c_str(), &st), 0);
+
+  // Without a TTY the same check fails: no terminal.
+  auto plain = executor_->start(spec({"sh", "-c", "test -t 1 && echo tty; echo done"}));
+  ASSERT_TRUE(plain.ok()) << plain.error().to_string();
+  EXPECT_EQ(logs(*plain, {true, 0}).out, "done\n");
+}
+
+TEST_F(DockerExecutorTest, AWorkdirThatIsAFileInTheUploadFailsClearly) {
+  testing::TempDir seed;
+  std::ofstream(seed / "notes") << "a file, not a folder\n";
+  TaskSpec s = spec({"true"});
+  s.seed_dir = seed.path();
+  s.workdir = "/workspace/notes/sub";
+  auto h = executor_->start(s);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.error().to_string().find("notes exists and is not a folder"), std::string::npos) << h.error().to_string();
 }
 
 TEST_F(DockerExecutorTest, OutOfMemoryIsAFlagNotAnExitCode) {

@@ -16,6 +16,10 @@ TEST(DockerJson, InspectReadsStateOomAndLabels) {
   EXPECT_EQ(info->labels.at("yonder.job"), "j1");
   EXPECT_EQ(info->started_at_ns, 1796001177100000000LL);
   EXPECT_EQ(info->finished_at_ns, 0);
+  EXPECT_FALSE(info->tty);
+  auto tty = parse_inspect(R"({"Id":"abc","State":{"Status":"running","Running":true},"Config":{"Tty":true}})");
+  ASSERT_TRUE(tty.ok()) << tty.error().to_string();
+  EXPECT_TRUE(tty->tty);
 }
 
 TEST(DockerJson, WrongTypesAndShapesAreErrorsNotCrashes) {

@@ -39,6 +39,42 @@ TEST(FrameDecoder, RefusesBadHeadersAndHugeFrames) {
   EXPECT_FALSE(huge.feed(std::string("\x01\0\0\0\xff\xff\xff\xff", 8), noop).ok());
 }
 
+// What `docker logs -t` of a TTY container sends (measured on Docker 20.10):
+// entries end at '\n', a line longer than 16 KiB is cut into entries of
+// exactly 16 KiB, and the last entry may have no newline.
+TEST(TtyLogDecoder, SplitsEntriesAtNewlinesAndAt16KiBSplitAtEveryByte) {
+  const std::string t1 = "2026-11-30T03:57:34.944298071Z ", t2 = "2026-11-30T03:57:36.445443753Z ";
+  std::string long_line(kTtyEntryBytes + 5, 'x');
+  std::string wire = t1 + "tty\r\n" + t2 + long_line.substr(0, kTtyEntryBytes) + t2 + long_line.substr(kTtyEntryBytes) +
+                     "\r\n" + t2 + "\n" + t1 + "no newline";
+  for (size_t step : {size_t{1}, size_t{7}, size_t{31}, size_t{4096}, wire.size()}) {
+    TtyLogDecoder d;
+    std::vector<std::pair<int64_t, std::string>> got;
+    auto on = [&](int64_t at, std::string_view b) { got.emplace_back(at, std::string(b)); };
+    for (size_t i = 0; i < wire.size(); i += step) d.feed(std::string_view(wire).substr(i, step), on);
+    EXPECT_EQ(got.size(), 4u) << step;  // the last entry waits for the end of the stream
+    d.finish(on);
+    ASSERT_EQ(got.size(), 5u) << step;
+    EXPECT_EQ(got[0], std::make_pair(int64_t{1796011054944298071LL}, std::string("tty\r\n")));
+    EXPECT_EQ(got[1].second, long_line.substr(0, kTtyEntryBytes));
+    EXPECT_EQ(got[2].second, "xxxxx\r\n");
+    EXPECT_EQ(got[2].first, 1796011056445443753LL);
+    EXPECT_EQ(got[3].second, "\n");
+    EXPECT_EQ(got[4].second, "no newline");
+  }
+}
+
+TEST(TtyLogDecoder, BytesWithoutATimeAreKeptNotDropped) {
+  TtyLogDecoder d;
+  std::vector<std::pair<int64_t, std::string>> got;
+  auto on = [&](int64_t at, std::string_view b) { got.emplace_back(at, std::string(b)); };
+  d.feed("no time here\n" + std::string(3 * kTtyEntryBytes, 'y'), on);
+  d.finish(on);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0], std::make_pair(int64_t{0}, std::string("no time here\n")));
+  for (size_t i = 1; i < 4; ++i) EXPECT_EQ(got[i].second.size(), kTtyEntryBytes);  // bounded buffering
+}
+
 TEST(Timestamps, ParsesDockerTimes) {
   auto t = parse_rfc3339_ns("2026-11-30T01:12:57.088105488Z");
   ASSERT_TRUE(t.ok());

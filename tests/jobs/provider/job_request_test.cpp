@@ -32,11 +32,43 @@ TEST(JobRequest, RefusesWithTheFieldNamed) {
                  Case{R"({"image":"python","env":{"NVIDIA_VISIBLE_DEVICES":"all"}})", "NVIDIA_VISIBLE_DEVICES"},
                  Case{R"({"image":"python","isolation":"vm"})", "'isolation'"},
                  Case{R"({"image":"python","cpus":"2"})", "'cpus'"}, Case{R"({"image":"UPPER"})", "image reference"},
-                 Case{R"({"image":"python","memory_mib":99999999999999999999})", "'memory_mib'"}}) {
+                 Case{R"({"image":"python","memory_mib":99999999999999999999})", "'memory_mib'"},
+                 Case{R"({"image":"python","workdir":"../etc"})", "'workdir' must not contain \"..\""},
+                 Case{R"({"image":"python","workdir":"a/../../x"})", "'workdir' must not contain"},
+                 Case{R"({"image":"python","workdir":"/etc"})", "'workdir' must be relative to the workspace"},
+                 Case{R"({"image":"python","workdir":"/workspacex/a"})", "'workdir' must be relative"},
+                 Case{R"({"image":"python","workdir":"a\u0000b"})", "'workdir' has a NUL"},
+                 Case{R"({"image":"python","workdir":7})", "'workdir' must be a string"},
+                 Case{R"({"image":"python","tty":"yes"})", "'tty'"}}) {
     auto r = parse_job_request(json::parse(c.body));
     ASSERT_FALSE(r.ok()) << c.body;
     EXPECT_NE(r.error().to_string().find(c.says), std::string::npos) << c.body << " -> " << r.error().to_string();
   }
+}
+
+TEST(JobRequest, WorkdirIsUnderTheWorkspaceAndTtyIsCarried) {
+  struct Case {
+    const char* workdir;
+    const char* in_job;
+  };
+  for (auto c : {Case{"", "/workspace"}, Case{".", "/workspace"}, Case{"src/app", "/workspace/src/app"},
+                 Case{"./src//app/", "/workspace/src/app"}, Case{"/workspace", "/workspace"},
+                 Case{"/workspace/out", "/workspace/out"}, Case{"//workspace/./a", "/workspace/a"}}) {
+    auto r = parse_job_request({{"image", "python"}, {"workdir", c.workdir}, {"tty", true}});
+    ASSERT_TRUE(r.ok()) << c.workdir << ": " << r.error().to_string();
+    auto resolved = resolve(*r, ProviderLimits{});
+    ASSERT_TRUE(resolved.ok());
+    EXPECT_EQ(resolved->task.workdir, c.in_job) << c.workdir;
+    EXPECT_TRUE(resolved->task.tty);
+    auto again = parse_job_request(r->to_json());  // what the provider stores
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->workdir, c.workdir);
+  }
+  auto plain = parse_job_request({{"image", "python"}});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(resolve(*plain, ProviderLimits{})->task.workdir, "/workspace");
+  EXPECT_FALSE(resolve(*plain, ProviderLimits{})->task.tty);
+  EXPECT_FALSE(parse_job_request({{"image", "python"}, {"workdir", std::string(1025, 'a')}}).ok());
 }
 
 TEST(JobRequest, ResolveAppliesDefaultsAndNamesTheCeiling) {

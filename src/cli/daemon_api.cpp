@@ -1,0 +1,49 @@
+#include "cli/daemon_api.h"
+
+#include "os/unix_http.h"
+
+namespace yonder::cli {
+namespace {
+
+using nlohmann::json;
+
+ErrorCode code_from_name(const std::string& name) {
+  if (name == "permission_denied") return ErrorCode::kPermissionDenied;
+  if (name == "not_found") return ErrorCode::kNotFound;
+  if (name == "invalid_argument") return ErrorCode::kInvalidArgument;
+  if (name == "resource_exhausted") return ErrorCode::kResourceExhausted;
+  if (name == "unavailable") return ErrorCode::kUnavailable;
+  return ErrorCode::kFailedPrecondition;
+}
+
+}  // namespace
+
+Result<json> api(const Context& ctx, const std::string& method, const std::string& path, const json& body,
+                 std::chrono::milliseconds timeout, int interrupt_fd) {
+  os::HttpRequestOptions opts;
+  opts.timeout = timeout;
+  opts.interrupt_fd = interrupt_fd;
+  auto r = os::unix_http_request(ctx.socket_path(), method, path, body.is_null() ? std::string() : body.dump(), opts);
+  if (!r) return std::move(r).error();
+  auto j = json::parse(r->body, nullptr, false);
+  if (r->status != 200) {
+    if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+      return make_error(code_from_name(j["error"].value("code", "")), j["error"].value("message", "yonderd refused the request"));
+    }
+    return make_error(ErrorCode::kInternal, "yonderd answered HTTP " + std::to_string(r->status));
+  }
+  if (!j.is_object()) return make_error(ErrorCode::kInternal, "yonderd sent a reply that is not JSON");
+  return j;
+}
+
+bool no_daemon(const Error& e) {
+  return e.code() == ErrorCode::kUnavailable && e.message().rfind("cannot connect to", 0) == 0;
+}
+
+int fail(const Context& ctx, const Error& e, int code) {
+  if (no_daemon(e)) return report_daemon_error(ctx, e);
+  if (e.code() == ErrorCode::kPermissionDenied && code == kExitError) code = kExitDenied;
+  return print_error(e, code);
+}
+
+}  // namespace yonder::cli

@@ -1,0 +1,90 @@
+#include "cli/job_logs.h"
+
+#include <poll.h>
+
+#include <cstdio>
+
+#include "base/bytes.h"
+#include "cli/daemon_api.h"
+
+namespace yonder::cli {
+namespace {
+
+void write_all(FILE* f, const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), f);
+  std::fflush(f);
+}
+
+bool readable(int fd, int timeout_ms) {
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, timeout_ms) > 0 && (p.revents & POLLIN);
+}
+
+}  // namespace
+
+Result<LogFollower::Step> LogFollower::next(std::chrono::milliseconds wait, bool follow, int interrupt_fd) {
+  Step step;
+  std::string path = "/v1/jobs/logs?id=" + job_ + "&offset=" + std::to_string(offset_) +
+                     "&wait_ms=" + std::to_string(follow ? wait.count() : 0);
+  auto r = api(ctx_, "GET", path, nullptr, wait + std::chrono::seconds(30), interrupt_fd);
+  if (readable(interrupt_fd, 0)) {
+    step.interrupted = true;
+    return step;
+  }
+  if (!r) {
+    bool transient = r.error().code() == ErrorCode::kUnavailable && !no_daemon(r.error());
+    if (!follow || !transient) return std::move(r).error();
+    auto now = std::chrono::steady_clock::now();
+    if (!told_) {
+      std::fprintf(stderr, "yonder: lost contact with the provider (%s); retrying\n", r.error().message().c_str());
+      told_ = true;
+      lost_since_ = now;
+    }
+    if (now - lost_since_ > std::chrono::minutes(2)) {
+      return make_error(ErrorCode::kUnavailable, "the provider has been unreachable for 2 minutes; the job may "
+                                                 "still run: `yonder logs -f " + job_ + "` re-attaches");
+    }
+    // A second before the next try, cut short by an interrupt.
+    if (interrupt_fd >= 0) {
+      step.interrupted = readable(interrupt_fd, 1000);
+    } else {
+      ::poll(nullptr, 0, 1000);
+    }
+    return step;
+  }
+  if (told_) {
+    std::fprintf(stderr, "yonder: reconnected\n");
+    told_ = false;
+  }
+  const auto& records = (*r)["records"];
+  for (const auto& rec : records) {
+    auto bytes = base64_decode(rec.value("data", ""));
+    if (!bytes) continue;
+    std::string text(bytes->begin(), bytes->end());
+    std::string stream = rec.value("stream", "stdout");
+    if (stream == "stdout") {
+      write_all(stdout, text);
+    } else if (stream == "stderr") {
+      write_all(stderr, text);
+    } else {
+      write_all(stderr, "yonder: " + text + (text.empty() || text.back() != '\n' ? "\n" : ""));
+    }
+  }
+  step.printed = !records.empty();
+  offset_ = r->value("next_offset", offset_);
+  step.ended = r->value("ended", false);
+  return step;
+}
+
+Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow) {
+  LogFollower logs(ctx, job);
+  while (true) {
+    auto step = logs.next(kFollowWait, follow);
+    if (!step) return std::move(step).error();
+    if (step->ended) return true;
+    if (!follow && !step->printed) return false;
+  }
+}
+
+}  // namespace yonder::cli

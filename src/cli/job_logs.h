@@ -1,0 +1,45 @@
+// A job's output as the daemon serves it (the provider's persisted log, read
+// from a byte offset), printed to our stdout and stderr: for `yonder logs`
+// and for `yonder run` while it is attached.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "cli/context.h"
+
+namespace yonder::cli {
+
+class LogFollower {
+ public:
+  LogFollower(const Context& ctx, std::string job) : ctx_(ctx), job_(std::move(job)) {}
+
+  struct Step {
+    bool ended = false;        // the job has ended and all its output is printed
+    bool printed = false;      // this step printed something
+    bool interrupted = false;  // interrupt_fd became readable; nothing was lost
+  };
+  // Prints what the job wrote since the last step, waiting up to `wait` for
+  // something new (0: what there is now). With `follow`, rides out a lost
+  // provider for up to 2 minutes: the provider keeps the log, so reading on
+  // from the last offset loses and repeats nothing. Gives up at once when
+  // `interrupt_fd` (>= 0) is readable.
+  Result<Step> next(std::chrono::milliseconds wait, bool follow, int interrupt_fd = -1);
+
+ private:
+  const Context& ctx_;
+  std::string job_;
+  uint64_t offset_ = 0;
+  std::chrono::steady_clock::time_point lost_since_{};
+  bool told_ = false;
+};
+
+// How long one follow step waits at the daemon for new output.
+inline constexpr std::chrono::milliseconds kFollowWait{15000};
+
+// `yonder logs [-f]`: prints the job's output; with `follow`, until it ends.
+// Returns whether the end was seen.
+Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow);
+
+}  // namespace yonder::cli

@@ -1,0 +1,95 @@
+#include "node/tcp_pipe.h"
+
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <boost/asio/write.hpp>
+#include <spdlog/spdlog.h>
+
+namespace yonder::node {
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+void TcpPipe::start(std::shared_ptr<link::Tunnel> tunnel) {
+  tunnel_ = std::move(tunnel);
+  std::weak_ptr<TcpPipe> weak = weak_from_this();
+  link::Tunnel::Handlers h;
+  h.data = [weak](Bytes b) {
+    if (auto self = weak.lock()) self->write_socket(std::move(b));
+  };
+  h.eof = [weak] {
+    auto self = weak.lock();
+    if (!self) return;
+    boost::system::error_code ec;
+    self->socket_.shutdown(tcp::socket::shutdown_send, ec);
+    self->remote_done_ = true;
+    self->maybe_done();
+  };
+  h.drained = [weak] {
+    if (auto self = weak.lock()) self->read_socket();
+  };
+  h.ended = [weak](const std::string& why) {
+    auto self = weak.lock();
+    if (!self) return;
+    spdlog::info("forward: connection closed by the other side: {}", why);
+    self->tunnel_.reset();
+    self->fail();
+  };
+  tunnel_->start(std::move(h));
+  read_socket();
+}
+
+void TcpPipe::fail() {
+  if (finished_) return;
+  finished_ = true;
+  boost::system::error_code ec;
+  socket_.close(ec);
+  if (tunnel_) tunnel_->reset("the connection closed");
+  tunnel_.reset();
+  auto done = std::move(done_);
+  if (done) done(this);
+}
+
+void TcpPipe::fail_with(std::string last) {
+  if (finished_) return;
+  auto data = std::make_shared<std::string>(std::move(last));
+  asio::async_write(socket_, asio::buffer(*data),
+                    [self = shared_from_this(), data](boost::system::error_code, size_t) { self->fail(); });
+}
+
+void TcpPipe::read_socket() {
+  if (finished_ || local_done_) return;
+  socket_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+    if (self->finished_) return;
+    if (ec == asio::error::eof) {
+      self->local_done_ = true;
+      if (self->tunnel_) self->tunnel_->close();
+      return self->maybe_done();
+    }
+    if (ec || !self->tunnel_) return self->fail();
+    self->from_socket_ += n;
+    if (self->tunnel_->write(ByteView(self->buf_.data(), n))) self->read_socket();
+    // else: drained() reads on
+  });
+}
+
+void TcpPipe::write_socket(Bytes b) {
+  auto data = std::make_shared<Bytes>(std::move(b));
+  asio::async_write(socket_, asio::buffer(*data), [self = shared_from_this(), data](boost::system::error_code ec, size_t n) {
+    if (self->finished_) return;
+    if (ec) return self->fail();
+    self->to_socket_ += n;
+    if (self->tunnel_) self->tunnel_->resume();
+  });
+}
+
+void TcpPipe::maybe_done() {
+  if (!local_done_ || !remote_done_ || finished_) return;
+  finished_ = true;
+  boost::system::error_code ec;
+  socket_.close(ec);
+  tunnel_.reset();  // both halves closed: dropping it resets nothing
+  auto done = std::move(done_);
+  if (done) done(this);
+}
+
+}  // namespace yonder::node

@@ -1,0 +1,74 @@
+// The consumer's side of a workspace upload (the `run.upload` tunnel; the
+// exchange is described in node/upload_provider.h).
+//
+//   1. list the folder (.yonderignore, .gitignore, no .git) and hash every
+//      file, taking digests of unchanged files from a local cache
+//      ($YONDER_HOME/cache/upload-hashes), so a re-upload reads nothing new;
+//   2. send the manifest, receive the plan, send only what it asks for
+//      (from the offset it names for a file cut short before);
+//   3. when the link drops mid-way, wait and try again (up to five times,
+//      1 s doubling): the provider kept what had arrived, so each attempt
+//      sends only the rest.
+//
+// Progress (hashing, sending, bytes) is shared with the local API
+// (GET /v1/transfers) so `yonder run` can draw a progress bar.
+//
+// Threading: tunnel events on the event loop; listing, hashing and file
+// reads on the pool.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "node/peer_link.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}  // namespace boost::asio
+
+namespace yonder::node {
+
+// One transfer's progress; written by the transfer, read by the API (any thread).
+struct TransferProgress {
+  enum class Phase : int { kListing, kHashing, kPlanning, kSending, kFinishing, kRetrying, kDone, kFailed };
+  std::string id, kind, peer, dir;
+  std::atomic<Phase> phase{Phase::kListing};
+  std::atomic<uint64_t> files{0}, bytes{0}, hashed_bytes{0};
+  std::atomic<uint64_t> need_files{0}, need_bytes{0}, sent_bytes{0};
+  std::atomic<int> attempt{0};
+  int64_t started_ms = 0;
+  nlohmann::json to_json() const;
+};
+
+class UploadConsumer {
+ public:
+  UploadConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link, std::string hash_cache_dir);
+  ~UploadConsumer();
+
+  // Uploads `dir` (absolute) to `target`; `done` (event loop) gets the
+  // provider's final reply: {"upload_id", "files", "bytes", "sent_files",
+  // "sent_bytes", "reused_files", "skipped", "attempts"}.
+  void upload(const PeerLink::Target& target, const std::string& dir, std::shared_ptr<TransferProgress> progress,
+              std::function<void(Result<nlohmann::json>)> done);
+
+  struct State;
+
+ private:
+  void attempt(const std::shared_ptr<State>& s);
+  void on_message(const std::shared_ptr<State>& s, const nlohmann::json& m);
+  void pump(const std::shared_ptr<State>& s);
+  void ended(const std::shared_ptr<State>& s, Error e, bool retryable);
+  void finish(const std::shared_ptr<State>& s, Result<nlohmann::json> r);
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
+  PeerLink& link_;
+  std::string hash_cache_dir_;
+};
+
+}  // namespace yonder::node

@@ -1,0 +1,46 @@
+#include "node/workspace_mounts.h"
+
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "os/loop_mount.h"
+
+namespace yonder::node {
+
+Result<std::string> WorkspaceMounts::acquire(const std::string& job_id) {
+  std::string dir = jobs_dir_ + "/" + job_id + "/workspace";
+  std::string image = jobs_dir_ + "/" + job_id + "/workspace.img";
+  std::lock_guard lock(mutex_);
+  Mount& m = mounts_[job_id];
+  if (m.users == 0) {
+    if (os::is_mount_point(dir)) {
+      m.ours = false;
+    } else if (::access(image.c_str(), F_OK) == 0) {
+      if (auto st = os::mount_loop(image, dir); !st) {
+        mounts_.erase(job_id);
+        return std::move(st).error().with_context("opening the job's workspace");
+      }
+      m.ours = true;
+    } else {
+      mounts_.erase(job_id);
+      return make_error(ErrorCode::kNotFound, "job " + job_id + " has no workspace left on this provider (removed)");
+    }
+  }
+  ++m.users;
+  return dir;
+}
+
+void WorkspaceMounts::release(const std::string& job_id) {
+  std::lock_guard lock(mutex_);
+  auto it = mounts_.find(job_id);
+  if (it == mounts_.end() || --it->second.users > 0) return;
+  if (it->second.ours) {
+    if (auto st = os::unmount(jobs_dir_ + "/" + job_id + "/workspace"); !st) {
+      spdlog::warn("cannot unmount the workspace of job {}: {}", job_id, st.error().to_string());
+    }
+  }
+  mounts_.erase(it);
+}
+
+}  // namespace yonder::node

@@ -1,0 +1,195 @@
+// `yonder cp` end to end, both ways, with a running job that tries to turn
+// the provider's copy against the host: symbolic links planted in its
+// workspace must never be followed by the provider (root), neither to read
+// host files out nor to write consumer files into host folders.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "support/docker_env.h"
+#include "support/job_node.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace yonder::testing {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+class Files : public ::testing::Test {
+ protected:
+  void SetUp() override { YONDER_REQUIRE_DOCKER_OR_SKIP(); }
+};
+
+constexpr const char* kImage = "yonder-test/busybox:1";
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Every regular file's content under `dir`, concatenated.
+std::string all_content(const std::string& dir) {
+  std::string out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_regular_file() && !it->is_symlink()) out += read_file(it->path().string());
+  }
+  return out;
+}
+
+// Waits until the job's output contains `text` (bounded).
+bool wait_for_output(const Node& node, const std::string& id, const std::string& text) {
+  for (int i = 0; i < 300; ++i) {
+    if (node.yonder({"logs", id}).out.find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+// Audit entries of `action` on `provider` for `subject`, waiting (bounded)
+// until `ok` accepts one; returns it (null if none came).
+json wait_for_audit(const Node& provider, const std::string& action, const std::string& subject,
+                    const std::function<bool(const json&)>& ok) {
+  for (int i = 0; i < 50; ++i) {
+    json audit = provider.yonder_json({"audit"});
+    for (const auto& e : audit["entries"]) {
+      if (e["action"] == action && e["subject"] == subject && ok(e)) return e;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return nullptr;
+}
+
+TEST_F(Files, CpOutOfAndIntoARunningJobNeverFollowsTheJobsLinks) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--scope", "run,files", "--max-jobs", "2"});
+  // Host places the job aims its links at: a folder and a file outside it.
+  std::string host_dir = dir / "hostside";
+  fs::create_directories(host_dir);
+  std::string host_file = dir / "host-secret.txt";
+  std::ofstream(host_file) << "host secret\n";
+  std::string hostname = read_file("/etc/hostname");
+
+  std::string script =
+      "echo hi > out.txt && ln -s /etc/hostname leak && ln -s " + host_file + " leak2 && mkdir d && "
+      "echo inner > d/ok.txt && ln -s /etc d/etcdir && ln -s " + host_dir + " evil && mkdir inbox2 && "
+      "ln -s " + host_file + " inbox2/x.txt && echo ready && "
+      "i=0; while [ ! -f inbox/in.txt ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
+      "cat inbox/in.txt inbox2/x.txt; stat -c 'owner %u:%g' inbox/in.txt inbox; echo more >> inbox/in.txt && echo appended";
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c", script});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  ASSERT_TRUE(wait_for_output(laptop, id, "ready")) << laptop.yonder({"logs", id}).out;
+
+  // Out of the running job: a file, then everything.
+  std::string dest = dir / "dest";
+  fs::create_directories(dest);
+  auto one = laptop.yonder({"cp", id + ":out.txt", dest});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(read_file(dest + "/out.txt"), "hi\n");
+  for (const char* link : {"leak", "leak2", "d/etcdir/hostname", "evil"}) {
+    auto r = laptop.yonder({"cp", id + ":" + link, dest});
+    EXPECT_NE(r.exit_code, 0) << link;
+    EXPECT_NE(r.err.find("symbolic link"), std::string::npos) << link << ": " << r.err;
+  }
+  std::string all = dir / "all";
+  fs::create_directories(all);
+  auto whole = laptop.yonder_json({"cp", id + ":.", all});
+  EXPECT_EQ(read_file(all + "/out.txt"), "hi\n");
+  EXPECT_EQ(read_file(all + "/d/ok.txt"), "inner\n");
+  for (const char* link : {"leak", "leak2", "d/etcdir", "evil", "inbox2/x.txt"}) {
+    EXPECT_FALSE(fs::exists(fs::symlink_status(all + "/" + link))) << link << " " << whole.dump();
+  }
+  std::string fetched = all_content(all) + all_content(dest);
+  EXPECT_EQ(fetched.find("host secret"), std::string::npos);
+  if (!hostname.empty()) {
+    EXPECT_EQ(fetched.find(hostname), std::string::npos);
+  }
+
+  // Into the running job: never through the links it planted...
+  std::string local = dir / "local";
+  fs::create_directories(local + "/sub");
+  std::ofstream(local + "/x.txt") << "replaced the link\n";
+  std::ofstream(local + "/in.txt") << "from the consumer\n";
+  std::ofstream(local + "/sub/deep.txt") << "deep\n";
+  auto through = laptop.yonder({"cp", local + "/sub", id + ":evil"});
+  EXPECT_NE(through.exit_code, 0);
+  EXPECT_NE(through.err.find("symbolic link"), std::string::npos) << through.err;
+  EXPECT_TRUE(fs::is_empty(host_dir));
+  // ...a link as the file's own name is replaced, not written through...
+  auto over = laptop.yonder({"cp", local + "/x.txt", id + ":inbox2"});
+  EXPECT_EQ(over.exit_code, 0) << over.err;
+  EXPECT_EQ(over.out, "inbox2/x.txt\n");
+  EXPECT_EQ(read_file(host_file), "host secret\n");
+  // ...a folder with what is in it...
+  auto folder = laptop.yonder_json({"cp", local + "/sub", id + ":nested/deeper"});
+  EXPECT_EQ(folder["files"], 1) << folder.dump();
+  EXPECT_EQ(folder["paths"], json::array({"nested/deeper/sub/deep.txt"})) << folder.dump();
+  // ...and the file the job waits for, owned by the job's user.
+  auto in = laptop.yonder({"cp", local + "/in.txt", id + ":inbox"});
+  EXPECT_EQ(in.exit_code, 0) << in.err;
+  EXPECT_EQ(in.out, "inbox/in.txt\n");
+
+  auto logs = laptop.yonder({"logs", "-f", id});
+  EXPECT_NE(logs.out.find("from the consumer\nreplaced the link\nowner 65534:65534\nowner 65534:65534\nappended\n"),
+            std::string::npos)
+      << logs.out << logs.err;
+  EXPECT_EQ(read_file(host_file), "host secret\n");
+  EXPECT_TRUE(fs::is_empty(host_dir));
+
+  // Ended: copying out still works (the workspace image is mounted for it),
+  // copying in does not.
+  std::string after = dir / "after";
+  fs::create_directories(after);
+  auto ended = laptop.yonder({"cp", id + ":inbox/in.txt", after});
+  EXPECT_EQ(ended.exit_code, 0) << ended.err;
+  EXPECT_EQ(read_file(after + "/inbox/in.txt"), "from the consumer\nmore\n");
+  auto late = laptop.yonder({"cp", local + "/in.txt", id + ":inbox"});
+  EXPECT_NE(late.exit_code, 0);
+  EXPECT_NE(late.err.find("running job only"), std::string::npos) << late.err;
+
+  // Audited with the bytes, both ways.
+  EXPECT_FALSE(wait_for_audit(studio, "files.put", id, [](const json& e) {
+                 return e["detail"].value("bytes_in", 0) == 18 && e["detail"].value("dir", "") == "inbox";
+               }).is_null());
+  EXPECT_FALSE(wait_for_audit(studio, "run.fetch", id, [](const json& e) {
+                 return e["detail"].value("bytes_out", 0) == 3;
+               }).is_null());
+  EXPECT_FALSE(wait_for_audit(studio, "run.fetch", id, [](const json& e) {
+                 return e["detail"].contains("refused") &&
+                        e["detail"]["refused"].get<std::string>().find("symbolic link") != std::string::npos;
+               }).is_null());
+}
+
+TEST_F(Files, CpIntoAJobNeedsTheFilesCapability) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--scope", "run"});
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                          "echo ready; sleep 60"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  ASSERT_TRUE(wait_for_output(laptop, id, "ready"));
+  std::string local = dir / "f.txt";
+  std::ofstream(local) << "x\n";
+  auto r = laptop.yonder({"cp", local, id + ":"});
+  EXPECT_EQ(r.exit_code, 5) << r.err;  // refused by the peer's scope
+  EXPECT_NE(r.err.find("does not include \"files\""), std::string::npos) << r.err;
+  EXPECT_FALSE(wait_for_audit(studio, "files.put", "", [](const json& e) {
+                 return e["detail"].value("refused", "").find("\"files\"") != std::string::npos;
+               }).is_null());
+  auto usage = laptop.yonder({"cp", local, dir / "elsewhere"});
+  EXPECT_EQ(usage.exit_code, 2) << usage.err;
+  EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace yonder::testing

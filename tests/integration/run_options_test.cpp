@@ -1,0 +1,290 @@
+// `yonder run`'s options end to end: a provider and a consumer, each a real
+// yonderd, jobs on the real dockerd, driven through the CLI as people use
+// it: --env-file, -w, -f job.toml, -t, -p while attached, and Ctrl-C or
+// SIGTERM with and without a terminal (a real pseudo-terminal).
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+#include <thread>
+
+#include "support/docker_env.h"
+#include "support/job_node.h"
+#include "support/live_process.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace yonder::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr const char* kImage = "yonder-test/busybox:1";
+
+class RunOptions : public ::testing::Test {
+ protected:
+  void SetUp() override { YONDER_REQUIRE_DOCKER_OR_SKIP(); }
+};
+
+std::vector<std::string> yonder_args(std::vector<std::string> args) {
+  args.insert(args.begin(), program_path("yonder"));
+  return args;
+}
+
+// The state of the consumer's only job that runs `marker` (from ps --all).
+json job_running(const Node& node, const std::string& marker) {
+  for (const auto& j : node.yonder_json({"ps", "--all"})["jobs"]) {
+    std::string cmd;
+    for (const auto& a : j.value("command", json::array())) cmd += a.get<std::string>() + " ";
+    if (cmd.find(marker) != std::string::npos) return j;
+  }
+  return nullptr;
+}
+
+TEST_F(RunOptions, EnvFileWorkdirAndJobFile) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "2"});
+  std::string work = dir / "work";
+  std::filesystem::create_directories(work + "/src");
+  std::ofstream(work + "/src/input.txt") << "from the upload\n";
+  std::ofstream(work + "/vars.env") << "# settings\nA=from-file\n\nB=file loses to -e\nFROM_SHELL\nNOT_SET\n";
+
+  // --env-file with a bare name from our environment; -e wins over the file.
+  Env env = laptop.env();
+  env["FROM_SHELL"] = "taken from here";
+  auto r = run(yonder_args({"run", "--on", "studio", "--image", kImage, "--no-upload", "--env-file", work + "/vars.env",
+                            "-e", "B=from -e", "--", "sh", "-c",
+                            "echo \"A=$A\"; echo \"B=$B\"; echo \"S=$FROM_SHELL\"; echo \"N=${NOT_SET-unset}\""}),
+               env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "A=from-file\nB=from -e\nS=taken from here\nN=unset\n");
+
+  // A bad line is named by file and line, before anything runs.
+  std::ofstream(work + "/bad.env") << "A=1\nMY VAR=2\n";
+  auto bad = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--env-file",
+                            work + "/bad.env", "--", "true"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(work + "/bad.env:2: `MY VAR` is not a variable name"), std::string::npos) << bad.err;
+
+  // -w: an uploaded folder, and one the job's user gets made for it (Docker
+  // would make it root's); what the job writes there comes home.
+  auto in_src = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work, "-w", "src", "--", "sh",
+                               "-c", "pwd; cat input.txt"});
+  EXPECT_EQ(in_src.exit_code, 0) << in_src.err;
+  EXPECT_EQ(in_src.out, "/workspace/src\nfrom the upload\n");
+  auto made = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work, "-w", "/workspace/out/run1",
+                             "--", "sh", "-c", "pwd; echo result > result.txt"});
+  EXPECT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_EQ(made.out, "/workspace/out/run1\n");
+  std::ifstream result(work + "/out/run1/result.txt");
+  std::string line;
+  std::getline(result, line);
+  EXPECT_EQ(line, "result");
+  auto escape = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-w", "../etc", "--", "pwd"});
+  EXPECT_EQ(escape.exit_code, 125);
+  EXPECT_NE(escape.err.find("'workdir' must not contain \"..\""), std::string::npos) << escape.err;
+
+  // A job file with every common field; its command stands in for the one after --.
+  std::ofstream(work + "/job.toml") << "# the nightly job\n"
+                                       "on = \"studio\"\n"
+                                       "image = \"" << kImage << "\"\n"
+                                       "command = [\"sh\", \"-c\", \"pwd; echo \\\"$GREETING $A $B\\\"; exit 3\"]\n"
+                                       "memory = \"64M\"\n"
+                                       "time = \"10m\"\n"
+                                       "workdir = \"src\"\n"
+                                       "env_file = \"vars.env\"\n"
+                                       "upload = \".\"\n"
+                                       "out = [\"src/input.txt\"]\n"
+                                       "[env]\n"
+                                       "GREETING = \"hello\"\n"
+                                       "B = \"table wins over env_file\"\n";
+  auto from_file = laptop.yonder({"run", "-f", work + "/job.toml"});
+  EXPECT_EQ(from_file.exit_code, 3) << from_file.err;
+  EXPECT_EQ(from_file.out, "/workspace/src\nhello from-file table wins over env_file\n");
+  // Flags given on the command line win over the file.
+  auto overridden = laptop.yonder({"run", "-f", work + "/job.toml", "-w", ".", "-e", "GREETING=hi", "--", "sh", "-c",
+                                   "pwd; echo $GREETING"});
+  EXPECT_EQ(overridden.exit_code, 0) << overridden.err;
+  EXPECT_EQ(overridden.out, "/workspace\nhi\n");
+  // A typo is an error naming the key and the line, not a silent default.
+  std::ofstream(work + "/typo.toml") << "on = \"studio\"\nimage = \"" << kImage << "\"\ncomand = [\"true\"]\n";
+  auto typo = laptop.yonder({"run", "-f", work + "/typo.toml"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find(work + "/typo.toml:3: unknown key `comand`"), std::string::npos) << typo.err;
+  auto no_command = laptop.yonder({"run", "--on", "studio", "--image", kImage});
+  EXPECT_EQ(no_command.exit_code, 2);
+  EXPECT_NE(no_command.err.find("give the command after --"), std::string::npos) << no_command.err;
+}
+
+TEST_F(RunOptions, TtyGivesTheJobATerminal) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {});
+  const std::string check = "if test -t 1; then echo tty; else echo no tty; fi; echo err >&2";
+  auto with = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-t", "--", "sh", "-c", check});
+  EXPECT_EQ(with.exit_code, 0) << with.err;
+  EXPECT_EQ(with.out, "tty\r\nerr\r\n");  // one stream, the terminal's line ends
+  auto without = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh", "-c", check});
+  EXPECT_EQ(without.exit_code, 0) << without.err;
+  EXPECT_EQ(without.out, "no tty\n");
+  EXPECT_NE(without.err.find("err\n"), std::string::npos);
+}
+
+// Sends `request` to 127.0.0.1:port and reads to the end; nullopt when no
+// connection could be made.
+std::optional<std::string> round_trip(int port, const std::string& request) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return std::nullopt;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{20, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+// Forwards while attached: the job's state must be running first (run
+// waits for it), the address is printed once the forward is up, and the
+// forward goes when the job ends.
+TEST_F(RunOptions, ForwardWhileAttachedAndRemovedWhenTheJobEnds) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--scope", "run,forward"});
+  // The job serves until a request to /cgi-bin/done tells it to end.
+  LiveProcess run_cli(
+      yonder_args({"run", "--on", "studio", "--image", kImage, "--no-upload", "-p", "0:8080", "--", "sh", "-c",
+                   "mkdir -p /tmp/www/cgi-bin && echo hello from the job > /tmp/www/index.html && "
+                   "printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho bye\\ntouch /tmp/done\\n' "
+                   "> /tmp/www/cgi-bin/done && chmod +x /tmp/www/cgi-bin/done && httpd -p 8080 -h /tmp/www && "
+                   "echo serving && while [ ! -e /tmp/done ]; do sleep 0.1; done; echo finished"}),
+      laptop.env());
+  ASSERT_TRUE(run_cli.wait_for("to port 8080 of the job", 90s)) << run_cli.output();
+  std::smatch m;
+  std::string err = run_cli.err();
+  ASSERT_TRUE(std::regex_search(err, m, std::regex("forwarding 127\\.0\\.0\\.1:([0-9]+) to port 8080"))) << err;
+  int port = std::stoi(m[1]);
+  ASSERT_EQ(laptop.yonder_json({"forward", "--list"})["forwards"].size(), 1u);
+
+  // httpd may not listen yet: a connection made before is closed unanswered.
+  std::string page;
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (page.find("hello from the job") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    page = round_trip(port, "GET /index.html HTTP/1.0\r\n\r\n").value_or("");
+    if (page.empty()) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_NE(page.find("hello from the job"), std::string::npos) << page;
+  auto done = round_trip(port, "GET /cgi-bin/done HTTP/1.0\r\n\r\n").value_or("");
+  EXPECT_NE(done.find("bye"), std::string::npos) << done;
+
+  EXPECT_EQ(run_cli.wait(60s), 0) << run_cli.output();
+  EXPECT_NE(run_cli.out().find("finished"), std::string::npos) << run_cli.output();
+  EXPECT_EQ(laptop.yonder_json({"forward", "--list"})["forwards"].size(), 0u);  // gone with the job
+  EXPECT_FALSE(round_trip(port, "GET / HTTP/1.0\r\n\r\n").has_value());
+
+  auto with_detach = laptop.yonder({"run", "--on", "studio", "--image", kImage, "-d", "-p", "8080", "--", "true"});
+  EXPECT_EQ(with_detach.exit_code, 2);
+  EXPECT_NE(with_detach.err.find("yonder forward JOB LOCAL:REMOTE"), std::string::npos) << with_detach.err;
+}
+
+// Without a terminal (scripts, CI), SIGINT and SIGTERM stop the job; run
+// waits for its end and exits 128 + the signal.
+TEST_F(RunOptions, SigintOrSigtermWithoutATerminalStopsTheJob) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "2"});
+  for (int sig : {SIGINT, SIGTERM}) {
+    std::string marker = "job-" + std::to_string(sig);
+    LiveProcess run_cli(yonder_args({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh", "-c",
+                                     "echo " + marker + " started; sleep 120"}),
+                        laptop.env());
+    ASSERT_TRUE(run_cli.wait_for(marker + " started", 90s)) << run_cli.output();
+    auto t0 = std::chrono::steady_clock::now();
+    run_cli.signal(sig);
+    EXPECT_EQ(run_cli.wait(60s), 128 + sig) << run_cli.output();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s);  // the long poll did not hold us
+    EXPECT_NE(run_cli.err().find("stopping job"), std::string::npos) << run_cli.err();
+    auto job = job_running(laptop, marker);
+    ASSERT_TRUE(job.is_object());
+    EXPECT_EQ(job["state"], "stopped") << job.dump();  // ended, not left running
+  }
+}
+
+// On a terminal the first Ctrl-C asks: Enter keeps watching, d detaches
+// (the job runs on), s or a second Ctrl-C stops it.
+TEST_F(RunOptions, CtrlCOnATerminalAsksStopDetachOrKeepWatching) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "3"});
+  const std::string prompt = "stop the job [s], detach [d], or keep watching [Enter]? (Ctrl-C again stops it)";
+  auto start = [&](const std::string& marker) {
+    return std::make_unique<LiveProcess>(
+        yonder_args({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh", "-c",
+                     "echo " + marker + " started; i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done"}),
+        laptop.env(), true);
+  };
+
+  // Enter, then d.
+  auto watch = start("watched");
+  ASSERT_TRUE(watch->wait_for("watched started", 90s)) << watch->output();
+  watch->write("\x03");
+  ASSERT_TRUE(watch->wait_for(prompt, 20s)) << watch->output();
+  size_t asked_at = watch->output().size();
+  watch->write("\r");
+  EXPECT_TRUE(watch->wait_for("tick", 20s, asked_at)) << "still watching: " << watch->output();
+  watch->write("\x03");
+  ASSERT_TRUE(watch->wait_for(prompt, 20s, asked_at)) << watch->output();
+  watch->write("d");
+  EXPECT_EQ(watch->wait(30s), 0) << watch->output();
+  auto job = job_running(laptop, "watched");
+  ASSERT_TRUE(job.is_object());
+  std::string id = job["job_id"];
+  EXPECT_NE(watch->output().find("yonder logs -f " + id), std::string::npos) << watch->output();
+  EXPECT_NE(watch->output().find("yonder stop " + id), std::string::npos) << watch->output();
+  EXPECT_EQ(job["state"], "running") << job.dump();
+  EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+
+  // s.
+  auto by_key = start("by-key");
+  ASSERT_TRUE(by_key->wait_for("by-key started", 90s)) << by_key->output();
+  by_key->write("\x03");
+  ASSERT_TRUE(by_key->wait_for(prompt, 20s)) << by_key->output();
+  by_key->write("s");
+  EXPECT_EQ(by_key->wait(60s), 130) << by_key->output();
+  EXPECT_EQ(job_running(laptop, "by-key")["state"], "stopped");
+
+  // Ctrl-C twice.
+  auto twice = start("twice");
+  ASSERT_TRUE(twice->wait_for("twice started", 90s)) << twice->output();
+  twice->write("\x03");
+  ASSERT_TRUE(twice->wait_for(prompt, 20s)) << twice->output();
+  twice->write("\x03");
+  EXPECT_EQ(twice->wait(60s), 130) << twice->output();
+  EXPECT_EQ(job_running(laptop, "twice")["state"], "stopped");
+}
+
+}  // namespace
+}  // namespace yonder::testing
