@@ -28,7 +28,8 @@ Result<json> api(const Context& ctx, const std::string& method, const std::strin
   auto j = json::parse(r->body, nullptr, false);
   if (r->status != 200) {
     if (j.is_object() && j.contains("error") && j["error"].is_object()) {
-      return make_error(code_from_name(j["error"].value("code", "")), j["error"].value("message", "yonderd refused the request"));
+      return make_error(code_from_name(j["error"].value("code", "")),
+                        j["error"].value("message", "yonderd refused the request"));
     }
     return make_error(ErrorCode::kInternal, "yonderd answered HTTP " + std::to_string(r->status));
   }

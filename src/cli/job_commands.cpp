@@ -30,7 +30,9 @@ Result<json> fetch_files(const Context& ctx, const std::string& job, const std::
                          const std::vector<std::string>& paths) {
   json body = {{"job_id", job}, {"dir", dir}};
   if (!paths.empty()) body["paths"] = paths;
-  return api(ctx, "POST", "/v1/jobs/fetch", body, std::chrono::minutes(30));
+  std::string transfer_id = new_transfer_id();
+  body["transfer_id"] = transfer_id;
+  return with_transfer_progress(ctx, transfer_id, [&] { return api(ctx, "POST", "/v1/jobs/fetch", body, std::chrono::minutes(30)); });
 }
 
 // Follows the job until it ends or we detach, serving its -p forwards

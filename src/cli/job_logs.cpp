@@ -42,8 +42,10 @@ Result<LogFollower::Step> LogFollower::next(std::chrono::milliseconds wait, bool
       lost_since_ = now;
     }
     if (now - lost_since_ > std::chrono::minutes(2)) {
-      return make_error(ErrorCode::kUnavailable, "the provider has been unreachable for 2 minutes; the job may "
-                                                 "still run: `yonder logs -f " + job_ + "` re-attaches");
+      return make_error(ErrorCode::kUnavailable,
+                        "the provider has been unreachable for 2 minutes; the job may "
+                        "still run: `yonder logs -f " +
+                            job_ + "` re-attaches");
     }
     // A second before the next try, cut short by an interrupt.
     if (interrupt_fd >= 0) {

@@ -51,8 +51,9 @@ std::string describe_transfer(const nlohmann::json& t, double elapsed_s) {
   if (phase == "planning") return "asking the provider what it already has...";
   if (phase == "retrying") return "the link dropped; resuming the upload (attempt " + std::to_string(t.value("attempt", 0) + 1) + ")...";
   uint64_t need = t.value("need_bytes", uint64_t{0}), sent = t.value("sent_bytes", uint64_t{0});
-  double f = need > 0 ? static_cast<double>(sent) / static_cast<double>(need) : 1.0;
-  std::string line = "uploading " + bar(f) + " " + std::to_string(static_cast<int>(f * 100)) + "%  " + format_size(sent) + "/" +
+  double f = need > 0 ? std::min(1.0, static_cast<double>(sent) / static_cast<double>(need)) : 1.0;
+  std::string verb = t.value("kind", "") == "download" ? "bringing home " : "uploading ";
+  std::string line = verb + bar(f) + " " + std::to_string(static_cast<int>(f * 100)) + "%  " + format_size(sent) + "/" +
                      format_size(need);
   std::string r = rate(static_cast<double>(sent), elapsed_s);
   if (!r.empty()) line += "  " + r;
@@ -82,7 +83,8 @@ Result<nlohmann::json> with_transfer_progress(const Context& ctx, const std::str
       if (!j.is_object() || !j.contains("transfers") || !j["transfers"].is_array() || j["transfers"].empty()) continue;
       const auto& t = j["transfers"][0];
       auto now = std::chrono::steady_clock::now();
-      if (t.value("phase", "") == "sending" && sending_since == std::chrono::steady_clock::time_point{}) sending_since = now;
+      std::string phase = t.value("phase", "");
+      if ((phase == "sending" || phase == "receiving") && sending_since == std::chrono::steady_clock::time_point{}) sending_since = now;
       double elapsed = sending_since == std::chrono::steady_clock::time_point{}
                            ? 0
                            : std::chrono::duration<double>(now - sending_since).count();

@@ -142,7 +142,8 @@ class RunForwards {
   // A forward that cannot be made is reported and skipped: the job runs on.
   void open(const std::vector<PortPair>& pairs) {
     for (const auto& p : pairs) {
-      auto r = api(ctx_, "POST", "/v1/forwards", {{"job_id", job_}, {"local_port", p.local}, {"remote_port", p.remote}});
+      auto r =
+          api(ctx_, "POST", "/v1/forwards", {{"job_id", job_}, {"local_port", p.local}, {"remote_port", p.remote}});
       if (!r) {
         std::fprintf(stderr, "yonder: could not forward to port %d of the job: %s\n", p.remote,
                      r.error().message().c_str());
@@ -166,7 +167,9 @@ class RunForwards {
   std::vector<std::string> ids_;
 };
 
-bool is_waiting(const std::string& state) { return state == "queued" || state == "starting"; }
+bool is_waiting(const std::string& state) {
+  return state == "queued" || state == "starting";
+}
 
 void print_detach_hints(const std::string& job, bool had_forwards) {
   std::fprintf(stderr,

@@ -1,12 +1,12 @@
 #include "cli/run_options.h"
 
+#include <toml++/toml.h>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <toml++/toml.h>
 
 #include "exec/env_filter.h"
 
@@ -22,7 +22,9 @@ namespace {
   } while (0)
 #endif
 
-Error invalid(const std::string& message) { return make_error(ErrorCode::kInvalidArgument, message); }
+Error invalid(const std::string& message) {
+  return make_error(ErrorCode::kInvalidArgument, message);
+}
 
 // Reads at most `max` bytes of `path`; more is an error naming `what`.
 Result<std::string> read_bounded(const std::string& path, size_t max, const std::string& what) {
@@ -307,9 +309,9 @@ Result<RunArgs> effective_run_args(const RunArgs& given, const config::EnvFn& en
     fill(out.workdir, file.workdir);
     fill(out.out, file.out);
     fill(out.ports, file.ports);
-    for (auto [flag, from_file] : {std::pair{&out.vram, &file.vram}, std::pair{&out.cpus, &file.cpus},
-                                   std::pair{&out.memory, &file.memory}, std::pair{&out.disk, &file.disk},
-                                   std::pair{&out.time, &file.time}}) {
+    for (auto [flag, from_file] :
+         {std::pair{&out.vram, &file.vram}, std::pair{&out.cpus, &file.cpus}, std::pair{&out.memory, &file.memory},
+          std::pair{&out.disk, &file.disk}, std::pair{&out.time, &file.time}}) {
       if (!*flag) *flag = *from_file;
     }
     if (!out.gpus) out.gpus = file.gpus;

@@ -40,7 +40,7 @@ Result<RunArgs> parse_job_file(std::string_view text, const std::string& origin,
 Result<RunArgs> read_job_file(const std::string& path);
 
 struct PortPair {
-  int local = 0;   // 0: any free port
+  int local = 0;  // 0: any free port
   int remote = 0;
 };
 // "LOCAL:REMOTE" (LOCAL 0 picks a free port) or "REMOTE" (the same port locally).

@@ -77,6 +77,10 @@ constexpr std::array kSettings = {
                 "Ports of this provider's own loopback (127.0.0.1) that paired peers whose scope includes `forward` "
                 "may reach with `yonder forward PEER LOCAL:PORT`, comma-separated (e.g. `11434` for an Ollama); "
                 "empty: none. Read when yonderd starts."},
+    SettingSpec{"forward.direct", T::kBool, "true", "true", "YONDER_FORWARD_DIRECT", "",
+                "Forward into a job through a socket made in the job's own network namespace (kernel TCP; needs "
+                "yonderd as root, not for gVisor jobs). false, or where that is not possible: relay each connection "
+                "through `nc` exec'd in the job. Read when yonderd starts."},
     SettingSpec{"api.request_timeout_s", T::kInt, "30", "30", "", "",
                 "Seconds the local API waits for a request before closing the connection."},
 };

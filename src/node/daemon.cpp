@@ -138,11 +138,13 @@ int run_daemon(const DaemonOptions& options) {
   RemoteConsumer remote_consumer(io, pool, *peer_link, std::move(*consumer_jobs), paths->home + "/cache/upload-hashes");
   remote_consumer.add_routes(router);
   FetchConsumer fetch_consumer(io, pool, *peer_link, remote_consumer.store());
+  fetch_consumer.set_transfers(&remote_consumer.transfers());
   fetch_consumer.add_routes(router);
   FilesConsumer files_consumer(io, pool, *peer_link, remote_consumer.store());
   files_consumer.add_routes(router);
   // Port forwarding: forward.tcp tunnels (provider side), /v1/forwards (consumer side).
   ForwardProvider forward_provider(io, pool, *peer_link, *provider, remote_provider);
+  forward_provider.set_direct(cfg->get_bool("forward.direct"));
   forward_provider.register_methods();
   auto host_ports = HostForward::parse_ports(cfg->get("forward.host_ports"));
   if (!host_ports) return fail(host_ports.error());

@@ -43,6 +43,8 @@ struct Fetch {
   std::shared_ptr<link::Tunnel> tunnel;
   Reply reply;
   bool done = false;
+  std::string transfer_id;
+  std::shared_ptr<TransferProgress> progress;  // once the provider has said how much comes
 };
 
 }  // namespace
@@ -81,6 +83,13 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
   f->job_id = body["job_id"];
   f->dir = dir;
   f->reply = std::move(reply);
+  if (body.contains("transfer_id") && body["transfer_id"].is_string()) f->transfer_id = body["transfer_id"];
+  // Ends the transfer's progress whichever way the fetch ends.
+  f->reply = [this, f = f.get(), inner = std::move(f->reply)](Response r) {
+    if (f->progress && transfers_ != nullptr) transfers_->end(f->progress);
+    f->progress.reset();
+    inner(std::move(r));
+  };
   asio::post(pool_, [this, f, paths] {
     auto prepared = [&]() -> Result<std::pair<jobs::consumer::ConsumerJob, nlohmann::json>> {
       std::error_code ec;
@@ -129,6 +138,17 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
           t->key, t->addresses, "run.fetch", prepared->second, [this, f, fail](Result<link::TunnelOpened> r) {
             if (!r) return fail(f, std::move(r).error());
             f->tunnel = std::move(r->tunnel);
+            if (transfers_ != nullptr) {
+              f->progress = transfers_->begin(f->transfer_id, "download", "", f->dir);
+              auto count = [&](const char* key) {  // the provider's word: checked, not trusted
+                return r->result.is_object() && r->result.contains(key) && r->result[key].is_number_unsigned()
+                           ? r->result[key].get<uint64_t>()
+                           : uint64_t{0};
+              };
+              f->progress->files = f->progress->need_files = count("files");
+              f->progress->bytes = f->progress->need_bytes = count("bytes");
+              f->progress->phase = TransferProgress::Phase::kReceiving;
+            }
             // The handlers hold the fetch until the stream is gone.
             std::shared_ptr<Fetch> self = f;
             link::Tunnel::Handlers h;
@@ -136,6 +156,7 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
               auto ff = self;
               if (!ff || ff->done) return;
               if (auto st = ff->x->write(b); !st) return fail(ff, std::move(st).error());
+              if (ff->progress) ff->progress->sent_bytes = std::min<uint64_t>(ff->progress->sent_bytes + b.size(), ff->progress->need_bytes);
               if (ff->tunnel) ff->tunnel->resume();
             };
             h.eof = [this, self, fail] {

@@ -21,6 +21,7 @@
 
 #include "api/server.h"
 #include "node/peer_link.h"
+#include "node/transfers.h"
 
 namespace boost::asio {
 class io_context;
@@ -38,6 +39,8 @@ class FetchConsumer {
   FetchConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
                 std::shared_ptr<jobs::consumer::ConsumerJobStore> store);
   void add_routes(api::Router& router);
+  // Where fetches report their progress ("transfer_id" in the request).
+  void set_transfers(Transfers* t) { transfers_ = t; }
 
  private:
   void fetch(const api::Request& req, api::Reply reply);
@@ -46,6 +49,7 @@ class FetchConsumer {
   boost::asio::thread_pool& pool_;
   PeerLink& link_;
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
+  Transfers* transfers_ = nullptr;
 };
 
 }  // namespace yonder::node

@@ -2,11 +2,11 @@
 
 #include <utility>  // before Boost.Asio (GCC 12)
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "crypto/node_id.h"
 #include "jobs/provider/provider_jobs.h"
@@ -43,8 +43,10 @@ FilesProvider::FilesProvider(asio::io_context& io, asio::thread_pool& pool, Peer
       max_bytes_(static_cast<uint64_t>(std::max<int64_t>(1, cfg.get_int("jobs.max_disk_mib"))) * kMiB) {}
 
 void FilesProvider::register_methods() {
-  link_.service().add_tunnel_method("files.put", [this](const PublicKeyBytes& peer, const nlohmann::json& params,
-                                                        link::TunnelAccept accept) { put(peer, params, std::move(accept)); });
+  link_.service().add_tunnel_method(
+      "files.put", [this](const PublicKeyBytes& peer, const nlohmann::json& params, link::TunnelAccept accept) {
+        put(peer, params, std::move(accept));
+      });
 }
 
 void FilesProvider::put(const PublicKeyBytes& peer, const nlohmann::json& params, link::TunnelAccept accept) {
@@ -78,8 +80,8 @@ void FilesProvider::put(const PublicKeyBytes& peer, const nlohmann::json& params
       }
       std::string state = v->value("state", "");
       if (state != "running") {
-        return make_error(ErrorCode::kFailedPrecondition, "job " + p->job_id + " is " + state +
-                                                              "; files can be copied into a running job only");
+        return make_error(ErrorCode::kFailedPrecondition,
+                          "job " + p->job_id + " is " + state + "; files can be copied into a running job only");
       }
       auto ws = mounts_.acquire(p->job_id);
       if (!ws) return std::move(ws).error();
@@ -175,8 +177,9 @@ void FilesProvider::finish(const std::shared_ptr<Put>& p) {
 void FilesProvider::fail(const std::shared_ptr<Put>& p, const Error& e) {
   if (p->done) return;
   p->done = true;
-  audit_.record(p->peer_id, "files.put", p->job_id,
-                {{"dir", p->dir}, {"error", e.message()}, {"code", error_code_name(e.code())}, {"bytes_in", p->received}});
+  audit_.record(
+      p->peer_id, "files.put", p->job_id,
+      {{"dir", p->dir}, {"error", e.message()}, {"code", error_code_name(e.code())}, {"bytes_in", p->received}});
   if (p->tunnel) p->tunnel->reset(e.message());
   p->tunnel.reset();
   release(p);

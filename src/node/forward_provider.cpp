@@ -3,6 +3,7 @@
 #include <utility>  // before Boost.Asio (GCC 12)
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "crypto/node_id.h"
+#include "node/tcp_pipe.h"
 #include "jobs/provider/provider_jobs.h"
 #include "node/exec_frames.h"
 
@@ -307,6 +309,8 @@ ForwardProvider::ForwardProvider(asio::io_context& io, asio::thread_pool& pool, 
 ForwardProvider::~ForwardProvider() {
   *alive_ = false;
   pipes_.clear();
+  for (auto& [_, p] : tcp_pipes_) p->fail();
+  tcp_pipes_.clear();
 }
 
 void ForwardProvider::register_methods() {
@@ -346,9 +350,65 @@ void ForwardProvider::open(const PublicKeyBytes& peer, const nlohmann::json& par
     return;
   }
   int port = static_cast<int>(port_it->get<int64_t>());
-  exec::ExecSpec spec;
-  spec.command = {"nc", "127.0.0.1", std::to_string(port)};
-  launch(peer, *job, std::move(spec), false, {{"job_id", *job}, {"port", port}}, std::move(accept));
+  std::string peer_id = NodeId(peer).to_string();
+  std::string job_id = *job;
+  if (pipes_.size() + tcp_pipes_.size() >= kMaxConnections) {
+    return launch(peer, job_id, exec::ExecSpec{}, false, {{"job_id", job_id}, {"port", port}}, std::move(accept));  // refuses
+  }
+  // The direct path first: a socket made in the job's own network namespace
+  // (kernel TCP both ways). Without the privilege for it, or for a gVisor
+  // job, an `nc` exec'd into the job relays instead.
+  asio::post(pool_, [this, alive = alive_, peer, peer_id, job_id, port, accept = std::move(accept)]() mutable {
+    auto fd = [&]() -> Result<int> {
+      auto jobs = provider_.ready();
+      if (!jobs) return std::move(jobs).error();
+      auto view = (*jobs)->get(job_id);
+      if (!view || view->value("peer_id", "") != peer_id) {
+        return make_error(ErrorCode::kNotFound, "no job " + job_id + " of yours on this provider");
+      }
+      if (!direct_) return make_error(ErrorCode::kPermissionDenied, "direct forwarding is off (forward.direct)");
+      return (*jobs)->connect(job_id, static_cast<uint16_t>(port));
+    }();
+    asio::post(io_, [this, alive, peer, peer_id, job_id, port, accept = std::move(accept), fd = std::move(fd)]() mutable {
+      if (!*alive) {
+        if (fd) ::close(*fd);
+        return;
+      }
+      nlohmann::json detail = {{"port", port}, {"via", "netns"}};
+      if (!fd) {
+        ErrorCode c = fd.error().code();
+        if (c == ErrorCode::kPermissionDenied || c == ErrorCode::kInternal) {
+          spdlog::debug("forward into job {}: {}; relaying through nc instead", job_id, fd.error().message());
+          exec::ExecSpec spec;
+          spec.command = {"nc", "127.0.0.1", std::to_string(port)};
+          return launch(peer, job_id, std::move(spec), false, {{"job_id", job_id}, {"port", port}}, std::move(accept));
+        }
+        detail["refused"] = fd.error().message();
+        detail["code"] = error_code_name(c);
+        audit_.record(peer_id, "forward.tcp", job_id, std::move(detail));
+        accept(std::move(fd).error());
+        return;
+      }
+      asio::ip::tcp::socket socket(io_);
+      boost::system::error_code ec;
+      socket.assign(asio::ip::tcp::v4(), *fd, ec);
+      if (ec) {
+        ::close(*fd);
+        accept(make_error(ErrorCode::kInternal, "cannot use the connection into the job: " + ec.message()));
+        return;
+      }
+      audit_.record(peer_id, "forward.tcp", job_id, std::move(detail));
+      auto tunnel = accept(nlohmann::json{{"job_id", job_id}, {"port", port}});
+      if (!tunnel) return;  // the caller gave up; the socket closes with the pipe
+      auto pipe = std::make_shared<TcpPipe>(std::move(socket), [this, alive](TcpPipe* p) {
+        asio::post(io_, [this, alive, p] {
+          if (*alive) tcp_pipes_.erase(p);
+        });
+      });
+      tcp_pipes_[pipe.get()] = pipe;
+      pipe->start(std::move(tunnel));
+    });
+  });
 }
 
 void ForwardProvider::open_session(const PublicKeyBytes& peer, const nlohmann::json& params,
@@ -385,8 +445,8 @@ void ForwardProvider::launch(const PublicKeyBytes& peer, const std::string& job_
   const char* action = framed ? "exec.session" : "forward.tcp";
   // What the audit entry says about the request: the command, or the port.
   nlohmann::json detail = framed ? nlohmann::json{{"command", spec.command}, {"tty", spec.tty}}
-                                 : nlohmann::json{{"port", answer.value("port", 0)}};
-  if (pipes_.size() >= kMaxConnections) {
+                                 : nlohmann::json{{"port", answer.value("port", 0)}, {"via", "exec"}};
+  if (pipes_.size() + tcp_pipes_.size() >= kMaxConnections || (!framed && spec.command.empty())) {
     Error e = make_error(ErrorCode::kResourceExhausted, "this provider serves at most " + std::to_string(kMaxConnections) +
                                                             " forwarded connections and exec sessions at once; close "
                                                             "some and retry");

@@ -7,12 +7,15 @@
 // LinkService has already checked that the caller's scope includes
 // `forward`. The job must be the caller's and running ("not found"
 // otherwise, as for run.*). Jobs run with NetworkMode none, so nothing
-// outside the container can connect to them; instead each forwarded
-// connection execs `nc 127.0.0.1 PORT` inside the job (the executor's exec,
-// no TTY) and joins its stdin/stdout to the tunnel. That reaches the job's
-// loopback from inside its own network namespace, needs no privilege on the
-// host and no network for the job, and works unchanged under gVisor. The
-// image needs an `nc` (busybox's will do).
+// outside the container can connect to them. Each forwarded connection is
+// instead made from inside the job's own network namespace: a socket to
+// 127.0.0.1:PORT created there (os/netns.h, ProviderJobs::connect) and
+// joined to the tunnel (TcpPipe): kernel TCP, no process in the job. Where
+// that is not possible (yonderd without CAP_SYS_ADMIN, gVisor jobs whose
+// network lives in the sandbox) it execs `nc 127.0.0.1 PORT` inside the job
+// (the executor's exec, no TTY) and joins its stdin/stdout to the tunnel;
+// the image then needs an `nc` (busybox's will do). Both reach only the
+// job's loopback and need no network for the job.
 //
 // Every session and forwarded connection, and every refusal, is audited
 // (exec.session with its command; forward.tcp with the port).
@@ -39,6 +42,7 @@ class thread_pool;
 namespace yonder::node {
 
 class ExecPipe;
+class TcpPipe;
 
 class ForwardProvider {
  public:
@@ -49,6 +53,8 @@ class ForwardProvider {
                   ProviderService& provider, RemoteProvider& audit);
   ~ForwardProvider();
   void register_methods();
+  // false: always relay through `nc` in the job (setting forward.direct).
+  void set_direct(bool direct) { direct_ = direct; }
 
  private:
   void open(const PublicKeyBytes& peer, const nlohmann::json& params, link::TunnelAccept accept);
@@ -64,6 +70,8 @@ class ForwardProvider {
   RemoteProvider& audit_;
   std::shared_ptr<bool> alive_;
   std::map<ExecPipe*, std::shared_ptr<ExecPipe>> pipes_;  // event loop only
+  std::map<TcpPipe*, std::shared_ptr<TcpPipe>> tcp_pipes_;  // direct forwards (event loop only)
+  bool direct_ = true;
 };
 
 }  // namespace yonder::node

@@ -2,12 +2,12 @@
 
 #include <utility>  // before Boost.Asio (GCC 12)
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <charconv>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "crypto/node_id.h"
 #include "node/tcp_pipe.h"
@@ -50,20 +50,22 @@ HostForward::~HostForward() {
 
 void HostForward::register_methods() {
   link::LinkService& service = link_.service();
-  service.add_method("forward.host_check", [this](const PublicKeyBytes& peer, const nlohmann::json& params,
-                                                  link::RpcReply reply) {
-    auto port = allowed_port(params);
-    if (!port) {
-      audit_.record(NodeId(peer).to_string(), "forward.host", "",
-                    {{"port", params.is_object() ? params.value("port", nlohmann::json(nullptr)) : nullptr},
-                     {"refused", port.error().message()},
-                     {"code", error_code_name(port.error().code())}});
-      return reply(std::move(port).error());
-    }
-    reply(nlohmann::json{{"port", *port}});
-  });
-  service.add_tunnel_method("forward.host", [this](const PublicKeyBytes& peer, const nlohmann::json& params,
-                                                   link::TunnelAccept accept) { open(peer, params, std::move(accept)); });
+  service.add_method(
+      "forward.host_check", [this](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+        auto port = allowed_port(params);
+        if (!port) {
+          audit_.record(NodeId(peer).to_string(), "forward.host", "",
+                        {{"port", params.is_object() ? params.value("port", nlohmann::json(nullptr)) : nullptr},
+                         {"refused", port.error().message()},
+                         {"code", error_code_name(port.error().code())}});
+          return reply(std::move(port).error());
+        }
+        reply(nlohmann::json{{"port", *port}});
+      });
+  service.add_tunnel_method(
+      "forward.host", [this](const PublicKeyBytes& peer, const nlohmann::json& params, link::TunnelAccept accept) {
+        open(peer, params, std::move(accept));
+      });
 }
 
 Result<int> HostForward::allowed_port(const nlohmann::json& params) const {
@@ -103,35 +105,36 @@ void HostForward::open(const PublicKeyBytes& peer, const nlohmann::json& params,
   // way into its network.
   auto socket = std::make_shared<tcp::socket>(io_);
   tcp::endpoint ep(asio::ip::make_address_v4("127.0.0.1"), static_cast<uint16_t>(*port));
-  socket->async_connect(ep, [this, alive = alive_, socket, accept, peer_id, port = *port](boost::system::error_code ec) {
-    if (!*alive) return;
-    auto refused = [&](Error e) {
-      audit_.record(peer_id, "forward.host", "",
-                    {{"port", port}, {"refused", e.message()}, {"code", error_code_name(e.code())}});
-      (void)accept(std::move(e));
-    };
-    if (ec) {
-      return refused(make_error(ErrorCode::kUnavailable, "nothing accepts connections on 127.0.0.1:" +
-                                                             std::to_string(port) + " on the provider (" +
-                                                             ec.message() + ")"));
-    }
-    auto tunnel = accept(nlohmann::json{{"port", port}});
-    if (!tunnel) return;  // the caller gave up; the socket closes with us
-    auto pipe = std::make_shared<TcpPipe>(std::move(*socket), [this, alive, peer_id, port](TcpPipe* p) {
-      // Posted: the pipe is inside one of its own callbacks.
-      asio::post(io_, [this, alive, p, peer_id, port] {
+  socket->async_connect(
+      ep, [this, alive = alive_, socket, accept, peer_id, port = *port](boost::system::error_code ec) {
         if (!*alive) return;
-        auto it = pipes_.find(p);
-        if (it == pipes_.end()) return;
-        audit_.record(peer_id, "forward.host", "",
-                      {{"port", port}, {"bytes_in", p->bytes_to_socket()}, {"bytes_out", p->bytes_from_socket()}});
-        pipes_.erase(it);
+        auto refused = [&](Error e) {
+          audit_.record(peer_id, "forward.host", "",
+                        {{"port", port}, {"refused", e.message()}, {"code", error_code_name(e.code())}});
+          (void)accept(std::move(e));
+        };
+        if (ec) {
+          return refused(
+              make_error(ErrorCode::kUnavailable, "nothing accepts connections on 127.0.0.1:" + std::to_string(port) +
+                                                      " on the provider (" + ec.message() + ")"));
+        }
+        auto tunnel = accept(nlohmann::json{{"port", port}});
+        if (!tunnel) return;  // the caller gave up; the socket closes with us
+        auto pipe = std::make_shared<TcpPipe>(std::move(*socket), [this, alive, peer_id, port](TcpPipe* p) {
+          // Posted: the pipe is inside one of its own callbacks.
+          asio::post(io_, [this, alive, p, peer_id, port] {
+            if (!*alive) return;
+            auto it = pipes_.find(p);
+            if (it == pipes_.end()) return;
+            audit_.record(peer_id, "forward.host", "",
+                          {{"port", port}, {"bytes_in", p->bytes_to_socket()}, {"bytes_out", p->bytes_from_socket()}});
+            pipes_.erase(it);
+          });
+        });
+        pipes_[pipe.get()] = pipe;
+        spdlog::info("forward: peer {} connected to 127.0.0.1:{} on this host", peer_id, port);
+        pipe->start(std::move(tunnel));
       });
-    });
-    pipes_[pipe.get()] = pipe;
-    spdlog::info("forward: peer {} connected to 127.0.0.1:{} on this host", peer_id, port);
-    pipe->start(std::move(tunnel));
-  });
 }
 
 }  // namespace yonder::node

@@ -47,15 +47,7 @@ RemoteConsumer::~RemoteConsumer() = default;
 void RemoteConsumer::add_routes(api::Router& router) {
   router.add("POST", "/v1/jobs", [this](const Request& req, Reply reply) { run(req, std::move(reply)); });
   router.add("GET", "/v1/jobs", [this](const Request& req, Reply reply) { list(req, std::move(reply)); });
-  router.add("GET", "/v1/transfers", [this](const Request& req, Reply reply) {
-    std::string id = api::parse_query(req.query)["id"];
-    nlohmann::json out = nlohmann::json::array();
-    std::lock_guard lock(mutex_);
-    for (const auto& [tid, p] : transfers_) {
-      if (id.empty() || id == tid) out.push_back(p->to_json());
-    }
-    reply(Response::json(200, {{"transfers", out}}));
-  });
+  transfers_.add_routes(router);
   router.add("GET", "/v1/jobs/inspect", [this](const Request& req, Reply reply) {
     forward(api::parse_query(req.query)["id"], "run.inspect", nlohmann::json::object(), true, std::move(reply));
   });
@@ -114,22 +106,9 @@ void RemoteConsumer::run(const Request& req, Reply reply) {
   if (dir.empty()) return submit("", nullptr);
 
   std::string transfer_id = body.contains("transfer_id") && body["transfer_id"].is_string() ? body["transfer_id"].get<std::string>() : "";
-  if (transfer_id.size() > 64) transfer_id.clear();
-  auto progress = std::make_shared<TransferProgress>();
-  progress->id = transfer_id.empty() ? "upload-" + std::to_string(now_s()) : transfer_id;
-  progress->kind = "upload";
-  progress->peer = t.name;
-  progress->dir = dir;
-  progress->started_ms = now_s() * 1000;
-  {
-    std::lock_guard lock(mutex_);
-    transfers_[progress->id] = progress;
-  }
+  auto progress = transfers_.begin(transfer_id, "upload", t.name, dir);
   uploads_.upload(t, dir, progress, [this, progress, reply, submit](Result<nlohmann::json> r) {
-    {
-      std::lock_guard lock(mutex_);
-      transfers_.erase(progress->id);
-    }
+    transfers_.end(progress);
     if (!r) return reply(Response::error(std::move(r).error().with_context("upload")));
     submit(r->value("upload_id", ""), *r);
   });

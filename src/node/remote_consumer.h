@@ -19,12 +19,11 @@
 // Threading: routes run on the event loop; file and SQLite work on the pool.
 #pragma once
 
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include "api/server.h"
 #include "node/peer_link.h"
+#include "node/transfers.h"
 #include "node/upload_consumer.h"
 
 namespace boost::asio {
@@ -46,6 +45,8 @@ class RemoteConsumer {
   void add_routes(api::Router& router);
   // The jobs submitted from here (for port forwarding's job lookups).
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store() const { return store_; }
+  // Uploads and downloads in flight (also used by the fetch routes).
+  Transfers& transfers() { return transfers_; }
 
  private:
   void run(const api::Request& req, api::Reply reply);
@@ -59,8 +60,7 @@ class RemoteConsumer {
   PeerLink& link_;
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
   UploadConsumer uploads_;
-  std::mutex mutex_;  // guards transfers_
-  std::map<std::string, std::shared_ptr<TransferProgress>> transfers_;
+  Transfers transfers_;
 };
 
 }  // namespace yonder::node

@@ -2,8 +2,8 @@
 
 #include <utility>  // before Boost.Asio (GCC 12)
 
-#include <boost/asio/write.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/write.hpp>
 
 namespace yonder::node {
 namespace asio = boost::asio;
@@ -74,12 +74,13 @@ void TcpPipe::read_socket() {
 
 void TcpPipe::write_socket(Bytes b) {
   auto data = std::make_shared<Bytes>(std::move(b));
-  asio::async_write(socket_, asio::buffer(*data), [self = shared_from_this(), data](boost::system::error_code ec, size_t n) {
-    if (self->finished_) return;
-    if (ec) return self->fail();
-    self->to_socket_ += n;
-    if (self->tunnel_) self->tunnel_->resume();
-  });
+  asio::async_write(socket_, asio::buffer(*data),
+                    [self = shared_from_this(), data](boost::system::error_code ec, size_t n) {
+                      if (self->finished_) return;
+                      if (ec) return self->fail();
+                      self->to_socket_ += n;
+                      if (self->tunnel_) self->tunnel_->resume();
+                    });
 }
 
 void TcpPipe::maybe_done() {

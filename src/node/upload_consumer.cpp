@@ -25,38 +25,7 @@ constexpr size_t kMaxMessageBytes = 16 << 20;  // the plan of 200k files is well
 constexpr int kMaxAttempts = 5;
 constexpr uint64_t kMaxListBytes = 1ull << 40;  // the provider sets the real bound
 
-const char* phase_name(TransferProgress::Phase p) {
-  using P = TransferProgress::Phase;
-  switch (p) {
-    case P::kListing: return "listing";
-    case P::kHashing: return "hashing";
-    case P::kPlanning: return "planning";
-    case P::kSending: return "sending";
-    case P::kFinishing: return "finishing";
-    case P::kRetrying: return "retrying";
-    case P::kDone: return "done";
-    case P::kFailed: return "failed";
-  }
-  return "unknown";
-}
-
 }  // namespace
-
-nlohmann::json TransferProgress::to_json() const {
-  return {{"id", id},
-          {"kind", kind},
-          {"peer", peer},
-          {"dir", dir},
-          {"phase", phase_name(phase.load())},
-          {"files", files.load()},
-          {"bytes", bytes.load()},
-          {"hashed_bytes", hashed_bytes.load()},
-          {"need_files", need_files.load()},
-          {"need_bytes", need_bytes.load()},
-          {"sent_bytes", sent_bytes.load()},
-          {"attempt", attempt.load()},
-          {"started_ms", started_ms}};
-}
 
 struct UploadConsumer::State {
   explicit State(asio::io_context& io) : timer(io) {}

@@ -25,6 +25,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "node/peer_link.h"
+#include "node/transfers.h"
 
 namespace boost::asio {
 class io_context;
@@ -32,18 +33,6 @@ class thread_pool;
 }  // namespace boost::asio
 
 namespace yonder::node {
-
-// One transfer's progress; written by the transfer, read by the API (any thread).
-struct TransferProgress {
-  enum class Phase : int { kListing, kHashing, kPlanning, kSending, kFinishing, kRetrying, kDone, kFailed };
-  std::string id, kind, peer, dir;
-  std::atomic<Phase> phase{Phase::kListing};
-  std::atomic<uint64_t> files{0}, bytes{0}, hashed_bytes{0};
-  std::atomic<uint64_t> need_files{0}, need_bytes{0}, sent_bytes{0};
-  std::atomic<int> attempt{0};
-  int64_t started_ms = 0;
-  nlohmann::json to_json() const;
-};
 
 class UploadConsumer {
  public:

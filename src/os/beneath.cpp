@@ -38,17 +38,16 @@ Result<UniqueFd> open_beneath(int dir_fd, std::string_view path, int flags, unsi
   std::string shown = "\"" + p.substr(0, 256) + "\"";
   switch (e) {
     case ELOOP:
-      return make_error(ErrorCode::kPermissionDenied, shown + " is or passes through a symbolic link, which is never "
-                                                              "followed here");
-    case EXDEV:
-      return make_error(ErrorCode::kPermissionDenied, shown + " leads outside the folder");
-    case ENOENT:
-      return make_error(ErrorCode::kNotFound, shown + " does not exist");
+      return make_error(ErrorCode::kPermissionDenied, shown +
+                                                          " is or passes through a symbolic link, which is never "
+                                                          "followed here");
+    case EXDEV: return make_error(ErrorCode::kPermissionDenied, shown + " leads outside the folder");
+    case ENOENT: return make_error(ErrorCode::kNotFound, shown + " does not exist");
     case ENOSYS:
-      return make_error(ErrorCode::kUnavailable, "this kernel has no openat2(2) (Linux 5.6 or later is needed to "
-                                                 "read and write a running job's files safely)");
-    default:
-      return make_error(ErrorCode::kFailedPrecondition, "cannot open " + shown + ": " + std::strerror(e));
+      return make_error(ErrorCode::kUnavailable,
+                        "this kernel has no openat2(2) (Linux 5.6 or later is needed to "
+                        "read and write a running job's files safely)");
+    default: return make_error(ErrorCode::kFailedPrecondition, "cannot open " + shown + ": " + std::strerror(e));
   }
 }
 

@@ -28,7 +28,9 @@ Status make_dirs(const std::string& path, unsigned mode) {
 
 Status make_dirs_beneath(const std::string& root, const std::string& relative, unsigned mode, int uid, int gid) {
   int dir = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return make_error(ErrorCode::kFailedPrecondition, "cannot open folder " + root + ": " + std::strerror(errno));
+  if (dir < 0) {
+    return make_error(ErrorCode::kFailedPrecondition, "cannot open folder " + root + ": " + std::strerror(errno));
+  }
   std::string done;  // the components made or found so far, for messages
   size_t start = 0;
   Status result = ok_status();
@@ -51,15 +53,15 @@ Status make_dirs_beneath(const std::string& root, const std::string& relative, u
     int next = ::openat(dir, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (next < 0) {
       int e = errno;
-      result = make_error(ErrorCode::kFailedPrecondition,
-                          done + " exists and is not a folder" +
-                              (e == ELOOP || e == ENOTDIR ? std::string() : std::string(" (") + std::strerror(e) + ")"));
+      std::string why = e == ELOOP || e == ENOTDIR ? std::string() : std::string(" (") + std::strerror(e) + ")";
+      result = make_error(ErrorCode::kFailedPrecondition, done + " exists and is not a folder" + why);
       break;
     }
     ::close(dir);
     dir = next;
     if (made && ::fchown(dir, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) != 0) {
-      result = make_error(ErrorCode::kPermissionDenied, "cannot give folder " + done + " to its owner: " + std::strerror(errno));
+      result = make_error(ErrorCode::kPermissionDenied,
+                          "cannot give folder " + done + " to its owner: " + std::strerror(errno));
       break;
     }
   }

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <set>
 
 namespace yonder::transfer {
 namespace fs = std::filesystem;
@@ -96,88 +95,6 @@ Result<std::string> normalize_request_path(const std::string& path) {
                                                        "'..', '.' or empty parts)");
   }
   return p;
-}
-
-Result<TreeListing> select_tree(const std::string& root, const std::vector<std::string>& paths, const HaveManifest& have,
-                                const ArchiveLimits& limits) {
-  TreeListing out;
-  out.root = root;
-  fs::path base(root);
-  std::set<std::string> dirs, files;
-  std::map<std::string, TreeEntry> entries;
-  auto add_parents = [&](const std::string& rel) {
-    for (size_t slash = rel.find('/'); slash != std::string::npos; slash = rel.find('/', slash + 1)) {
-      std::string d = rel.substr(0, slash);
-      if (!entries.count(d)) entries[d] = TreeEntry{d, true, 0755, 0};
-    }
-  };
-  auto add_file = [&](const fs::path& p, const struct stat& st) -> Status {
-    std::string rel = rel_path(p, base);
-    if (entries.count(rel)) return ok_status();
-    auto h = have.find(rel);
-    if (h != have.end() && h->second.size == static_cast<uint64_t>(st.st_size)) {
-      auto digest = sha256_file(p.string());
-      if (digest && *digest == h->second.sha256) {
-        ++out.skipped;
-        return ok_status();
-      }
-    }
-    add_parents(rel);
-    entries[rel] = TreeEntry{rel, false, static_cast<uint32_t>(st.st_mode & 0755), static_cast<uint64_t>(st.st_size)};
-    out.bytes += static_cast<uint64_t>(st.st_size);
-    ++out.files;
-    if (out.bytes > limits.max_bytes || entries.size() > limits.max_entries) {
-      return make_error(ErrorCode::kResourceExhausted, "the files asked for are more than this provider sends at once (" +
-                                                           std::to_string(limits.max_bytes >> 20) + " MiB, " +
-                                                           std::to_string(limits.max_entries) + " entries); ask for less (--out PATH)");
-    }
-    return ok_status();
-  };
-  auto walk = [&](const std::string& rel) -> Status {
-    fs::path start = rel.empty() ? base : base / rel;
-    struct stat st {};
-    if (::lstat(start.c_str(), &st) != 0) {
-      return make_error(ErrorCode::kNotFound, "the job's workspace has no \"" + rel + "\"");
-    }
-    // No link may lead the walk elsewhere: check each part of the path.
-    fs::path walked = base;
-    for (const auto& part : fs::path(rel)) {
-      walked /= part;
-      struct stat ps {};
-      if (::lstat(walked.c_str(), &ps) != 0 || S_ISLNK(ps.st_mode)) {
-        return make_error(ErrorCode::kNotFound, "the job's workspace has no \"" + rel + "\" (it is a symbolic link)");
-      }
-    }
-    if (S_ISREG(st.st_mode)) return add_file(start, st);
-    if (!S_ISDIR(st.st_mode)) return make_error(ErrorCode::kNotFound, "\"" + rel + "\" is not a file or folder");
-    if (!rel.empty()) {
-      add_parents(rel + "/");
-    }
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(start, fs::directory_options::none, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      struct stat es {};
-      if (::lstat(it->path().c_str(), &es) != 0) continue;
-      if (S_ISDIR(es.st_mode)) {
-        std::string d = rel_path(it->path(), base);
-        if (!entries.count(d)) entries[d] = TreeEntry{d, true, static_cast<uint32_t>(es.st_mode & 0755) | 0700, 0};
-      } else if (S_ISREG(es.st_mode)) {
-        YONDER_TRY(add_file(it->path(), es));
-      } else {
-        ++out.skipped;  // links and special files stay behind
-      }
-    }
-    if (ec) return make_error(ErrorCode::kFailedPrecondition, "cannot read the job's workspace: " + ec.message());
-    return ok_status();
-  };
-  if (paths.empty()) {
-    YONDER_TRY(walk(""));
-  } else {
-    for (const auto& p : paths) YONDER_TRY(walk(p));
-  }
-  // std::map order puts each folder before everything inside it.
-  for (auto& [path, e] : entries) out.entries.push_back(std::move(e));
-  return out;
 }
 
 Result<std::vector<std::string>> move_tree_into(const std::string& from, const std::string& into) {

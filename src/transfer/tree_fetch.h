@@ -3,9 +3,10 @@
 // what came into the caller's folder.
 //
 //   consumer: have_manifest(dir)  -> {path: size + SHA-256} of what it has
-//   provider: select_tree(workspace, paths, have) -> a TreeListing for
-//             TreePacker: the requested paths (or everything), leaving out
-//             files whose size and SHA-256 match `have`
+//   provider: select_beneath(workspace, paths, have) and BeneathPacker
+//             (workspace_files.h: the workspace may be in use by the job):
+//             the requested paths (or everything), leaving out files whose
+//             size and SHA-256 match `have`
 //   consumer: the archive goes into a fresh folder (TreeExtractor), then
 //             move_tree_into(fresh, dir) puts each file in place, refusing to
 //             pass through a symbolic link or replace a folder, so nothing
@@ -45,14 +46,6 @@ Result<HaveManifest> manifest_from_json(const nlohmann::json& j, size_t max_entr
 // A requested path: relative, no "..", no leading "/" (check_archive_path),
 // "." or "" meaning the whole folder. kInvalidArgument naming it otherwise.
 Result<std::string> normalize_request_path(const std::string& path);
-
-// What to send from `root`: each of `paths` (a file or a folder, all of it;
-// every path when empty), regular files and folders only (links and special
-// files are left out), minus files whose size and digest match `have`.
-// kNotFound names a requested path that does not exist; kResourceExhausted
-// when the selection passes `limits`.
-Result<TreeListing> select_tree(const std::string& root, const std::vector<std::string>& paths, const HaveManifest& have,
-                                const ArchiveLimits& limits);
 
 // Moves every file under `from` to the same relative path under `into`,
 // creating folders as needed and replacing files. Refuses (kFailedPrecondition,

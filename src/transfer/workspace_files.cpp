@@ -25,7 +25,9 @@ Error io_error(const std::string& what, const std::string& path) {
   return make_error(ErrorCode::kFailedPrecondition, what + " " + path + ": " + std::strerror(e));
 }
 
-std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
+std::string join(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + "/" + name;
+}
 
 // Opens a regular file for reading without blocking on a FIFO the job may
 // have put in its place; kNotFound unless it is a regular file.
@@ -75,8 +77,9 @@ class Selector {
         return make_error(ErrorCode::kNotFound, "the job's workspace has no \"" + rel + "\"");
       }
       if (fd.error().code() == ErrorCode::kPermissionDenied) {
-        return make_error(ErrorCode::kPermissionDenied, "\"" + rel + "\" in the job's workspace is (or passes through) "
-                                                        "a symbolic link; links there are never followed");
+        return make_error(ErrorCode::kPermissionDenied, "\"" + rel +
+                                                            "\" in the job's workspace is (or passes through) "
+                                                            "a symbolic link; links there are never followed");
       }
       return std::move(fd).error();
     }
@@ -123,18 +126,18 @@ class Selector {
     out_.bytes += static_cast<uint64_t>(listed.st_size);
     ++out_.files;
     if (out_.bytes > limits_.max_bytes || entries_.size() > limits_.max_entries) {
-      return make_error(ErrorCode::kResourceExhausted, "the files asked for are more than this provider sends at once (" +
-                                                           std::to_string(limits_.max_bytes >> 20) + " MiB, " +
-                                                           std::to_string(limits_.max_entries) +
-                                                           " entries); ask for less (--out PATH)");
+      return make_error(ErrorCode::kResourceExhausted,
+                        "the files asked for are more than this provider sends at once (" +
+                            std::to_string(limits_.max_bytes >> 20) + " MiB, " + std::to_string(limits_.max_entries) +
+                            " entries); ask for less (--out PATH)");
     }
     return ok_status();
   }
 
   Status walk(const std::string& rel, int depth) {
     if (depth > kMaxDepth) {
-      return make_error(ErrorCode::kResourceExhausted, "folders nested deeper than " + std::to_string(kMaxDepth) +
-                                                           " levels in the job's workspace");
+      return make_error(ErrorCode::kResourceExhausted,
+                        "folders nested deeper than " + std::to_string(kMaxDepth) + " levels in the job's workspace");
     }
     auto fd = os::open_beneath(root_.fd(), rel, O_RDONLY | O_DIRECTORY);
     if (!fd) {
@@ -288,7 +291,9 @@ Result<std::unique_ptr<BeneathWriter>> BeneathWriter::create(FolderRoot root, co
   return w;
 }
 
-BeneathWriter::~BeneathWriter() { discard_temp(); }
+BeneathWriter::~BeneathWriter() {
+  discard_temp();
+}
 
 void BeneathWriter::discard_temp() {
   file_ = os::UniqueFd();
@@ -357,7 +362,8 @@ Status BeneathWriter::on_file_begin(const std::string& path, uint32_t mode, uint
   file_ = std::move(*fd);
   YONDER_TRY(own(file_.get(), current_));
   // Explicitly: the daemon's umask (077) must not hide the file from the job.
-  if (::fchmod(file_.get(), static_cast<mode_t>((mode & 0755) | 0600)) != 0) return io_error("cannot set the mode of", current_);
+  if (::fchmod(file_.get(), static_cast<mode_t>((mode & 0755) | 0600)) != 0)
+    return io_error("cannot set the mode of", current_);
   return ok_status();
 }
 
@@ -374,11 +380,13 @@ Status BeneathWriter::on_file_data(ByteView data) {
 Status BeneathWriter::on_file_end() {
   if (::close(file_.release()) != 0) return io_error("cannot write", current_);
   if (::renameat(parent_.get(), temp_.c_str(), parent_.get(), name_.c_str()) != 0) {
-    if (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST) {
-      return make_error(ErrorCode::kFailedPrecondition, "not writing \"" + current_ +
-                                                            "\": it is a folder in the job's workspace");
-    }
-    return io_error("cannot put in place", current_);
+    int e = errno;
+    Error err = e == EISDIR || e == ENOTEMPTY || e == EEXIST
+                    ? make_error(ErrorCode::kFailedPrecondition,
+                                 "not writing \"" + current_ + "\": it is a folder in the job's workspace")
+                    : io_error("cannot put in place", current_);
+    discard_temp();
+    return err;
   }
   temp_.clear();
   parent_ = os::UniqueFd();

@@ -137,8 +137,8 @@ class BeneathWriter final : public ArchiveVisitor {
   void discard_temp();
 
   FolderRoot root_;
-  std::string into_;       // relative to root ("" for the root itself)
-  os::UniqueFd into_fd_;   // the folder `into`
+  std::string into_;      // relative to root ("" for the root itself)
+  os::UniqueFd into_fd_;  // the folder `into`
   ArchiveReader reader_;
   // The file being written: its folder, temporary and final names.
   os::UniqueFd parent_, file_;

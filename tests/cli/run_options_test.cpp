@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "support/temp_dir.h"
@@ -52,10 +54,10 @@ TEST(EnvFile, ABadLineIsNamedWithFileAndLine) {
     const char* text;
     const char* says;
   };
-  for (auto c : {Case{"A=1\n=x\n", "vars.env:2: no variable name"},
-                 Case{"A=1\n\nMY VAR=x\n", "vars.env:3: `MY VAR` is not a variable name"},
-                 Case{"1A=x", "vars.env:1: `1A` is not a variable name"},
-                 Case{"export A=1", "vars.env:1: `export A` is not"}}) {
+  for (auto c :
+       {Case{"A=1\n=x\n", "vars.env:2: no variable name"},
+        Case{"A=1\n\nMY VAR=x\n", "vars.env:3: `MY VAR` is not a variable name"},
+        Case{"1A=x", "vars.env:1: `1A` is not a variable name"}, Case{"export A=1", "vars.env:1: `export A` is not"}}) {
     auto r = parse_env_file(c.text, "vars.env", fake_env({}));
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_NE(r.error().to_string().find(c.says), std::string::npos) << r.error().to_string();
@@ -107,7 +109,7 @@ DEBUG = true
   EXPECT_EQ(a->disk, "50G");
   EXPECT_EQ(a->time, "2h");
   EXPECT_EQ(a->env_files, (std::vector<std::string>{"/jobs/.env"}));  // relative to the file's folder
-  EXPECT_EQ(a->workdir, "src");                                          // inside the job: as written
+  EXPECT_EQ(a->workdir, "src");                                       // inside the job: as written
   EXPECT_EQ(a->out, (std::vector<std::string>{"results/", "metrics.json"}));
   EXPECT_EQ(a->ports, (std::vector<std::string>{"6006:6006", "8888"}));
   EXPECT_EQ(a->upload_dir, "/jobs/project");
@@ -132,12 +134,28 @@ TEST(JobFile, UnknownKeysAndWrongTypesNameTheKeyAndLine) {
                  Case{"[env]\nX = 1.5\n", "job.toml:2: `env.X` must be a string"},
                  Case{"[resources]\ngpus = 1\n", "job.toml:1: unknown key `resources`"},
                  Case{"detach = \"yes\"\n", "job.toml:1: `detach` must be true or false"},
-                 Case{"upload = \".\"\nno_upload = true\n", "contradict"},
-                 Case{"image = \"x\n", "job.toml:1: "}}) {
+                 Case{"upload = \".\"\nno_upload = true\n", "contradict"}, Case{"image = \"x\n", "job.toml:1: "}}) {
     auto r = parse_job_file(c.text, "job.toml", "/jobs");
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_NE(r.error().to_string().find(c.says), std::string::npos) << c.text << " -> " << r.error().to_string();
   }
+}
+
+// The example in docs/cli.md stays a valid job file.
+TEST(JobFile, TheDocumentedExampleParses) {
+  const char* src = std::getenv("YONDER_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "run through ctest";
+  std::ifstream in(std::string(src) + "/docs/cli.md");
+  std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t start = doc.find("```toml\n# train.toml");
+  ASSERT_NE(start, std::string::npos);
+  start = doc.find('\n', start) + 1;
+  std::string example = doc.substr(start, doc.find("```", start) - start);
+  auto a = parse_job_file(example, "docs/cli.md", "/project");
+  ASSERT_TRUE(a.ok()) << a.error().to_string();
+  EXPECT_EQ(a->peer, "studio");
+  EXPECT_EQ(a->ports, (std::vector<std::string>{"6006:6006"}));
+  EXPECT_EQ(a->env_files, (std::vector<std::string>{"/project/.env"}));
 }
 
 TEST(PortPair, LocalRemoteOrRemoteAlone) {
@@ -184,10 +202,10 @@ TEST(EffectiveRunArgs, FlagsOverrideTheJobFileAndEnvironmentLayersMerge) {
   std::map<std::string, std::string> env;  // as cmd_run reads it: the last value of a name wins
   for (const auto& kv : a->env) env[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
   EXPECT_EQ(env, (std::map<std::string, std::string>{{"A", "from-file-env-file"},
-                                                      {"B", "from-file-env"},
-                                                      {"C", "from-cli-env-file"},
-                                                      {"D", "from-cli-e"},
-                                                      {"BARE", "from-our-env"}}));
+                                                     {"B", "from-file-env"},
+                                                     {"C", "from-cli-env-file"},
+                                                     {"D", "from-cli-e"},
+                                                     {"BARE", "from-our-env"}}));
 
   cli.command = {"sh"};
   cli.no_upload = true;  // --no-upload on the command line beats the file's upload

@@ -78,12 +78,17 @@ TEST_F(Files, CpOutOfAndIntoARunningJobNeverFollowsTheJobsLinks) {
   std::ofstream(host_file) << "host secret\n";
   std::string hostname = read_file("/etc/hostname");
 
-  std::string script =
-      "echo hi > out.txt && ln -s /etc/hostname leak && ln -s " + host_file + " leak2 && mkdir d && "
-      "echo inner > d/ok.txt && ln -s /etc d/etcdir && ln -s " + host_dir + " evil && mkdir inbox2 && "
-      "ln -s " + host_file + " inbox2/x.txt && echo ready && "
-      "i=0; while [ ! -f inbox/in.txt ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
-      "cat inbox/in.txt inbox2/x.txt; stat -c 'owner %u:%g' inbox/in.txt inbox; echo more >> inbox/in.txt && echo appended";
+  std::string script = "echo hi > out.txt && ln -s /etc/hostname leak && ln -s " + host_file +
+                       " leak2 && mkdir d && "
+                       "echo inner > d/ok.txt && ln -s /etc d/etcdir && ln -s " +
+                       host_dir +
+                       " evil && mkdir inbox2 && "
+                       "ln -s " +
+                       host_file +
+                       " inbox2/x.txt && echo ready && "
+                       "i=0; while [ ! -f inbox/in.txt ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
+                       "cat inbox/in.txt inbox2/x.txt; stat -c 'owner %u:%g' inbox/in.txt inbox; echo more >> "
+                       "inbox/in.txt && echo appended";
   auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c", script});
   ASSERT_EQ(d.exit_code, 0) << d.err;
   std::string id = d.out.substr(0, d.out.find('\n'));
@@ -173,8 +178,8 @@ TEST_F(Files, CpIntoAJobNeedsTheFilesCapability) {
   TempDir dir;
   Node studio(dir, "studio", true), laptop(dir, "laptop", false);
   laptop.pair_with(studio, {"--scope", "run"});
-  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
-                          "echo ready; sleep 60"});
+  auto d = laptop.yonder(
+      {"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c", "echo ready; sleep 60"});
   ASSERT_EQ(d.exit_code, 0) << d.err;
   std::string id = d.out.substr(0, d.out.find('\n'));
   ASSERT_TRUE(wait_for_output(laptop, id, "ready"));

@@ -128,6 +128,15 @@ TEST_F(Forward, HttpServerInAJobWithoutNetworkIsReachableThroughTheLink) {
   auto logs = laptop.yonder({"logs", id});
   EXPECT_EQ(logs.out, "lo \n") << logs.out;
 
+  // As root the provider connects from inside the job's namespace (no
+  // process in the job relays); the audit log says which way.
+  json audit = studio.yonder_json({"audit"});
+  int direct = 0;
+  for (const auto& e : audit["entries"]) direct += e["action"] == "forward.tcp" && e["detail"].value("via", "") == "netns";
+  if (::geteuid() == 0) {
+    EXPECT_GE(direct, 4) << audit.dump();
+  }
+
   // Listed, then stopped: the port no longer answers.
   auto list = laptop.yonder_json({"forward", "--list"});
   ASSERT_EQ(list["forwards"].size(), 1u) << list.dump();
@@ -137,6 +146,30 @@ TEST_F(Forward, HttpServerInAJobWithoutNetworkIsReachableThroughTheLink) {
   EXPECT_EQ(stop.exit_code, 0) << stop.err;
   EXPECT_FALSE(round_trip(port, "GET / HTTP/1.0\r\n\r\n").has_value());
   EXPECT_EQ(laptop.yonder_json({"forward", "--list"})["forwards"].size(), 0u);
+  EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+}
+
+TEST_F(Forward, WithoutDirectForwardingAnNcInTheJobRelays) {
+  TempDir dir;
+  Node studio(dir, "studio", true, {{"YONDER_FORWARD_DIRECT", "false"}}), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--scope", "run,forward"});
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                          "mkdir -p /tmp/www && echo relayed > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  auto fwd = laptop.yonder_json({"forward", id, "0:8080"});
+  int port = fwd.value("local_port", 0);
+  ASSERT_GT(port, 0) << fwd.dump();
+  EXPECT_EQ(body_of(http_get(port, "/index.html")), "relayed\n");
+  // (The audit entry is written just after the connection is answered.)
+  json audit;
+  bool relayed = false;
+  for (int i = 0; i < 100 && !relayed; ++i) {
+    audit = studio.yonder_json({"audit"});
+    for (const auto& e : audit["entries"]) relayed = relayed || (e["action"] == "forward.tcp" && e["detail"].value("via", "") == "exec");
+    if (!relayed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(relayed) << audit.dump();
   EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
 }
 

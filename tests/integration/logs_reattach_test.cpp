@@ -131,9 +131,9 @@ TEST_F(LogsReattach, KillingRunMidStreamThenLogsGivesEveryLineOnceInOrder) {
   TempDir dir;
   Node studio(dir, "studio", true), laptop(dir, "laptop", false);
   laptop.pair_with(studio, {});
-  Spawned attached({program_path("yonder"), "run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh",
-                    "-c", kScript},
-                   laptop.env());
+  Spawned attached(
+      {program_path("yonder"), "run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh", "-c", kScript},
+      laptop.env());
   ASSERT_TRUE(attached.read_until("line 100\n", std::chrono::seconds(60))) << attached.out();
   attached.kill();  // SIGKILL: no chance to clean up or detach politely
   std::string partial = attached.out();

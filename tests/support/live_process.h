@@ -45,7 +45,7 @@ class LiveProcess {
   void pump(std::chrono::milliseconds timeout);
 
   pid_t pid_ = -1;
-  int in_ = -1;               // stdin, or the terminal
+  int in_ = -1;  // stdin, or the terminal
   int out_fd_ = -1, err_fd_ = -1;
   bool exited_ = false;
   int status_ = -1;

@@ -32,33 +32,6 @@ TEST(TreeFetch, RequestPathsStayInsideTheWorkspace) {
   }
 }
 
-TEST(TreeFetch, SelectsWhatDiffersAndLeavesLinksBehind) {
-  testing::TempDir dir;
-  std::string ws = dir / "ws";
-  write(ws + "/same.txt", "same\n");
-  write(ws + "/changed.txt", "new\n");
-  write(ws + "/out/result.bin", "xyz");
-  ASSERT_EQ(::symlink("/etc", (ws + "/escape").c_str()), 0);
-  HaveManifest have;
-  have["same.txt"] = {5, *sha256_file(ws + "/same.txt")};
-  have["changed.txt"] = {4, std::string(64, '0')};
-  auto all = select_tree(ws, {}, have, ArchiveLimits{});
-  ASSERT_TRUE(all.ok()) << all.error().to_string();
-  std::vector<std::string> paths;
-  for (const auto& e : all->entries) paths.push_back(e.path);
-  EXPECT_EQ(paths, (std::vector<std::string>{"changed.txt", "out", "out/result.bin"}));
-  auto one = select_tree(ws, {"out/result.bin"}, {}, ArchiveLimits{});
-  ASSERT_TRUE(one.ok());
-  ASSERT_EQ(one->entries.size(), 2u);
-  EXPECT_TRUE(one->entries[0].dir);
-  EXPECT_FALSE(select_tree(ws, {"escape"}, {}, ArchiveLimits{}).ok());
-  EXPECT_FALSE(select_tree(ws, {"escape/passwd"}, {}, ArchiveLimits{}).ok());
-  EXPECT_EQ(select_tree(ws, {"missing"}, {}, ArchiveLimits{}).error().code(), ErrorCode::kNotFound);
-  ArchiveLimits tiny;
-  tiny.max_bytes = 2;
-  EXPECT_EQ(select_tree(ws, {}, {}, tiny).error().code(), ErrorCode::kResourceExhausted);
-}
-
 TEST(TreeFetch, MovesIntoPlaceButNeverThroughALink) {
   testing::TempDir dir;
   std::string from = dir / "from", into = dir / "into", outside = dir / "outside";

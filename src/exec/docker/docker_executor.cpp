@@ -196,8 +196,8 @@ Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
     // could not write into its own working directory.
     const std::string mount = "/workspace/";
     if (spec.workdir.size() > mount.size() && spec.workdir.compare(0, mount.size(), mount) == 0) {
-      if (auto made = os::make_dirs_beneath(handle.workspace, spec.workdir.substr(mount.size()), 0755, kJobUid, kJobUid);
-          !made) {
+      auto made = os::make_dirs_beneath(handle.workspace, spec.workdir.substr(mount.size()), 0755, kJobUid, kJobUid);
+      if (!made) {
         (void)destroy(handle, true);
         return std::move(made).error().with_context("making the job's working directory " + spec.workdir);
       }

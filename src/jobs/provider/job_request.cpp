@@ -1,8 +1,8 @@
 #include "jobs/provider/job_request.h"
 
 #include <cmath>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "exec/env_filter.h"

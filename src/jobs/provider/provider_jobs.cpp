@@ -9,6 +9,7 @@
 
 #include "jobs/provider/live_job.h"
 #include "os/files.h"
+#include "os/netns.h"
 
 namespace yonder::jobs::provider {
 namespace {
@@ -245,6 +246,33 @@ Result<std::unique_ptr<exec::ExecSession>> ProviderJobs::exec(const std::string&
     handle = *(*job)->rec.handle;
   }
   return executor_.exec(handle, spec);
+}
+
+Result<int> ProviderJobs::connect(const std::string& job_id, uint16_t port) {
+  exec::TaskHandle handle;
+  {
+    std::lock_guard lock(mutex_);
+    auto job = find(job_id);
+    if (!job) return std::move(job).error();
+    if ((*job)->rec.state != JobState::kRunning || !(*job)->rec.handle) {
+      return make_error(ErrorCode::kFailedPrecondition, "job " + job_id + " is " +
+                                                            job_state_name((*job)->rec.state) + ", not running");
+    }
+    const nlohmann::json& request = (*job)->rec.spec.contains("request") ? (*job)->rec.spec["request"] : nlohmann::json();
+    if (request.is_object() && request.value("isolation", "") == "gvisor") {
+      return make_error(ErrorCode::kPermissionDenied, "a gVisor job's network lives inside its sandbox");
+    }
+    handle = *(*job)->rec.handle;
+  }
+  auto status = executor_.inspect(handle);
+  if (!status) return std::move(status).error();
+  if (status->state != exec::TaskState::kRunning) return make_error(ErrorCode::kFailedPrecondition, "job " + job_id + " is not running");
+  int pid = status->pid;
+  auto ns = os::open_netns_of(pid, [&] { return executor_.owns_pid(handle, pid); });
+  if (!ns) return std::move(ns).error();
+  auto fd = os::connect_loopback_in_netns(*ns, port);
+  ::close(*ns);
+  return fd;
 }
 
 nlohmann::json ProviderJobs::executor_status() {

@@ -83,6 +83,11 @@ class ProviderJobs {
   // (at once if either is already true).
   Status watch_log(const std::string& job_id, uint64_t offset, std::function<void()> ready);
   Result<std::unique_ptr<exec::ExecSession>> exec(const std::string& job_id, const exec::ExecSpec& spec);
+  // A TCP socket connected to 127.0.0.1:`port` inside the running job's
+  // own network namespace (os/netns.h), for port forwarding without a relay
+  // process. kPermissionDenied for gVisor jobs and without the
+  // privilege to join namespaces: callers then fall back to exec().
+  Result<int> connect(const std::string& job_id, uint16_t port);
   nlohmann::json executor_status();
   const ProviderOptions& options() const { return options_; }
   // Called with the job's final view each time a job ends (for the audit
