@@ -16,14 +16,18 @@
 # throwaway key) and two yonderd in a temporary folder; removes everything
 # it started on exit. Not part of the test suite: timing belongs here.
 #
-#   bench/e2e_bench.sh [--quick]     (--quick: 100 MiB in 1,000 files, fewer runs)
+#   bench/e2e_bench.sh [--quick] [SECTION...]
+#     --quick: 100 MiB in 1,000 files, fewer runs; SECTION: start, upload,
+#     forward, logs (default: all of them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 bin=${YONDER_BIN_DIR:-$root/build/release/apps}
 image=yonder-test/busybox:1
 quick=0
-[ "${1:-}" = "--quick" ] && quick=1
+[ "${1:-}" = "--quick" ] && { quick=1; shift; }
+sections=${*:-start upload forward logs}
+want() { [[ " $sections " == *" $1 "* ]]; }
 files=10000 file_kib=105
 runs=10
 if [ $quick = 1 ]; then files=1000 file_kib=105 runs=4; fi
@@ -102,6 +106,7 @@ echo "Yonder end-to-end benchmarks ($(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ))
 echo
 
 # --- job start -------------------------------------------------------------
+if want start; then
 C run --on studio --image "$image" --no-upload -- true   # warm both paths once
 docker run --rm --network none "$image" true
 for _ in $(seq $runs); do
@@ -114,7 +119,10 @@ ys=$(median <"$tmp/start_yonder"); ds=$(median <"$tmp/start_docker")
 printf 'job start (median of %d)   yonder run %.3f s   docker run %.3f s   ratio %s (goal <= 1.05)\n' \
   "$runs" "$ys" "$ds" "$(ratio "$ys" "$ds")"
 
+fi
+
 # --- upload ----------------------------------------------------------------
+if want upload; then
 src=$tmp/src
 python3 - "$src" "$files" "$file_kib" <<'EOF'
 import os, sys
@@ -151,7 +159,10 @@ printf 'upload %d files, %s MiB     yonder %.2f s   rsync -e ssh %.2f s   scp -r
 printf 're-upload unchanged         yonder %.2f s (sent %s bytes)   rsync %.2f s   speed-up vs rsync %sx\n' \
   "$y2" "$sent2" "$r2" "$(ratio "$r2" "$y2")"
 
+fi
+
 # --- forward ---------------------------------------------------------------
+if want forward; then
 job=$(C run --on studio --image "$image" --no-upload -d -- nc -ll -p 9000 -e cat)
 lport=$(free_port)
 for _ in $(seq 100); do C forward "$job" "$lport:9000" >/dev/null 2>&1 && break; sleep 0.1; done
@@ -167,11 +178,19 @@ measure() {  # PORT -> "MiB/s p50_ms p99_ms"
   python3 - "$1" "$quick" <<'EOF'
 import socket, sys, threading, time
 port, quick = int(sys.argv[1]), sys.argv[2] == "1"
+# The job's server may still be starting: retry until a round trip works.
 for _ in range(100):
     try:
-        c = socket.create_connection(("127.0.0.1", port)); break
-    except OSError: time.sleep(0.1)
-c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c = socket.create_connection(("127.0.0.1", port))
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c.sendall(b"ping"); got = b""
+        while len(got) < 4:
+            b = c.recv(4 - len(got))
+            if not b: raise OSError("closed")
+            got += b
+        break
+    except OSError:
+        time.sleep(0.1)
 rtts = []
 for _ in range(200 if quick else 1000):
     t = time.perf_counter(); c.sendall(b"x" * 64); got = 0
@@ -197,7 +216,10 @@ printf 'forward echo throughput    yonder %s MiB/s   ssh -L %s MiB/s   ratio %s 
 printf 'forward round trip (64 B)  yonder p50 %s ms p99 %s ms   ssh -L p50 %s ms p99 %s ms\n' "$yp50" "$yp99" "$sp50" "$sp99"
 C stop "$job" >/dev/null
 
+fi
+
 # --- log line latency ------------------------------------------------------
+if want logs; then
 # Each log record carries the time Docker took the line from the job
 # (record "t", Unix ns); a reader on the consumer's local API long-polls
 # /v1/jobs/logs as `yonder logs -f` does and compares with its own clock
@@ -222,3 +244,4 @@ while True:
 lat = sorted(lat[5:]) or [0]
 print("log line latency           p50 %.1f ms   p99 %.1f ms   (%d lines; job output to the consumer's API)" % (lat[len(lat)//2], lat[int(len(lat)*0.99)], len(lat)))
 EOF
+fi

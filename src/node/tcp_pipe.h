@@ -24,7 +24,7 @@ namespace yonder::node {
 
 class TcpPipe : public std::enable_shared_from_this<TcpPipe> {
  public:
-  static constexpr size_t kReadChunk = 64 * 1024;
+  static constexpr size_t kReadChunk = 256 * 1024;
 
   // `done` is called once, when the pipe is over (from inside one of its
   // callbacks: post anything that may destroy the pipe).
