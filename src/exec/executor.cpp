@@ -18,7 +18,7 @@ const char* task_state_name(TaskState s) {
 
 nlohmann::json TaskHandle::to_json() const {
   return {{"backend", backend}, {"job_id", job_id}, {"task_id", task_id}, {"workspace", workspace},
-          {"workspace_image", workspace_image}};
+          {"workspace_image", workspace_image}, {"image_id", image_id}};
 }
 
 Result<TaskHandle> TaskHandle::from_json(const nlohmann::json& json) {
@@ -32,6 +32,10 @@ Result<TaskHandle> TaskHandle::from_json(const nlohmann::json& json) {
       return make_error(ErrorCode::kDataLoss, std::string("stored task handle has no valid '") + key + "'");
     }
     *field = it->get<std::string>();
+  }
+  // Optional: handles stored before it existed have none.
+  if (auto it = json.find("image_id"); it != json.end() && it->is_string() && it->get_ref<const std::string&>().size() <= 256) {
+    h.image_id = it->get<std::string>();
   }
   return h;
 }

@@ -91,6 +91,7 @@ struct TaskHandle {
   std::string task_id;       // container id (docker), job id (slurm)
   std::string workspace;     // host path of the workspace mount, "" if none
   std::string workspace_image;  // backing image file, "" if none
+  std::string image_id;         // the engine's id of the image the task runs (sha256:...), "" if unknown
 
   nlohmann::json to_json() const;
   static Result<TaskHandle> from_json(const nlohmann::json& json);

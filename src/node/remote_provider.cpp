@@ -275,6 +275,7 @@ Result<ProviderJobs*> RemoteProvider::ready() {
     size_t gpus = v.contains("gpus") && v["gpus"].is_array() ? v["gpus"].size() : 0;
     record(v.value("peer_id", ""), "run.end", v.value("job_id", ""),
            {{"image", v.value("image", "")},
+            {"image_id", v.value("image_id", "")},
             {"command", v.value("command", nlohmann::json::array())},
             {"gpus", gpus},
             {"state", v.value("state", "")},

@@ -160,6 +160,10 @@ TEST_F(RemoteJobs, TheAuditLogRecordsRefusedAndCompletedRuns) {
   EXPECT_EQ(ended["detail"]["exit_code"], 3);
   EXPECT_EQ(ended["detail"]["state"], "exited");
   EXPECT_TRUE(ended["detail"].contains("gpu_seconds"));
+  // The image by its digest too: a name can be re-tagged later.
+  std::string want_id = run({"/usr/bin/env", "docker", "image", "inspect", "-f", "{{.Id}}", kImage}).out;
+  EXPECT_EQ(ended["detail"].value("image_id", "") + "\n", want_id) << ended.dump();
+  EXPECT_EQ(ended["detail"].value("image_id", "").rfind("sha256:", 0), 0u);
   auto text = studio.yonder({"audit", "--verify"});
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("audit chain intact"), std::string::npos) << text.out;

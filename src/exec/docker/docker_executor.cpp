@@ -98,7 +98,7 @@ Status DockerExecutor::check(const TaskSpec& spec) {
   return ok_status();
 }
 
-Status DockerExecutor::ensure_image(const std::string& image) {
+Result<std::string> DockerExecutor::ensure_image(const std::string& image) {
   auto ref = parse_image_ref(image);
   if (!ref) return std::move(ref).error();
   auto rule = options_.images.check(*ref);
@@ -135,9 +135,9 @@ Status DockerExecutor::ensure_image(const std::string& image) {
                                                 " is not on this provider and executor.pull_policy is never; ask the "
                                                 "provider to load it (docker pull / docker load)");
   }
+  auto info = parse_image_inspect(present->body);
+  if (!info) return std::move(info).error();
   if (!rule->digest.empty()) {
-    auto info = parse_image_inspect(present->body);
-    if (!info) return std::move(info).error();
     bool pinned = info->id == rule->digest;
     for (const auto& d : info->repo_digests) {
       if (d.size() > rule->digest.size() && d.compare(d.size() - rule->digest.size(), std::string::npos, rule->digest) == 0) {
@@ -149,7 +149,7 @@ Status DockerExecutor::ensure_image(const std::string& image) {
                                                           rule->text + " in executor.image_allowlist); it is " + info->id);
     }
   }
-  return ok_status();
+  return info->id;
 }
 
 Status DockerExecutor::ensure_egress_network() {
@@ -170,9 +170,11 @@ Status DockerExecutor::ensure_egress_network() {
 
 Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
   YONDER_TRY(check(spec));
-  YONDER_TRY(ensure_image(spec.image));
+  auto image_id = ensure_image(spec.image);
+  if (!image_id) return std::move(image_id).error();
   if (spec.network_egress) YONDER_TRY(ensure_egress_network());
   TaskHandle handle;
+  handle.image_id = *image_id;  // what the audit log records: the name may be re-tagged later
   handle.backend = "docker";
   handle.job_id = spec.job_id;
   if (options_.workspaces) {

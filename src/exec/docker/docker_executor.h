@@ -55,7 +55,7 @@ class DockerExecutor final : public Executor {
  private:
   // Fingerprint, cached for a few seconds (it costs two API calls).
   Fingerprint cached_fingerprint();
-  Status ensure_image(const std::string& image);
+  Result<std::string> ensure_image(const std::string& image);  // the image's id
   // Creates the egress network on first use: a bridge whose containers reach
   // the outside through NAT but not each other (enable_icc=false).
   Status ensure_egress_network();

@@ -53,6 +53,7 @@ nlohmann::json ProviderJobs::view(const Live& job) const {
   for (const char* key : {"reason", "message", "oom_killed", "started_at", "finished_at", "waiting_for"}) {
     if (r.result.contains(key)) v[key] = r.result[key];
   }
+  if (r.handle && !r.handle->image_id.empty()) v["image_id"] = r.handle->image_id;
   if (job.log) {
     v["log_bytes"] = job.log->size();
     v["log_truncated"] = job.log->truncated();
