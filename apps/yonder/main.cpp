@@ -162,6 +162,8 @@ int main(int argc, char** argv) {
   auto* logs = app.add_subcommand("logs", "A job's output (from its provider's persisted log)");
   logs->add_option("job", job_id, "Job id (or a unique prefix)")->required();
   logs->add_flag("-f,--follow", logs_follow, "Keep printing until the job ends");
+  std::string logs_since;
+  logs->add_option("--since", logs_since, "Only output written since: a duration (10m, 2h), an RFC 3339 UTC time, or Unix seconds");
   auto* stop = app.add_subcommand("stop", "Stop a job (SIGTERM, then SIGKILL after the provider's grace)");
   stop->add_option("job", job_id, "Job id (or a unique prefix)")->required();
   stop->add_flag("--json", json, "Machine-readable output");
@@ -233,7 +235,7 @@ int main(int argc, char** argv) {
   if (*run) return cmd_run(*ctx, run_args);
   if (*ps) return cmd_ps(*ctx, ps_all);
   if (*transfers) return cmd_transfers(*ctx);
-  if (*logs) return cmd_logs(*ctx, job_id, logs_follow);
+  if (*logs) return cmd_logs(*ctx, job_id, logs_follow, logs_since);
   if (*stop) return cmd_stop(*ctx, job_id);
   if (*exec) return cmd_exec(*ctx, exec_args);
   if (*forward) {

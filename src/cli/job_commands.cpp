@@ -216,8 +216,14 @@ int cmd_ps(const Context& ctx, bool all) {
   return kExitOk;
 }
 
-int cmd_logs(const Context& ctx, const std::string& job, bool follow) {
-  auto r = print_logs(ctx, job, follow);
+int cmd_logs(const Context& ctx, const std::string& job, bool follow, const std::string& since) {
+  int64_t since_ns = 0;
+  if (!since.empty()) {
+    auto s = parse_since(since);
+    if (!s) return print_error(s.error(), kExitUsage);
+    since_ns = *s;
+  }
+  auto r = print_logs(ctx, job, follow, since_ns);
   if (!r) return fail(ctx, r.error());
   return kExitOk;
 }

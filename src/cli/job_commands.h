@@ -38,7 +38,7 @@ struct RunArgs {
 // because of that signal; 0 after a detach.
 int cmd_run(const Context& ctx, const RunArgs& args);
 int cmd_ps(const Context& ctx, bool all);
-int cmd_logs(const Context& ctx, const std::string& job, bool follow);
+int cmd_logs(const Context& ctx, const std::string& job, bool follow, const std::string& since = "");
 int cmd_stop(const Context& ctx, const std::string& job);
 // `yonder cp JOB:PATH [LOCAL]`: copies a file or folder out of a running or
 // ended job's workspace into LOCAL (a folder, default the working directory).

@@ -2,10 +2,14 @@
 
 #include <poll.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include "base/bytes.h"
 #include "cli/daemon_api.h"
+#include "crypto/scope.h"
 
 namespace yonder::cli {
 namespace {
@@ -61,6 +65,7 @@ Result<LogFollower::Step> LogFollower::next(std::chrono::milliseconds wait, bool
   }
   const auto& records = (*r)["records"];
   for (const auto& rec : records) {
+    if (since_ns_ > 0 && rec.contains("t") && rec["t"].is_number_integer() && rec["t"].get<int64_t>() < since_ns_) continue;
     auto bytes = base64_decode(rec.value("data", ""));
     if (!bytes) continue;
     std::string text(bytes->begin(), bytes->end());
@@ -79,8 +84,26 @@ Result<LogFollower::Step> LogFollower::next(std::chrono::milliseconds wait, bool
   return step;
 }
 
-Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow) {
+Result<int64_t> parse_since(const std::string& text) {
+  constexpr int64_t kNs = 1'000'000'000;
+  if (!text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }) && text.size() <= 12) {
+    return std::stoll(text) * kNs;
+  }
+  std::tm tm{};
+  const char* end = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (end != nullptr && *end == '\0') return static_cast<int64_t>(::timegm(&tm)) * kNs;
+  auto d = parse_duration_s(text);
+  if (!d) {
+    return make_error(ErrorCode::kInvalidArgument, "--since takes a duration back from now (10m, 2h), an RFC 3339 UTC "
+                                                   "time (2026-11-30T14:00:00Z) or Unix seconds, not \"" + text + "\"");
+  }
+  auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return now - *d * kNs;
+}
+
+Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow, int64_t since_ns) {
   LogFollower logs(ctx, job);
+  logs.set_since(since_ns);
   while (true) {
     auto step = logs.next(kFollowWait, follow);
     if (!step) return std::move(step).error();

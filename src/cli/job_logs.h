@@ -26,6 +26,8 @@ class LogFollower {
   // from the last offset loses and repeats nothing. Gives up at once when
   // `interrupt_fd` (>= 0) is readable.
   Result<Step> next(std::chrono::milliseconds wait, bool follow, int interrupt_fd = -1);
+  // Leaves out records written before this time (Unix ns; 0: none left out).
+  void set_since(int64_t unix_ns) { since_ns_ = unix_ns; }
 
  private:
   const Context& ctx_;
@@ -33,6 +35,7 @@ class LogFollower {
   uint64_t offset_ = 0;
   std::chrono::steady_clock::time_point lost_since_{};
   bool told_ = false;
+  int64_t since_ns_ = 0;
 };
 
 // How long one follow step waits at the daemon for new output.
@@ -40,6 +43,11 @@ inline constexpr std::chrono::milliseconds kFollowWait{15000};
 
 // `yonder logs [-f]`: prints the job's output; with `follow`, until it ends.
 // Returns whether the end was seen.
-Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow);
+// `since_ns`: only records written from then on (Unix ns; 0: all).
+Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow, int64_t since_ns = 0);
+
+// `--since`: a duration back from now ("10m", "2h"), an RFC 3339 UTC time
+// ("2026-11-30T14:00:00Z") or Unix seconds. Returns Unix ns.
+Result<int64_t> parse_since(const std::string& text);
 
 }  // namespace yonder::cli

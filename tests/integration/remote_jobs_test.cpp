@@ -286,6 +286,36 @@ TEST_F(RemoteJobs, AnUploadCutByACrashResumesWhereItStopped) {
   EXPECT_LT(second, kSize - kSize / 5) << "the resumed upload sent the whole file again";
 }
 
+TEST_F(RemoteJobs, LogsSinceLeavesOutEarlierOutput) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--scope", "run,files"});
+  // The job prints "early", then waits for a file the test copies in, then "late".
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                          "echo early; while [ ! -f go ]; do sleep 0.05; done; echo late"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  for (int i = 0; i < 200 && laptop.yonder({"logs", id}).out != "early\n"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(laptop.yonder({"logs", id}).out, "early\n");
+  // --since has whole seconds: start from the next one, and let it begin
+  // before the job goes on.
+  auto next_second = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count() + 1;
+  while (std::chrono::system_clock::now().time_since_epoch() < std::chrono::seconds(next_second)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::string go = dir / "go";
+  std::ofstream(go) << "";
+  ASSERT_EQ(laptop.yonder({"cp", go, id + ":."}).exit_code, 0);
+  EXPECT_EQ(laptop.yonder({"logs", "-f", id}).out, "early\nlate\n");
+  EXPECT_EQ(laptop.yonder({"logs", "--since", std::to_string(next_second), id}).out, "late\n");
+  EXPECT_EQ(laptop.yonder({"logs", "--since", "1h", id}).out, "early\nlate\n");
+  auto bad = laptop.yonder({"logs", "--since", "yesterday", id});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--since takes"), std::string::npos) << bad.err;
+}
+
 TEST_F(RemoteJobs, RunBringsTheJobsOutputsHome) {
   TempDir dir;
   Node studio(dir, "studio", true), laptop(dir, "laptop", false);
