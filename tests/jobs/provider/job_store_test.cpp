@@ -23,7 +23,7 @@ TEST(JobStore, RoundTripsAJobWithHandleAndLeases) {
   r.peer_id = "peer";
   r.state = JobState::kRunning;
   r.spec = {{"request", {{"image", "python"}}}, {"gpus", 1}};
-  r.handle = exec::TaskHandle{"docker", "j1", "cid", "/w", "/w.img"};
+  r.handle = exec::TaskHandle{"docker", "j1", "cid", "/w", "/w.img", "sha256:abc"};
   r.gpu_uuids = {"GPU-0"};
   r.result = {{"started_at", 5}};
   r.created_at = 1;
@@ -32,6 +32,7 @@ TEST(JobStore, RoundTripsAJobWithHandleAndLeases) {
   ASSERT_TRUE(back.ok() && back->has_value());
   EXPECT_EQ((*back)->state, JobState::kRunning);
   EXPECT_EQ((*back)->handle->task_id, "cid");
+  EXPECT_EQ((*back)->handle->image_id, "sha256:abc");  // the digest the audit log reports
   EXPECT_EQ((*back)->gpu_uuids, (std::vector<std::string>{"GPU-0"}));
   EXPECT_EQ((*back)->spec, r.spec);
   // A second job cannot be written down with the same GPU.
