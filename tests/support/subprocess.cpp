@@ -154,7 +154,8 @@ BackgroundProcess::~BackgroundProcess() {
   ::unlink(err_path_.c_str());
 }
 
-Daemon::Daemon(const Env& env, const std::vector<std::string>& extra_args) {
+Daemon::Daemon(const Env& env, const std::vector<std::string>& extra_args,
+               const std::vector<std::string>& argv_prefix) {
   int ready_pipe[2];
   if (::pipe2(ready_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   auto home = env.find("YONDER_HOME");
@@ -165,7 +166,8 @@ Daemon::Daemon(const Env& env, const std::vector<std::string>& extra_args) {
   posix_spawn_file_actions_adddup2(&fa, ready_pipe[1], 3);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 2, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<std::string> argv = {program_path("yonderd"), "--ready-fd", "3"};
+  std::vector<std::string> argv = argv_prefix;
+  argv.insert(argv.end(), {program_path("yonderd"), "--ready-fd", "3"});
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   std::vector<std::string> envv = merged_env(env);
   auto a = c_strings(argv);

@@ -44,10 +44,14 @@ class BackgroundProcess {
 };
 
 // A yonderd started for a test; waits for its readiness event (--ready-fd).
-// Stops it with SIGTERM on destruction.
+// Stops it with SIGTERM on destruction. `argv_prefix` goes before yonderd
+// (its first element a path), e.g. {"/usr/sbin/ip", "netns", "exec", NS} to
+// run it in a network namespace; the prefix must exec yonderd in its place so
+// that pid() and the signals reach the daemon itself.
 class Daemon {
  public:
-  Daemon(const Env& env, const std::vector<std::string>& extra_args = {});
+  Daemon(const Env& env, const std::vector<std::string>& extra_args = {},
+         const std::vector<std::string>& argv_prefix = {});
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

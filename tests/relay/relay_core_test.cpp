@@ -1,0 +1,390 @@
+// The relay's pure parts: token bucket, addresses and NAT verdicts, the wire
+// codec and its bounds, the registry's decisions, the metrics page.
+#include <gtest/gtest.h>
+
+#include "crypto/identity.h"
+#include "relay/metrics.h"
+#include "relay/protocol.h"
+#include "relay/registry.h"
+#include "relay/token_bucket.h"
+
+namespace yonder::relay {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+PublicKeyBytes key(uint8_t n) {
+  PublicKeyBytes k{};
+  k.fill(n);
+  return k;
+}
+
+// --- token bucket
+
+TEST(TokenBucket, UnlimitedNeverWaits) {
+  MonoTime t0{};
+  TokenBucket b(0, 10, t0);
+  EXPECT_TRUE(b.unlimited());
+  b.consume(1 << 30);
+  EXPECT_GT(b.available(t0), uint64_t{1} << 40);
+  EXPECT_EQ(b.wait_for(1 << 20, t0), 0ns);
+}
+
+TEST(TokenBucket, BurstThenRateWithDebt) {
+  MonoTime t0{};
+  TokenBucket b(1000, 500, t0);  // 1000/s, burst 500
+  EXPECT_EQ(b.available(t0), 500u);
+  b.consume(700);  // two readers took more than there was: debt of 200
+  EXPECT_EQ(b.available(t0), 0u);
+  EXPECT_EQ(b.wait_for(100, t0), 300ms);  // 200 debt + 100 wanted at 1000/s
+  EXPECT_EQ(b.available(t0 + 300ms), 100u);
+  EXPECT_FALSE(b.full(t0 + 300ms));
+  EXPECT_EQ(b.available(t0 + 10s), 500u);  // never above the burst
+  EXPECT_TRUE(b.full(t0 + 10s));
+  EXPECT_EQ(b.wait_for(10'000, t0 + 10s), 0ns);  // asks are capped at the burst
+}
+
+// --- addresses and NAT
+
+TEST(NetAddressText, ParsesCanonicalisesAndRefuses) {
+  auto v4 = parse_net_address("192.0.2.7:4242");
+  ASSERT_TRUE(v4);
+  EXPECT_EQ(v4->ip, "192.0.2.7");
+  EXPECT_EQ(v4->port, 4242);
+  EXPECT_EQ(v4->to_string(), "192.0.2.7:4242");
+  auto v6 = parse_net_address("[2001:DB8:0::1]:7");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->to_string(), "[2001:db8::1]:7");
+  auto mapped = parse_net_address("[::ffff:198.51.100.1]:9");
+  ASSERT_TRUE(mapped);
+  EXPECT_EQ(mapped->to_string(), "198.51.100.1:9");
+  for (const char* bad : {"", "1.2.3.4", "1.2.3.4:", "1.2.3.4:65536", "1.2.3.4:-1", "host.example:80", "::1:80",
+                          "[::1]80", "1.2.3.4:8x", "999.1.1.1:1"}) {
+    EXPECT_FALSE(parse_net_address(bad)) << bad;
+  }
+  EXPECT_FALSE(parse_net_address(std::string(200, '1') + ":1"));
+}
+
+TEST(NatVerdicts, ClassifyAndCombine) {
+  NetAddress pub{"203.0.113.5", 40000};
+  EXPECT_EQ(classify_mapping(pub, std::nullopt), Mapping::kUnknown);
+  EXPECT_EQ(classify_mapping(pub, NetAddress{"203.0.113.5", 40000}), Mapping::kNone);
+  EXPECT_EQ(classify_mapping(pub, NetAddress{"10.0.0.2", 40000}), Mapping::kPortPreserving);
+  EXPECT_EQ(classify_mapping(pub, NetAddress{"10.0.0.2", 51000}), Mapping::kPortChanging);
+  EXPECT_EQ(combine_mappings({}), NatVerdict::kUnknown);
+  EXPECT_EQ(combine_mappings({Mapping::kNone, Mapping::kNone}), NatVerdict::kNone);
+  EXPECT_EQ(combine_mappings({Mapping::kPortPreserving, Mapping::kNone}), NatVerdict::kPortPreserving);
+  EXPECT_EQ(combine_mappings({Mapping::kPortPreserving, Mapping::kPortChanging}), NatVerdict::kSymmetric);
+}
+
+// --- wire codec
+
+TEST(RelayProtocol, ClientMessagesRoundTrip) {
+  Register reg{key(1), {key(3), key(2), key(3)}, NetAddress{"10.0.0.2", 5000}, true};
+  auto r = decode_client_message(to_json(ClientMessage(reg)));
+  ASSERT_TRUE(r) << r.error().message();
+  auto& got = std::get<Register>(*r);
+  EXPECT_EQ(got.node, key(1));
+  EXPECT_EQ(got.peers, (std::vector<PublicKeyBytes>{key(2), key(3)}));  // sorted, duplicates gone
+  EXPECT_EQ(got.local_addr, reg.local_addr);
+  EXPECT_TRUE(got.probe);
+
+  Bytes data = {0, 1, 2, 255};
+  auto s = decode_client_message(to_json(ClientMessage(SendSignal{7, key(9), data})));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(std::get<SendSignal>(*s).id, 7u);
+  EXPECT_EQ(std::get<SendSignal>(*s).to, key(9));
+  EXPECT_EQ(std::get<SendSignal>(*s).data, data);
+  auto p = decode_client_message(to_json(ClientMessage(RequestPipe{8, key(4)})));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(std::get<RequestPipe>(*p).to, key(4));
+  ASSERT_TRUE(decode_client_message(to_json(ClientMessage(Ping{9}))));
+  ASSERT_TRUE(decode_client_message(to_json(ClientMessage(SetPeers{10, {key(5)}}))));
+}
+
+TEST(RelayProtocol, RelayMessagesRoundTrip) {
+  NatReport nat{NetAddress{"198.51.100.4", 61000}, Mapping::kPortChanging, NatVerdict::kSymmetric, 2};
+  auto r = decode_relay_message(to_json(RelayMessage(Registered{key(1), nat, 1000, 4096, 90000})));
+  ASSERT_TRUE(r) << r.error().message();
+  auto& reg = std::get<Registered>(*r);
+  EXPECT_EQ(reg.nat.observed, nat.observed);
+  EXPECT_EQ(reg.nat.mapping, Mapping::kPortChanging);
+  EXPECT_EQ(reg.nat.nat, NatVerdict::kSymmetric);
+  EXPECT_EQ(reg.nat.samples, 2u);
+  EXPECT_EQ(reg.node_rate, 1000u);
+  Ticket t{};
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<uint8_t>(i * 37);
+  auto pr = decode_relay_message(to_json(RelayMessage(PipeReady{3, key(2), t, true, 10000})));
+  ASSERT_TRUE(pr);
+  EXPECT_EQ(std::get<PipeReady>(*pr).ticket, t);
+  EXPECT_TRUE(std::get<PipeReady>(*pr).initiator);
+  auto e = decode_relay_message(to_json(RelayMessage(ErrorReply{4, Reason::kNotDeclared, "add it"})));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(std::get<ErrorReply>(*e).reason, Reason::kNotDeclared);
+  EXPECT_EQ(std::get<ErrorReply>(*e).id, 4u);
+  auto closing = decode_relay_message(to_json(RelayMessage(ErrorReply{std::nullopt, Reason::kShuttingDown, "bye"})));
+  ASSERT_TRUE(closing);
+  EXPECT_FALSE(std::get<ErrorReply>(*closing).id);
+  // A reason from a newer relay still refuses, with its words.
+  auto future = decode_relay_message(json{{"type", "error"}, {"id", 1}, {"code", "new_thing"}, {"message", "m"}});
+  ASSERT_TRUE(future);
+  EXPECT_EQ(std::get<ErrorReply>(*future).message, "m");
+}
+
+TEST(RelayProtocol, RefusesMalformedAndOversized) {
+  std::string id = NodeId(key(1)).to_string();
+  EXPECT_FALSE(decode_client_message(json::array()));
+  EXPECT_FALSE(decode_client_message(json{{"type", "teleport"}, {"id", 1}}));
+  EXPECT_FALSE(decode_client_message(json{{"type", "ping"}}));              // no id
+  EXPECT_FALSE(decode_client_message(json{{"type", "ping"}, {"id", -1}}));  // signed
+  EXPECT_FALSE(decode_client_message(json{{"type", "pipe"}, {"id", 1}, {"to", "NOT-AN-ID"}}));
+  EXPECT_FALSE(decode_client_message(json{{"type", "register"}, {"node", id}, {"local_addr", "nowhere"}}));
+  EXPECT_FALSE(decode_client_message(json{{"type", "register"}, {"node", id}, {"peers", "x"}}));
+  json many = json::array();
+  for (size_t i = 0; i <= kMaxPeers; ++i) many.push_back(id);
+  auto too_many = decode_client_message(json{{"type", "register"}, {"node", id}, {"peers", many}});
+  ASSERT_FALSE(too_many);
+  EXPECT_EQ(too_many.error().code(), ErrorCode::kResourceExhausted);
+  Bytes big(kMaxSignalBytes + 1, 'x');
+  auto too_big = decode_client_message(json{{"type", "signal"}, {"id", 1}, {"to", id}, {"data", base64_encode(big)}});
+  ASSERT_FALSE(too_big);
+  EXPECT_EQ(too_big.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_FALSE(decode_client_message(json{{"type", "signal"}, {"id", 1}, {"to", id}, {"data", "!!"}}));
+  EXPECT_FALSE(decode_relay_message(json{{"type", "pipe_ready"}, {"id", 1}, {"peer", id}, {"ticket", "zz"}}));
+}
+
+TEST(RelayProtocol, ControlReaderHoldsItsBound) {
+  ControlReader reader(1024);
+  Bytes ok = link::encode_message(json{{"type", "ping"}, {"id", 1}});
+  reader.feed(ok);
+  auto m = reader.next();
+  ASSERT_TRUE(m && *m);
+  // An announced length over the bound fails as soon as that many bytes are
+  // buffered without the message completing.
+  Bytes big = link::encode_message(json{{"pad", std::string(4000, 'a')}});
+  ControlReader r2(1024);
+  r2.feed(ByteView(big.data(), 1100));
+  auto e = r2.next();
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_FALSE(r2.next());  // stays failed
+  // A complete message over the bound fails too.
+  ControlReader r3(1024);
+  r3.feed(big);
+  EXPECT_FALSE(r3.next());
+}
+
+TEST(RelayProtocol, PipePrefaceAndStatus) {
+  Ticket t{};
+  t[0] = 1;
+  t[31] = 2;
+  Bytes pre = encode_pipe_preface(t);
+  ASSERT_EQ(pre.size(), kPipePrefaceBytes);
+  EXPECT_EQ(pre[0], 'Y');
+  auto back = decode_pipe_preface(pre);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, t);
+  pre[1] = 'X';
+  EXPECT_FALSE(decode_pipe_preface(pre));
+  EXPECT_FALSE(decode_pipe_preface(ByteView(pre.data(), 10)));
+  EXPECT_TRUE(pipe_status_to_status(0));
+  for (uint8_t s : {1, 2, 3, 200}) EXPECT_FALSE(pipe_status_to_status(s));
+}
+
+// --- registry
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  RegistryTest()
+      : registry_(RegistryLimits{.max_connections_per_node = 3,
+                                 .max_pipes = 2,
+                                 .max_peers = 8,
+                                 .pipe_request_timeout = 30s,
+                                 .ticket_timeout = 10s},
+                  [this] {
+                    Ticket t{};
+                    t[0] = static_cast<uint8_t>(++tickets_);
+                    return t;
+                  }) {}
+
+  // Admits and registers `node` on connection `conn` from `observed`.
+  void join(ConnId conn, uint8_t node, std::vector<uint8_t> peers, NetAddress observed = {"127.0.0.1", 1000},
+            std::optional<NetAddress> local = std::nullopt, bool probe = false) {
+    ASSERT_FALSE(refusal_of(registry_.admit(key(node))));
+    Register r{key(node), {}, local, probe};
+    for (uint8_t p : peers) r.peers.push_back(key(p));
+    auto d = registry_.register_conn(conn, key(node), r, observed);
+    ASSERT_FALSE(refusal_of(d)) << refusal_of(d)->message;
+  }
+  Reason reason(const auto& decision) {
+    auto* r = refusal_of(decision);
+    return r ? r->reason : Reason::kShuttingDown;  // "not refused" for these tests
+  }
+
+  int tickets_ = 0;
+  Registry registry_;
+  MonoTime t0_{};
+};
+
+TEST_F(RegistryTest, RegistrationIsBoundToTheSessionKey) {
+  ASSERT_FALSE(refusal_of(registry_.admit(key(1))));
+  Register claim{key(2), {}, std::nullopt, false};
+  EXPECT_EQ(reason(registry_.register_conn(1, key(1), claim, {"127.0.0.1", 1})), Reason::kIdentityMismatch);
+  EXPECT_FALSE(registry_.registered(1));
+  EXPECT_EQ(registry_.node_count(), 0u);
+}
+
+TEST_F(RegistryTest, PerNodeConnectionLimit) {
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(refusal_of(registry_.admit(key(1))));
+  EXPECT_EQ(reason(registry_.admit(key(1))), Reason::kNodeConnectionLimit);
+  EXPECT_FALSE(refusal_of(registry_.admit(key(2))));  // another node is not affected
+  registry_.release(key(1));
+  EXPECT_FALSE(refusal_of(registry_.admit(key(1))));
+}
+
+TEST_F(RegistryTest, SignalsNeedMutualDeclarationAndRevealNothingElse) {
+  join(1, 1, {2, 3});  // A lists B and C
+  join(2, 2, {1});     // B lists A
+  join(3, 3, {});      // C lists nobody
+  auto to_b = registry_.route_signal(1, key(2));
+  ASSERT_FALSE(refusal_of(to_b));
+  EXPECT_EQ(std::get<ConnId>(to_b), 2u);
+  EXPECT_EQ(reason(registry_.route_signal(2, key(3))), Reason::kNotDeclared);
+  // C is online but has not listed A: the same answer as if it were offline.
+  EXPECT_EQ(reason(registry_.route_signal(1, key(3))), Reason::kPeerUnavailable);
+  EXPECT_EQ(reason(registry_.route_signal(1, key(9))), Reason::kNotDeclared);
+  ASSERT_FALSE(refusal_of(registry_.set_peers(3, {key(1)})));
+  EXPECT_FALSE(refusal_of(registry_.route_signal(1, key(3))));
+  EXPECT_EQ(reason(registry_.route_signal(99, key(3))), Reason::kNotRegistered);
+  registry_.unregister(2);
+  EXPECT_EQ(reason(registry_.route_signal(1, key(2))), Reason::kPeerUnavailable);
+}
+
+TEST_F(RegistryTest, DeliversToTheNewestRegistrationNotToProbes) {
+  join(1, 1, {2});
+  join(2, 2, {1});
+  join(3, 2, {1});
+  join(4, 2, {}, {"127.0.0.1", 1}, std::nullopt, /*probe=*/true);
+  EXPECT_EQ(std::get<ConnId>(registry_.route_signal(1, key(2))), 3u);
+  // The probe did not replace B's peers, and cannot talk itself.
+  EXPECT_EQ(reason(registry_.route_signal(4, key(1))), Reason::kBadMessage);
+  registry_.unregister(3);
+  EXPECT_EQ(std::get<ConnId>(registry_.route_signal(1, key(2))), 2u);
+}
+
+TEST_F(RegistryTest, NatVerdictOverRegistrations) {
+  join(1, 1, {}, {"203.0.113.1", 5000}, NetAddress{"10.0.0.2", 5000});
+  ASSERT_FALSE(refusal_of(registry_.admit(key(1))));
+  Register probe{key(1), {}, NetAddress{"10.0.0.2", 5001}, true};
+  auto d = registry_.register_conn(2, key(1), probe, {"203.0.113.1", 61234});
+  ASSERT_FALSE(refusal_of(d));
+  auto& reg = std::get<Registry::Registered>(d);
+  EXPECT_EQ(reg.nat.mapping, Mapping::kPortChanging);
+  EXPECT_EQ(reg.nat.nat, NatVerdict::kSymmetric);
+  EXPECT_EQ(reg.nat.samples, 2u);
+  ASSERT_EQ(reg.nat_changed.size(), 1u);  // the first connection learns the new verdict
+  EXPECT_EQ(reg.nat_changed[0].first, 1u);
+  EXPECT_EQ(reg.nat_changed[0].second.nat, NatVerdict::kSymmetric);
+  EXPECT_EQ(reg.nat_changed[0].second.mapping, Mapping::kPortPreserving);
+}
+
+TEST_F(RegistryTest, PipesMatchOnMutualRequestsWithOneTimeTickets) {
+  join(1, 1, {2});
+  join(2, 2, {1});
+  auto first = registry_.request_pipe(1, 11, key(2), t0_);
+  ASSERT_FALSE(refusal_of(first));
+  auto* wait = std::get_if<Registry::PipeWait>(&std::get<Registry::PipeOutcome>(first));
+  ASSERT_TRUE(wait);
+  EXPECT_EQ(wait->notify, 2u);
+  EXPECT_EQ(reason(registry_.request_pipe(1, 12, key(2), t0_)), Reason::kPipePending);
+  auto second = registry_.request_pipe(2, 21, key(1), t0_ + 1s);
+  ASSERT_FALSE(refusal_of(second));
+  auto match = std::get<Registry::PipeMatch>(std::get<Registry::PipeOutcome>(second));
+  EXPECT_EQ(match.sides[0].conn, 1u);
+  EXPECT_EQ(match.sides[0].request_id, 11u);
+  EXPECT_TRUE(match.sides[0].initiator);
+  EXPECT_EQ(match.sides[0].peer, key(2));
+  EXPECT_EQ(match.sides[1].request_id, 21u);
+  EXPECT_FALSE(match.sides[1].initiator);
+  EXPECT_NE(match.sides[0].ticket, match.sides[1].ticket);
+  EXPECT_EQ(registry_.pipe_count(), 1u);
+  EXPECT_EQ(registry_.pending_requests(), 0u);
+
+  auto claim = registry_.claim(match.sides[1].ticket, t0_ + 2s);
+  ASSERT_FALSE(refusal_of(claim));
+  EXPECT_EQ(std::get<Registry::Claim>(claim).side, 1);
+  EXPECT_EQ(std::get<Registry::Claim>(claim).node, key(2));
+  EXPECT_EQ(reason(registry_.claim(match.sides[1].ticket, t0_ + 2s)), Reason::kBadTicket);  // once
+  Ticket forged{};
+  forged[5] = 9;
+  EXPECT_EQ(reason(registry_.claim(forged, t0_ + 2s)), Reason::kBadTicket);
+  EXPECT_EQ(reason(registry_.claim(match.sides[0].ticket, t0_ + 12s)), Reason::kBadTicket);  // expired
+}
+
+TEST_F(RegistryTest, PipeRequestsAndUnjoinedPipesExpire) {
+  join(1, 1, {2});
+  join(2, 2, {1});
+  ASSERT_FALSE(refusal_of(registry_.request_pipe(1, 5, key(2), t0_)));
+  EXPECT_EQ(registry_.next_deadline(), t0_ + 30s);
+  EXPECT_TRUE(registry_.expire(t0_ + 29s).requests.empty());
+  auto gone = registry_.expire(t0_ + 30s);
+  ASSERT_EQ(gone.requests.size(), 1u);
+  EXPECT_EQ(gone.requests[0], (std::pair<ConnId, uint64_t>{1, 5}));
+
+  ASSERT_FALSE(refusal_of(registry_.request_pipe(1, 6, key(2), t0_)));
+  auto m = registry_.request_pipe(2, 7, key(1), t0_);
+  PipeId id = std::get<Registry::PipeMatch>(std::get<Registry::PipeOutcome>(m)).pipe;
+  auto expired = registry_.expire(t0_ + 10s);
+  ASSERT_EQ(expired.pipes.size(), 1u);
+  EXPECT_EQ(expired.pipes[0], id);
+  EXPECT_EQ(registry_.pipe_count(), 0u);
+  EXPECT_FALSE(registry_.next_deadline());
+}
+
+TEST_F(RegistryTest, PipeCapAndJoinedPipesDoNotExpire) {
+  join(1, 1, {2, 3, 4});
+  join(2, 2, {1});
+  join(3, 3, {1});
+  join(4, 4, {1});
+  std::vector<PipeId> ids;
+  for (uint8_t peer : {2, 3}) {
+    ASSERT_FALSE(refusal_of(registry_.request_pipe(1, peer, key(peer), t0_)));
+    auto m = registry_.request_pipe(peer, 100, key(1), t0_);
+    ASSERT_FALSE(refusal_of(m));
+    ids.push_back(std::get<Registry::PipeMatch>(std::get<Registry::PipeOutcome>(m)).pipe);
+  }
+  EXPECT_EQ(reason(registry_.request_pipe(4, 1, key(1), t0_)), Reason::kTooManyPipes);
+  registry_.pipe_joined(ids[0]);
+  EXPECT_TRUE(registry_.expire(t0_ + 1h).pipes.size() == 1);  // only the unjoined one
+  EXPECT_EQ(registry_.pipe_count(), 1u);
+  registry_.pipe_closed(ids[0]);
+  EXPECT_EQ(registry_.pipe_count(), 0u);
+}
+
+TEST_F(RegistryTest, ClosingAConnectionDropsItsWaitingRequests) {
+  join(1, 1, {2});
+  join(2, 2, {1});
+  ASSERT_FALSE(refusal_of(registry_.request_pipe(1, 5, key(2), t0_)));
+  registry_.unregister(1);
+  EXPECT_EQ(registry_.pending_requests(), 0u);
+  EXPECT_EQ(registry_.node_count(), 1u);
+}
+
+TEST(RelayMetrics, RendersPrometheusText) {
+  Metrics m;
+  m.bytes_relayed_total = 12345;
+  m.refused(Reason::kNotDeclared);
+  m.refused(Reason::kNotDeclared);
+  Gauges g;
+  g.nodes = 3;
+  std::string text = render_prometheus(m, g);
+  EXPECT_NE(text.find("# TYPE yonder_relay_bytes_relayed_total counter\nyonder_relay_bytes_relayed_total 12345\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("yonder_relay_nodes 3\n"), std::string::npos);
+  EXPECT_NE(text.find("yonder_relay_refusals_total{reason=\"not_declared\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("yonder_relay_refusals_total{reason=\"bad_ticket\"} 0\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace yonder::relay
