@@ -1,5 +1,7 @@
 #include "cli/job_commands.h"
 
+#include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +16,7 @@
 #include "cli/job_logs.h"
 #include "cli/run_attach.h"
 #include "cli/run_options.h"
+#include "cli/signal_pipe.h"
 #include "crypto/scope.h"
 #include "os/unix_http.h"
 
@@ -45,6 +48,37 @@ Result<Attached> attach(const Context& ctx, const std::string& id, const RunArgs
   }
   options.prompt = isatty(STDIN_FILENO) != 0;
   return attach_to_job(ctx, id, options);
+}
+
+// The CLI was interrupted while its job was being uploaded or submitted:
+// asks the daemon to cancel and waits for the outcome, so the job is never
+// left running behind the user's back.
+int cancel_submit(const Context& ctx, const std::string& transfer_id) {
+  std::fprintf(stderr, "\nyonder: cancelling...\n");
+  auto c = api(ctx, "POST", "/v1/transfers/cancel", {{"id", transfer_id}});
+  if (!c) return fail(ctx, c.error());
+  json t = *c;
+  for (int i = 0; i < 600 && !t.value("ended", false); ++i) {
+    ::poll(nullptr, 0, 100);
+    auto r = api(ctx, "GET", "/v1/transfers?id=" + transfer_id);
+    if (r && (*r)["transfers"].is_array() && !(*r)["transfers"].empty()) t = (*r)["transfers"][0];
+  }
+  std::string outcome = t.value("outcome", "");
+  std::string job = t.value("job_id", "");
+  if (outcome == "stopped") {
+    std::fprintf(stderr, "yonder: cancelled; job %s had already been submitted and was stopped\n", job.c_str());
+  } else if (outcome == "submitted") {
+    // The submit finished before the cancel arrived: stop it ourselves.
+    auto s = api(ctx, "POST", "/v1/jobs/stop", {{"job_id", job}});
+    std::fprintf(stderr, "yonder: cancelled; job %s had already been submitted: %s\n", job.c_str(),
+                 s ? "stopped" : ("stopping it failed: " + s.error().message() + "; run `yonder stop " + job + "`").c_str());
+  } else if (outcome.empty()) {
+    std::fprintf(stderr, "yonder: cancel requested, but the daemon has not confirmed it; check `yonder ps` and `yonder transfers`\n");
+    return kExitError;
+  } else {
+    std::fprintf(stderr, "yonder: cancelled; nothing was submitted\n");
+  }
+  return 128 + SIGINT;
 }
 
 }  // namespace
@@ -132,7 +166,15 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
   }
   std::string transfer_id = new_transfer_id();
   body["transfer_id"] = transfer_id;
-  auto submitted = with_transfer_progress(ctx, transfer_id, [&] { return api(ctx, "POST", "/v1/jobs", body, std::chrono::minutes(30)); });
+  // Ctrl-C (or SIGTERM) while the folder uploads or the job is submitted:
+  // the daemon cancels, and if the job was already submitted it stops it.
+  auto installed = SignalPipe::install();
+  std::unique_ptr<SignalPipe> signals = installed ? std::move(*installed) : nullptr;
+  int sig_fd = signals ? signals->fd() : -1;
+  auto submitted = with_transfer_progress(
+      ctx, transfer_id, [&] { return api(ctx, "POST", "/v1/jobs", body, std::chrono::minutes(30), sig_fd); });
+  if (signals && signals->take() != 0) return cancel_submit(ctx, transfer_id);
+  signals.reset();  // attach_to_job catches signals its own way
   if (!submitted) {
     if (no_daemon(submitted.error())) return report_daemon_error(ctx, submitted.error());
     return print_error(Error(submitted.error()).with_context("the job could not run"), kExitCouldNotRun);

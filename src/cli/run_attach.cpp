@@ -1,5 +1,7 @@
 #include "cli/run_attach.h"
 
+#include "cli/signal_pipe.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,63 +23,6 @@ namespace {
 
 using nlohmann::json;
 using std::chrono::milliseconds;
-
-// ---- signals: the handler only writes the signal's number to a pipe
-
-int g_signal_pipe[2] = {-1, -1};
-
-void on_signal(int sig) {
-  int saved = errno;
-  auto b = static_cast<unsigned char>(sig);
-  (void)!::write(g_signal_pipe[1], &b, 1);
-  errno = saved;
-}
-
-// Catches SIGINT and SIGTERM while alive; restores what was there before.
-// A SIGINT that was ignored when we started (a background job of a
-// non-interactive shell) stays ignored, as shells and nohup expect.
-class SignalPipe {
- public:
-  static Result<std::unique_ptr<SignalPipe>> install() {
-    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-      return make_error(ErrorCode::kInternal, std::string("pipe: ") + std::strerror(errno));
-    }
-    std::unique_ptr<SignalPipe> p(new SignalPipe());
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    ::sigaction(SIGINT, nullptr, &p->old_int_);
-    if (p->old_int_.sa_handler != SIG_IGN) {
-      ::sigaction(SIGINT, &sa, nullptr);
-      p->int_caught_ = true;
-    }
-    ::sigaction(SIGTERM, &sa, &p->old_term_);
-    return p;
-  }
-  ~SignalPipe() {
-    if (int_caught_) ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-    ::close(g_signal_pipe[0]);
-    ::close(g_signal_pipe[1]);
-    g_signal_pipe[0] = g_signal_pipe[1] = -1;
-  }
-  SignalPipe(const SignalPipe&) = delete;
-  SignalPipe& operator=(const SignalPipe&) = delete;
-
-  int fd() const { return g_signal_pipe[0]; }
-  // The next signal received, 0 when none is pending.
-  int take() {
-    unsigned char b = 0;
-    return ::read(g_signal_pipe[0], &b, 1) == 1 ? b : 0;
-  }
-
- private:
-  SignalPipe() = default;
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-  bool int_caught_ = false;
-};
 
 // ---- the prompt after a first Ctrl-C on a terminal
 

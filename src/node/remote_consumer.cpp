@@ -80,14 +80,34 @@ void RemoteConsumer::run(const Request& req, Reply reply) {
   nlohmann::json job = body["job"];
   PeerLink::Target t = *target;
 
-  // Submit (after the upload, if any), remember, reply.
-  auto submit = [this, t, job, reply](std::string upload_id, nlohmann::json upload_info) {
+  std::string transfer_id = body.contains("transfer_id") && body["transfer_id"].is_string() ? body["transfer_id"].get<std::string>() : "";
+  auto progress = transfers_.begin(transfer_id, dir.empty() ? "submit" : "upload", t.name, dir);
+  // Ends the request once: the transfer's outcome, then the reply.
+  auto done = [this, progress, reply](Result<nlohmann::json> r, const std::string& outcome) {
+    if (!r) progress->error = r.error().message();
+    transfers_.end(progress, outcome);
+    reply(r ? Response::json(200, *r) : Response::error(r.error()));
+  };
+
+  // Submit (after the upload, if any), remember, reply. A cancel that came
+  // while the submit was on its way stops the job as soon as its id is known.
+  auto submit = [this, t, job, progress, done](std::string upload_id, nlohmann::json upload_info) {
+    if (progress->cancel_requested) {
+      return done(make_error(ErrorCode::kFailedPrecondition, "cancelled before the job was submitted"), "cancelled");
+    }
     nlohmann::json params = {{"job", job}};
     if (!upload_id.empty()) params["upload_id"] = upload_id;
-    link_.service().call(t.key, t.addresses, "run.submit", params, [this, t, job, reply, upload_info](Result<nlohmann::json> r) {
-      if (!r) return reply(Response::error(r.error()));
+    progress->phase = TransferProgress::Phase::kFinishing;
+    link_.service().call(t.key, t.addresses, "run.submit", params, [this, t, job, progress, done, upload_info](Result<nlohmann::json> r) {
+      if (!r) return done(r.error(), "failed");
       nlohmann::json view = *r;
-      asio::post(pool_, [this, t, job, reply, view, upload_info] {
+      progress->job_id = view.value("job_id", "");
+      if (progress->cancel_requested) {
+        link_.service().call(t.key, t.addresses, "run.stop", {{"job_id", progress->job_id}}, [id = progress->job_id](Result<nlohmann::json> s) {
+          if (!s) spdlog::warn("job {} was cancelled while it was submitted, but stopping it failed: {}", id, s.error().message());
+        });
+      }
+      asio::post(pool_, [this, t, job, progress, done, view, upload_info] {
         ConsumerJob c;
         c.job_id = view.value("job_id", "");
         c.provider_id = t.node_id;
@@ -99,17 +119,21 @@ void RemoteConsumer::run(const Request& req, Reply reply) {
         if (!saved) spdlog::warn("job {} runs on {} but could not be remembered: {}", c.job_id, t.name, saved.error().to_string());
         nlohmann::json out = c.to_json();
         out["upload"] = upload_info;
-        asio::post(io_, [reply, out] { reply(Response::json(200, out)); });
+        asio::post(io_, [progress, done, out] {
+          if (progress->cancel_requested) {
+            return done(make_error(ErrorCode::kFailedPrecondition, "cancelled: job " + progress->job_id +
+                                                                       " had been submitted and is being stopped"),
+                        "stopped");
+          }
+          done(out, "submitted");
+        });
       });
     });
   };
   if (dir.empty()) return submit("", nullptr);
 
-  std::string transfer_id = body.contains("transfer_id") && body["transfer_id"].is_string() ? body["transfer_id"].get<std::string>() : "";
-  auto progress = transfers_.begin(transfer_id, "upload", t.name, dir);
-  uploads_.upload(t, dir, progress, [this, progress, reply, submit](Result<nlohmann::json> r) {
-    transfers_.end(progress);
-    if (!r) return reply(Response::error(std::move(r).error().with_context("upload")));
+  uploads_.upload(t, dir, progress, [progress, submit, done](Result<nlohmann::json> r) {
+    if (!r) return done(std::move(r).error().with_context("upload"), progress->cancel_requested ? "cancelled" : "failed");
     submit(r->value("upload_id", ""), *r);
   });
 }

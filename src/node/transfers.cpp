@@ -37,7 +37,12 @@ nlohmann::json TransferProgress::to_json() const {
           {"need_bytes", need_bytes.load()},
           {"sent_bytes", sent_bytes.load()},
           {"attempt", attempt.load()},
-          {"started_ms", started_ms}};
+          {"started_ms", started_ms},
+          {"cancel_requested", cancel_requested.load()},
+          {"ended", !outcome.empty()},
+          {"outcome", outcome},
+          {"job_id", job_id},
+          {"error", error}};
 }
 
 std::shared_ptr<TransferProgress> Transfers::begin(const std::string& requested_id, const std::string& kind,
@@ -56,10 +61,32 @@ std::shared_ptr<TransferProgress> Transfers::begin(const std::string& requested_
   return p;
 }
 
-void Transfers::end(const std::shared_ptr<TransferProgress>& p) {
+void Transfers::end(const std::shared_ptr<TransferProgress>& p, const std::string& outcome) {
+  p->outcome = outcome;
+  p->on_cancel = nullptr;
   std::lock_guard lock(mutex_);
   auto it = live_.find(p->id);
   if (it != live_.end() && it->second == p) live_.erase(it);
+  auto now = std::chrono::steady_clock::now();
+  for (auto r = recent_.begin(); r != recent_.end();) {
+    r = now - r->second.first > std::chrono::minutes(2) ? recent_.erase(r) : std::next(r);
+  }
+  if (recent_.size() < 1024) recent_[p->id] = {now, p};
+}
+
+Result<nlohmann::json> Transfers::cancel(const std::string& id) {
+  std::shared_ptr<TransferProgress> p;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = live_.find(id);
+    if (it != live_.end()) p = it->second;
+    auto r = recent_.find(id);
+    if (!p && r != recent_.end()) return r->second.second->to_json();  // already over: its outcome
+  }
+  if (!p) return make_error(ErrorCode::kNotFound, "no transfer " + id.substr(0, 64) + " on this node");
+  p->cancel_requested = true;
+  if (auto hook = std::move(p->on_cancel)) hook();
+  return p->to_json();
 }
 
 nlohmann::json Transfers::list(const std::string& id) const {
@@ -68,12 +95,24 @@ nlohmann::json Transfers::list(const std::string& id) const {
   for (const auto& [tid, p] : live_) {
     if (id.empty() || id == tid) out.push_back(p->to_json());
   }
+  if (!id.empty() && out.empty()) {
+    auto r = recent_.find(id);
+    if (r != recent_.end()) out.push_back(r->second.second->to_json());
+  }
   return {{"transfers", out}};
 }
 
 void Transfers::add_routes(api::Router& router) {
   router.add("GET", "/v1/transfers", [this](const api::Request& req, api::Reply reply) {
     reply(api::Response::json(200, list(api::parse_query(req.query)["id"])));
+  });
+  router.add("POST", "/v1/transfers/cancel", [this](const api::Request& req, api::Reply reply) {
+    auto body = nlohmann::json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body.contains("id") || !body["id"].is_string()) {
+      return reply(api::Response::error(make_error(ErrorCode::kInvalidArgument, "the body needs \"id\"")));
+    }
+    auto r = cancel(body["id"].get<std::string>());
+    reply(r ? api::Response::json(200, *r) : api::Response::error(r.error()));
   });
 }
 

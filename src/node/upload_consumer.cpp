@@ -60,6 +60,10 @@ void UploadConsumer::upload(const PeerLink::Target& target, const std::string& d
   s->dir = dir;
   s->progress = std::move(progress);
   s->done = std::move(done);
+  // A cancel (event loop) ends the upload where it is; nothing is submitted.
+  s->progress->on_cancel = [this, weak = std::weak_ptr<State>(s)] {
+    if (auto st = weak.lock()) ended(st, make_error(ErrorCode::kFailedPrecondition, "the upload was cancelled"), false);
+  };
   asio::post(pool_, [this, s] {
     Status st = [&]() -> Status {
       transfer::ArchiveLimits limits;
@@ -82,6 +86,7 @@ void UploadConsumer::upload(const PeerLink::Target& target, const std::string& d
       return ok_status();
     }();
     asio::post(io_, [this, s, st = std::move(st)] {
+      if (s->finished) return;  // cancelled while hashing
       if (!st) return finish(s, st.error());
       attempt(s);
     });

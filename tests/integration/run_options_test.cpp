@@ -233,6 +233,47 @@ TEST_F(RunOptions, SigintOrSigtermWithoutATerminalStopsTheJob) {
   }
 }
 
+// Interrupted while the folder is still uploading: the daemon cancels the
+// upload, nothing is submitted, and run says so (never a job left running
+// that nobody knows about).
+TEST_F(RunOptions, SigintDuringTheUploadCancelsAndSubmitsNothing) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "2"});
+  std::string work = dir / "work";
+  std::filesystem::create_directories(work);
+  {
+    // 768 MiB of varied bytes: long enough to be caught mid-way.
+    std::ofstream big(work + "/big.bin", std::ios::binary);
+    std::string block(1 << 20, '\0');
+    for (int i = 0; i < 768; ++i) {
+      for (size_t j = 0; j < block.size(); j += 4096) block[j] = static_cast<char>(i + j);
+      big.write(block.data(), static_cast<std::streamsize>(block.size()));
+    }
+  }
+  LiveProcess run_cli(yonder_args({"run", "--on", "studio", "--image", kImage, "--disk", "1G", "--upload", work, "--",
+                                   "echo", "should-not-run"}),
+                      laptop.env());
+  // Wait (on the daemon's own report) until bytes are moving.
+  bool sending = false;
+  for (int i = 0; i < 3000 && !sending; ++i) {
+    auto t = laptop.yonder_json({"transfers"});
+    for (const auto& x : t["transfers"]) sending = sending || x.value("sent_bytes", uint64_t{0}) > 0;
+    if (!sending) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(sending) << run_cli.output();
+  run_cli.signal(SIGINT);
+  EXPECT_EQ(run_cli.wait(60s), 130) << run_cli.output();
+  EXPECT_NE(run_cli.err().find("yonder: cancelled"), std::string::npos) << run_cli.err();
+  auto ps = laptop.yonder_json({"ps", "--all"});
+  for (const auto& j : ps["jobs"]) EXPECT_NE(j["state"], "running") << ps.dump();
+  if (run_cli.err().find("nothing was submitted") != std::string::npos) {
+    EXPECT_EQ(ps["jobs"].size(), 0u) << ps.dump();
+  }
+  EXPECT_EQ(run_cli.out().find("should-not-run"), std::string::npos);
+  EXPECT_EQ(laptop.yonder_json({"transfers"})["transfers"].size(), 0u);
+}
+
 // On a terminal the first Ctrl-C asks: Enter keeps watching, d detaches
 // (the job runs on), s or a second Ctrl-C stops it.
 TEST_F(RunOptions, CtrlCOnATerminalAsksStopDetachOrKeepWatching) {
