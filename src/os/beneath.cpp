@@ -10,18 +10,6 @@
 
 namespace yonder::os {
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.release();
-  }
-  return *this;
-}
-
-UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 Result<UniqueFd> open_beneath(int dir_fd, std::string_view path, int flags, unsigned mode) {
   std::string p = path.empty() ? std::string(".") : std::string(path);
   open_how how{};

@@ -18,31 +18,9 @@
 #include <string_view>
 
 #include "base/error.h"
+#include "os/unique_fd.h"
 
 namespace yonder::os {
-
-// An owned file descriptor, closed on destruction.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept;
-  ~UniqueFd();
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // Opens `path` (relative, '/'-separated; "" or "." is the folder itself)
 // beneath the folder `dir_fd` with open(2) `flags` (O_CLOEXEC is added) and

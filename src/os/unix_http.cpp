@@ -12,24 +12,14 @@
 #include <cerrno>
 #include <cstring>
 
+#include "os/unique_fd.h"
+
 namespace yonder::os {
 namespace http = boost::beast::http;
 
 namespace {
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using Fd = UniqueFd;
 
 enum class Wait { kReady, kTimeout, kInterrupted };
 

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 
+#include "os/unique_fd.h"
 #include "support/nat_lab.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -27,19 +28,7 @@
 namespace yonder::testing {
 namespace {
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using Fd = os::UniqueFd;
 
 sockaddr_in inet(const std::string& ip, uint16_t port) {
   sockaddr_in a{};
