@@ -167,7 +167,12 @@ Result<std::shared_ptr<RelayClient>> RelayClient::create(asio::io_context& io, c
 RelayClient::RelayClient(asio::io_context& io, const Identity& identity, RelayClientConfig config)
     : state_(std::make_unique<State>(io, identity.public_key(), std::move(config))) {}
 
-RelayClient::~RelayClient() = default;
+RelayClient::~RelayClient() {
+  // Dropped while connected: the connection goes with us.
+  if (state_ && state_->chan && !state_->chan->closed()) {
+    state_->chan->close(make_error(ErrorCode::kUnavailable, "the relay client was destroyed"));
+  }
+}
 
 void RelayClient::connect(Handlers handlers, std::function<void(Result<Registration>)> done) {
   State& st = *state_;
@@ -206,8 +211,17 @@ void RelayClient::connect(Handlers handlers, std::function<void(Result<Registrat
          s.relay_endpoint = d->remote;
          s.relay_key = d->relay_key;
          s.chan = std::make_shared<ControlChannel>(d->tls);
-         s.chan->start([self](nlohmann::json j) { self->on_message(std::move(j)); },
-                       [self](const Error& why) { self->on_closed(why); });
+         // Weak: the channel lives in our state, so a strong capture would
+         // keep both alive for as long as the connection (LSan: a client
+         // dropped while connected leaked).
+         std::weak_ptr<RelayClient> weak = self;
+         s.chan->start(
+             [weak](nlohmann::json j) {
+               if (auto me = weak.lock()) me->on_message(std::move(j));
+             },
+             [weak](const Error& why) {
+               if (auto me = weak.lock()) me->on_closed(why);
+             });
          Register reg{s.self_key, s.config.peers, local_address(d->tls->socket()), false};
          s.chan->send(to_json(ClientMessage(std::move(reg))));
        });
