@@ -117,7 +117,7 @@ int run_daemon(const DaemonOptions& options) {
   peer_link->add_routes(router);
   provider->add_routes(router, io, pool);  // issue 4
   // --- remote jobs (issue 5): run.* link methods (provider side), /v1/jobs routes (consumer side).
-  RemoteProvider remote_provider(io, pool, *peer_link, *provider, *cfg, paths->home + "/uploads");
+  RemoteProvider remote_provider(io, pool, *peer_link, *provider, paths->home + "/uploads");
   remote_provider.register_methods();
   auto audit_log = audit::AuditLog::open(paths->database());
   if (!audit_log) return fail(audit_log.error());

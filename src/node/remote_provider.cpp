@@ -133,12 +133,11 @@ nlohmann::json encode_logs(const jobs::provider::LogRead& read, uint64_t offset)
 }  // namespace
 
 RemoteProvider::RemoteProvider(asio::io_context& io, asio::thread_pool& pool, PeerLink& link, ProviderService& provider,
-                               const config::Config& cfg, std::string uploads_dir)
+                               std::string uploads_dir)
     : io_(io),
       pool_(pool),
       link_(link),
       provider_(provider),
-      max_upload_bytes_(static_cast<uint64_t>(std::max<int64_t>(1, cfg.get_int("jobs.max_disk_mib"))) * kMiB),
       uploads_dir_(std::move(uploads_dir)) {
   // Uploads an earlier run left behind: a queued job may still hold one as
   // its workspace seed, so only those past the upload lifetime go.

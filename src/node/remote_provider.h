@@ -42,7 +42,7 @@ namespace yonder::node {
 class RemoteProvider {
  public:
   RemoteProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
-                 ProviderService& provider, const config::Config& cfg, std::string uploads_dir);
+                 ProviderService& provider, std::string uploads_dir);
   ~RemoteProvider();
   RemoteProvider(const RemoteProvider&) = delete;
   RemoteProvider& operator=(const RemoteProvider&) = delete;
@@ -70,7 +70,6 @@ class RemoteProvider {
   boost::asio::thread_pool& pool_;
   PeerLink& link_;
   ProviderService& provider_;
-  uint64_t max_upload_bytes_;
   std::string uploads_dir_;
   audit::AuditLog* audit_ = nullptr;
   std::atomic<jobs::provider::ProviderJobs*> hooked_{nullptr};

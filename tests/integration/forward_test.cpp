@@ -24,6 +24,7 @@
 
 #include "support/docker_env.h"
 #include "support/job_node.h"
+#include "support/loopback_client.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -39,38 +40,6 @@ class Forward : public ::testing::Test {
 };
 
 constexpr const char* kImage = "yonder-test/busybox:1";
-
-// Sends `request` to 127.0.0.1:port, half-closes, and reads to the end;
-// nullopt if the connection could not be made.
-std::optional<std::string> round_trip(int port, const std::string& request) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return std::nullopt;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{20, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return std::nullopt;
-  }
-  size_t off = 0;
-  while (off < request.size()) {
-    ssize_t n = ::send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    off += static_cast<size_t>(n);
-  }
-  std::string out;
-  char buf[65536];
-  while (true) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
 
 // GET `path` through the forward; retried while the server in the job is
 // still starting (the connection then closes with no answer).

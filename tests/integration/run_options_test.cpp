@@ -20,6 +20,7 @@
 
 #include "support/docker_env.h"
 #include "support/job_node.h"
+#include "support/loopback_client.h"
 #include "support/live_process.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -143,30 +144,6 @@ TEST_F(RunOptions, TtyGivesTheJobATerminal) {
   EXPECT_EQ(without.exit_code, 0) << without.err;
   EXPECT_EQ(without.out, "no tty\n");
   EXPECT_NE(without.err.find("err\n"), std::string::npos);
-}
-
-// Sends `request` to 127.0.0.1:port and reads to the end; nullopt when no
-// connection could be made.
-std::optional<std::string> round_trip(int port, const std::string& request) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return std::nullopt;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{20, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return std::nullopt;
-  }
-  (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return out;
 }
 
 // Forwards while attached: the job's state must be running first (run
