@@ -32,7 +32,12 @@ void TcpPipe::start(std::shared_ptr<link::Tunnel> tunnel) {
     if (!self) return;
     spdlog::info("forward: connection closed by the other side: {}", why);
     self->tunnel_.reset();
-    self->fail();
+    // Bytes handed to the socket before the end still go out.
+    if (self->writing_) {
+      self->fail_after_write_ = true;
+    } else {
+      self->fail();
+    }
   };
   tunnel_->start(std::move(h));
   read_socket();
@@ -60,7 +65,10 @@ void TcpPipe::read_socket() {
   if (finished_ || local_done_) return;
   socket_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
     if (self->finished_) return;
-    if (ec == asio::error::eof) {
+    // A reset after the last bytes (a server closing with unread input)
+    // ends our half like EOF does: what it sent before still goes through,
+    // as it would over plain TCP, instead of being dropped by a stream reset.
+    if (ec == asio::error::eof || ec == asio::error::connection_reset) {
       self->local_done_ = true;
       if (self->tunnel_) self->tunnel_->close();
       return self->maybe_done();
@@ -74,11 +82,13 @@ void TcpPipe::read_socket() {
 
 void TcpPipe::write_socket(Bytes b) {
   auto data = std::make_shared<Bytes>(std::move(b));
+  writing_ = true;
   asio::async_write(socket_, asio::buffer(*data),
                     [self = shared_from_this(), data](boost::system::error_code ec, size_t n) {
+                      self->writing_ = false;
                       if (self->finished_) return;
-                      if (ec) return self->fail();
                       self->to_socket_ += n;
+                      if (ec || self->fail_after_write_) return self->fail();
                       if (self->tunnel_) self->tunnel_->resume();
                     });
 }

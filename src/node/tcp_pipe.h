@@ -7,7 +7,9 @@
 // socket, so neither side buffers more than one chunk: the mux windows carry
 // the back-pressure. A half-close travels both ways (EOF on the socket
 // half-closes the tunnel, the tunnel's EOF shuts the socket's sending side);
-// the pipe is done when both halves are, or at once when either side fails.
+// the pipe is done when both halves are, or when either side fails (a
+// reset read from the socket counts as its EOF; bytes being written when the
+// tunnel dies are written first).
 //
 // Threading: event loop only (the socket's and the tunnel's).
 #pragma once
@@ -51,6 +53,7 @@ class TcpPipe : public std::enable_shared_from_this<TcpPipe> {
   std::shared_ptr<link::Tunnel> tunnel_;
   std::array<uint8_t, kReadChunk> buf_{};
   bool local_done_ = false, remote_done_ = false, finished_ = false;
+  bool writing_ = false, fail_after_write_ = false;  // the tunnel ended while a write was out
   uint64_t from_socket_ = 0, to_socket_ = 0;
 };
 
