@@ -222,7 +222,7 @@ void RelayClient::connect(Handlers handlers, std::function<void(Result<Registrat
              [weak](const Error& why) {
                if (auto me = weak.lock()) me->on_closed(why);
              });
-         Register reg{s.self_key, s.config.peers, local_address(d->tls->socket()), false};
+         Register reg{s.self_key, s.config.peers, s.config.rendezvous, local_address(d->tls->socket()), false};
          s.chan->send(to_json(ClientMessage(std::move(reg))));
        });
 }
@@ -278,7 +278,11 @@ void RelayClient::on_message(nlohmann::json j) {
     return;
   }
   if (auto* w = std::get_if<PipeWanted>(&m)) {
-    if (st.handlers.pipe_wanted) st.handlers.pipe_wanted(w->from);
+    if (w->rendezvous) {
+      if (st.handlers.pairing_pipe_wanted) st.handlers.pairing_pipe_wanted(w->from, *w->rendezvous);
+    } else if (st.handlers.pipe_wanted) {
+      st.handlers.pipe_wanted(w->from);
+    }
     return;
   }
   if (auto* n = std::get_if<NatUpdate>(&m)) {
@@ -364,9 +368,15 @@ void RelayClient::arm_keepalive() {
 }
 
 void RelayClient::set_peers(std::vector<PublicKeyBytes> peers, std::function<void(Status)> done) {
+  set_peers(std::move(peers), state_->config.rendezvous, std::move(done));
+}
+
+void RelayClient::set_peers(std::vector<PublicKeyBytes> peers, std::vector<Rendezvous> rendezvous,
+                            std::function<void(Status)> done) {
   state_->config.peers = peers;
+  state_->config.rendezvous = rendezvous;
   uint64_t id = next_request_id();
-  request(SetPeers{id, std::move(peers)}, id, [done](Result<RelayMessage> r) {
+  request(SetPeers{id, std::move(peers), std::move(rendezvous)}, id, [done](Result<RelayMessage> r) {
     if (!r) return done(std::move(r).error());
     done(ok_status());
   });
@@ -386,9 +396,19 @@ void RelayClient::send_signal(const PublicKeyBytes& to, Bytes data, std::functio
 }
 
 void RelayClient::open_pipe(const PublicKeyBytes& to, std::function<void(Result<RelayPipe>)> done) {
+  open_pipe_impl(to, std::nullopt, std::move(done));
+}
+
+void RelayClient::open_pipe(const PublicKeyBytes& to, const Rendezvous& token,
+                            std::function<void(Result<RelayPipe>)> done) {
+  open_pipe_impl(to, token, std::move(done));
+}
+
+void RelayClient::open_pipe_impl(const PublicKeyBytes& to, std::optional<Rendezvous> token,
+                                 std::function<void(Result<RelayPipe>)> done) {
   uint64_t id = next_request_id();
   std::weak_ptr<RelayClient> weak = weak_from_this();
-  request(RequestPipe{id, to}, id, [weak, done](Result<RelayMessage> r) {
+  request(RequestPipe{id, to, token}, id, [weak, done](Result<RelayMessage> r) {
     if (!r) return done(std::move(r).error());
     auto* ready = std::get_if<PipeReady>(&*r);
     auto self = weak.lock();
@@ -470,7 +490,7 @@ void RelayClient::probe_nat(std::function<void(Result<NatReport>)> done_in) {
                // `chan` is held here until the channel closes, then dropped.
                done(Error(why).with_context("NAT probe to relay " + address));
              });
-         Register reg{self_key, {}, local_address(d->tls->socket()), true};
+         Register reg{self_key, {}, {}, local_address(d->tls->socket()), true};
          chan->send(to_json(ClientMessage(std::move(reg))));
        });
 }

@@ -48,6 +48,7 @@ struct RelayClientConfig {
   std::string address;                                // "host:port" or "[v6]:port" of the relay; a name is resolved
   std::optional<PublicKeyBytes> relay_key;            // pin the relay's key (recommended); unset accepts any relay
   std::vector<PublicKeyBytes> peers;                  // the nodes this node is paired with
+  std::vector<Rendezvous> rendezvous;                 // tokens of our open share links (protocol.h)
   std::chrono::milliseconds connect_timeout{10'000};  // TCP + TLS + registration
   std::chrono::milliseconds keepalive{25'000};        // ping interval; 0 sends none
   std::chrono::milliseconds pipe_connect_timeout{10'000};  // extra time for a pipe end beyond the ticket's
@@ -75,6 +76,9 @@ class RelayClient : public std::enable_shared_from_this<RelayClient> {
     // `from` asked for a pipe to us: call open_pipe(from, ...) to accept
     // (within the relay's pipe request timeout), or ignore it.
     std::function<void(const PublicKeyBytes& from)> pipe_wanted;
+    // A node that holds one of our share links wants a pipe to pair: accept
+    // with open_pipe(from, token, ...) if the token is still ours.
+    std::function<void(const PublicKeyBytes& from, const Rendezvous& token)> pairing_pipe_wanted;
     // Another registration of our key (probe_nat) changed the NAT verdict.
     std::function<void(const NatReport&)> nat;
     // The registered connection ended (not called after close()).
@@ -89,11 +93,16 @@ class RelayClient : public std::enable_shared_from_this<RelayClient> {
   void connect(Handlers handlers, std::function<void(Result<Registration>)> done);
   // Replaces the declared peers (after pairing or deny).
   void set_peers(std::vector<PublicKeyBytes> peers, std::function<void(Status)> done);
+  // Replaces both the declared peers and the rendezvous tokens.
+  void set_peers(std::vector<PublicKeyBytes> peers, std::vector<Rendezvous> rendezvous,
+                 std::function<void(Status)> done);
   // At most Registration::max_signal_bytes of opaque bytes to a mutual peer.
   void send_signal(const PublicKeyBytes& to, Bytes data, std::function<void(Status)> done);
   // Asks for a pipe to `to`; completes when both ends are joined, or with
   // the relay's refusal (not_declared, peer_unavailable, pipe_timeout, ...).
   void open_pipe(const PublicKeyBytes& to, std::function<void(Result<RelayPipe>)> done);
+  // The same for pairing: `to` has not declared us, but registered `token`.
+  void open_pipe(const PublicKeyBytes& to, const Rendezvous& token, std::function<void(Result<RelayPipe>)> done);
   // Registers a second time from a new local socket, only to sample the NAT
   // (nat.h); returns the verdict over both registrations.
   void probe_nat(std::function<void(Result<NatReport>)> done);
@@ -115,6 +124,8 @@ class RelayClient : public std::enable_shared_from_this<RelayClient> {
   uint64_t next_request_id();
   void arm_keepalive();
   void join_pipe(const PipeReady& ready, std::function<void(Result<RelayPipe>)> done);
+  void open_pipe_impl(const PublicKeyBytes& to, std::optional<Rendezvous> token,
+                      std::function<void(Result<RelayPipe>)> done);
 
   std::unique_ptr<State> state_;
   std::optional<Registration> registration_;

@@ -186,7 +186,7 @@ void NodeConn::handle(const Register& m) {
 
 void NodeConn::handle(const SetPeers& m) {
   if (!spend_message_token(m.id)) return;
-  auto r = server_->registry.set_peers(id_, m.peers);
+  auto r = server_->registry.set_peers(id_, m.peers, m.rendezvous);
   if (auto* no = refusal_of(r)) return refuse(m.id, *no);
   send(Ack{m.id});
 }
@@ -208,11 +208,11 @@ void NodeConn::handle(const SendSignal& m) {
 void NodeConn::handle(const RequestPipe& m) {
   if (!spend_message_token(m.id)) return;
   ++server_->metrics.pipe_requests_total;
-  auto outcome = server_->registry.request_pipe(id_, m.id, m.to, std::chrono::steady_clock::now());
+  auto outcome = server_->registry.request_pipe(id_, m.id, m.to, std::chrono::steady_clock::now(), m.rendezvous);
   if (auto* no = refusal_of(outcome)) return refuse(m.id, *no);
   auto& o = std::get<Registry::PipeOutcome>(outcome);
   if (auto* wait = std::get_if<Registry::PipeWait>(&o)) {
-    server_->send_to(wait->notify, PipeWanted{*key_});
+    server_->send_to(wait->notify, PipeWanted{*key_, wait->rendezvous});
   } else {
     auto& match = std::get<Registry::PipeMatch>(o);
     server_->pipes[match.pipe] = std::make_shared<Pipe>(

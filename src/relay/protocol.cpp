@@ -73,6 +73,65 @@ Result<std::vector<PublicKeyBytes>> node_list_field(const json& j, const char* k
   return out;
 }
 
+std::string token_text(const Rendezvous& t) { return hex_encode(t); }
+
+// 64 lower-case hex digits (tickets, rendezvous tokens).
+std::optional<std::array<uint8_t, 32>> hex32(std::string_view text) {
+  if (text.size() != 64) return std::nullopt;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::array<uint8_t, 32> out{};
+  for (size_t i = 0; i < 32; ++i) {
+    int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return out;
+}
+
+Result<Rendezvous> token_from(const json& item) {
+  if (!item.is_string()) return bad("a rendezvous token is 64 lower-case hex digits");
+  auto t = hex32(item.get_ref<const std::string&>());
+  if (!t) return bad("a rendezvous token is 64 lower-case hex digits");
+  return *t;
+}
+
+Result<std::vector<Rendezvous>> token_list_field(const json& j) {
+  const json* f = field(j, "rendezvous");
+  if (f == nullptr) return std::vector<Rendezvous>{};
+  if (!f->is_array()) return bad("\"rendezvous\" must be an array of tokens");
+  if (f->size() > kMaxRendezvous) {
+    return Error(ErrorCode::kResourceExhausted,
+                 "a node registers at most " + std::to_string(kMaxRendezvous) + " rendezvous tokens");
+  }
+  std::vector<Rendezvous> out;
+  for (const auto& item : *f) {
+    auto t = token_from(item);
+    if (!t) return std::move(t).error();
+    out.push_back(*t);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Result<std::optional<Rendezvous>> token_field(const json& j) {
+  const json* f = field(j, "rendezvous");
+  if (f == nullptr) return std::optional<Rendezvous>{};
+  auto t = token_from(*f);
+  if (!t) return std::move(t).error();
+  return std::optional<Rendezvous>(*t);
+}
+
+json token_list(const std::vector<Rendezvous>& tokens) {
+  json a = json::array();
+  for (const auto& t : tokens) a.push_back(token_text(t));
+  return a;
+}
+
 Result<Bytes> data_field(const json& j) {
   // base64 of kMaxSignalBytes is 4 * ceil(n / 3) characters.
   auto s = string_field(j, "data", 4 * ((kMaxSignalBytes + 2) / 3));
@@ -150,14 +209,19 @@ json to_json(const ClientMessage& m) {
                     {"node", node_text(v.node)},
                     {"peers", node_list(v.peers)}};
           if (v.local_addr) j["local_addr"] = v.local_addr->to_string();
+          if (!v.rendezvous.empty()) j["rendezvous"] = token_list(v.rendezvous);
           if (v.probe) j["probe"] = true;
           return j;
         } else if constexpr (std::is_same_v<T, SetPeers>) {
-          return {{"type", "peers"}, {"id", v.id}, {"peers", node_list(v.peers)}};
+          json j = {{"type", "peers"}, {"id", v.id}, {"peers", node_list(v.peers)}};
+          if (!v.rendezvous.empty()) j["rendezvous"] = token_list(v.rendezvous);
+          return j;
         } else if constexpr (std::is_same_v<T, SendSignal>) {
           return {{"type", "signal"}, {"id", v.id}, {"to", node_text(v.to)}, {"data", base64_encode(v.data)}};
         } else if constexpr (std::is_same_v<T, RequestPipe>) {
-          return {{"type", "pipe"}, {"id", v.id}, {"to", node_text(v.to)}};
+          json j = {{"type", "pipe"}, {"id", v.id}, {"to", node_text(v.to)}};
+          if (v.rendezvous) j["rendezvous"] = token_text(*v.rendezvous);
+          return j;
         } else {
           return {{"type", "ping"}, {"id", v.id}};
         }
@@ -192,7 +256,9 @@ json to_json(const RelayMessage& m) {
         } else if constexpr (std::is_same_v<T, IncomingSignal>) {
           return {{"type", "signal"}, {"from", node_text(v.from)}, {"data", base64_encode(v.data)}};
         } else if constexpr (std::is_same_v<T, PipeWanted>) {
-          return {{"type", "pipe_wanted"}, {"from", node_text(v.from)}};
+          json j = {{"type", "pipe_wanted"}, {"from", node_text(v.from)}};
+          if (v.rendezvous) j["rendezvous"] = token_text(*v.rendezvous);
+          return j;
         } else if constexpr (std::is_same_v<T, PipeReady>) {
           return {{"type", "pipe_ready"},      {"id", v.id},
                   {"peer", node_text(v.peer)}, {"ticket", hex_encode(v.ticket)},
@@ -211,8 +277,10 @@ Result<ClientMessage> decode_client_message(const json& j) {
     Register r;
     RELAY_GET(node, node_field(j, "node"));
     RELAY_GET(peers, node_list_field(j, "peers"));
+    RELAY_GET(tokens, token_list_field(j));
     r.node = node;
     r.peers = std::move(peers);
+    r.rendezvous = std::move(tokens);
     if (const json* la = field(j, "local_addr")) {
       if (!la->is_string() || la->get_ref<const std::string&>().size() > kMaxAddressText) {
         return bad("\"local_addr\" must be IP:PORT");
@@ -227,7 +295,8 @@ Result<ClientMessage> decode_client_message(const json& j) {
   RELAY_GET(id, id_field(j));
   if (type == "peers") {
     RELAY_GET(peers, node_list_field(j, "peers"));
-    return ClientMessage(SetPeers{id, std::move(peers)});
+    RELAY_GET(tokens, token_list_field(j));
+    return ClientMessage(SetPeers{id, std::move(peers), std::move(tokens)});
   }
   if (type == "signal") {
     RELAY_GET(to, node_field(j, "to"));
@@ -236,7 +305,8 @@ Result<ClientMessage> decode_client_message(const json& j) {
   }
   if (type == "pipe") {
     RELAY_GET(to, node_field(j, "to"));
-    return ClientMessage(RequestPipe{id, to});
+    RELAY_GET(token, token_field(j));
+    return ClientMessage(RequestPipe{id, to, token});
   }
   if (type == "ping") return ClientMessage(Ping{id});
   return bad("unknown type \"" + type + "\"");
@@ -284,7 +354,8 @@ Result<RelayMessage> decode_relay_message(const json& j) {
   }
   if (type == "pipe_wanted") {
     RELAY_GET(from, node_field(j, "from"));
-    return RelayMessage(PipeWanted{from});
+    RELAY_GET(token, token_field(j));
+    return RelayMessage(PipeWanted{from, token});
   }
   RELAY_GET(id, id_field(j));
   if (type == "ok") return RelayMessage(Ack{id});
@@ -296,17 +367,9 @@ Result<RelayMessage> decode_relay_message(const json& j) {
     RELAY_GET(ticket_text, string_field(j, "ticket", 64));
     RELAY_GET(initiator, bool_field(j, "initiator", false));
     RELAY_GET(expires, uint_field(j, "expires_ms", 0));
-    if (ticket_text.size() != 64) return bad("\"ticket\" must be 64 hex digits");
-    for (size_t i = 0; i < 32; ++i) {
-      auto nibble = [](char c) -> int {
-        if (c >= '0' && c <= '9') return c - '0';
-        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-        return -1;
-      };
-      int hi = nibble(ticket_text[2 * i]), lo = nibble(ticket_text[2 * i + 1]);
-      if (hi < 0 || lo < 0) return bad("\"ticket\" must be 64 lower-case hex digits");
-      p.ticket[i] = static_cast<uint8_t>(hi << 4 | lo);
-    }
+    auto ticket = hex32(ticket_text);
+    if (!ticket) return bad("\"ticket\" must be 64 lower-case hex digits");
+    p.ticket = *ticket;
     p.peer = peer;
     p.initiator = initiator;
     p.expires_ms = static_cast<uint32_t>(std::min<uint64_t>(expires, UINT32_MAX));

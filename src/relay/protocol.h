@@ -10,16 +10,23 @@
 //   node                                   relay
 //   register {node, peers, local_addr}  -> checks node == the TLS key
 //                                       <- registered {node, observed_addr, mapping, nat, ...}
-//   peers {id, peers}                   -> replaces the declared peers
+//   peers {id, peers, rendezvous}       -> replaces the declared peers (and tokens)
 //                                       <- ok {id}
 //   signal {id, to, data}               -> forwarded only between mutual peers
 //                                       <- ok {id}   (to: signal {from, data})
-//   pipe {id, to}                       -> waits for `to` to ask too
-//                                          (to: pipe_wanted {from})
+//   pipe {id, to, rendezvous?}          -> waits for `to` to ask too
+//                                          (to: pipe_wanted {from, rendezvous?})
 //                                       <- pipe_ready {id, peer, ticket, initiator}
 //   ping {id}                           -> <- pong {id}
 //   any refusal                         <- error {id?, code, message}
 //   when a second registration of the key changes the verdict: nat {...}
+//
+// Rendezvous tokens let a node that is not declared yet reach one that is
+// waiting for it: a provider registers one 32-byte token per open share
+// link (derived from the link's id and secret hash, so the relay cannot pair
+// by itself); a holder of the link asks for a pipe presenting the token, and
+// the provider accepts by asking back with the same token. Nothing else is
+// allowed between undeclared nodes (no signals).
 //
 // Node ids are NodeId text (crypto/node_id.h); signal data is base64 of at
 // most kMaxSignalBytes opaque bytes (the nodes may encrypt them; the relay
@@ -61,17 +68,21 @@ constexpr size_t kMaxPeers = 1024;
 constexpr size_t kMaxErrorText = 512;
 
 using Ticket = std::array<uint8_t, 32>;
+using Rendezvous = std::array<uint8_t, 32>;
+constexpr size_t kMaxRendezvous = 64;  // tokens one node may register
 
 // --- node -> relay
 struct Register {
   PublicKeyBytes node{};
   std::vector<PublicKeyBytes> peers;
+  std::vector<Rendezvous> rendezvous;
   std::optional<NetAddress> local_addr;
   bool probe = false;  // a second connection only to sample the NAT (see nat.h)
 };
 struct SetPeers {
   uint64_t id = 0;
   std::vector<PublicKeyBytes> peers;
+  std::vector<Rendezvous> rendezvous;
 };
 struct SendSignal {
   uint64_t id = 0;
@@ -81,6 +92,7 @@ struct SendSignal {
 struct RequestPipe {
   uint64_t id = 0;
   PublicKeyBytes to{};
+  std::optional<Rendezvous> rendezvous;  // instead of mutual declaration
 };
 struct Ping {
   uint64_t id = 0;
@@ -118,6 +130,7 @@ struct IncomingSignal {
 };
 struct PipeWanted {
   PublicKeyBytes from{};
+  std::optional<Rendezvous> rendezvous;  // the caller presented this token of ours
 };
 struct PipeReady {
   uint64_t id = 0;

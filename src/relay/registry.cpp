@@ -62,9 +62,10 @@ Decision<Registry::Registered> Registry::register_conn(ConnId conn, const Public
                                                  ": a node registers only with its own key (its TLS certificate)");
   }
   if (regs_.count(conn) != 0) return refuse(Reason::kBadMessage, "this connection is registered already");
-  if (msg.peers.size() > limits_.max_peers) {
-    return refuse(Reason::kTooManyPeers,
-                  "a node may declare at most " + std::to_string(limits_.max_peers) + " peers on this relay");
+  if (msg.peers.size() > limits_.max_peers || msg.rendezvous.size() > kMaxRendezvous) {
+    return refuse(Reason::kTooManyPeers, "a node may declare at most " + std::to_string(limits_.max_peers) +
+                                             " peers and " + std::to_string(kMaxRendezvous) +
+                                             " rendezvous tokens on this relay");
   }
   auto nit = nodes_.find(tls_key);
   if (nit == nodes_.end() || nit->second.connections == 0) std::abort();  // the server admits first
@@ -73,7 +74,10 @@ Decision<Registry::Registered> Registry::register_conn(ConnId conn, const Public
   regs_[conn] = Reg{tls_key, observed, classify_mapping(observed, msg.local_addr), msg.probe, next_order_++};
   n.regs.push_back(conn);
   // A probe only samples the NAT; the node's peers come from its real session.
-  if (!msg.probe) n.peers = std::set<PublicKeyBytes>(msg.peers.begin(), msg.peers.end());
+  if (!msg.probe) {
+    n.peers = std::set<PublicKeyBytes>(msg.peers.begin(), msg.peers.end());
+    n.rendezvous = std::set<Rendezvous>(msg.rendezvous.begin(), msg.rendezvous.end());
+  }
   Registered out{report_for(conn), {}};
   if (verdict_of(n) != before) {
     for (ConnId other : n.regs) {
@@ -93,7 +97,10 @@ void Registry::unregister(ConnId conn) {
   }
   Node& n = nodes_.at(node);
   n.regs.erase(std::remove(n.regs.begin(), n.regs.end(), conn), n.regs.end());
-  if (!delivery_conn(n)) n.peers.clear();
+  if (!delivery_conn(n)) {
+    n.peers.clear();
+    n.rendezvous.clear();
+  }
   forget_if_unused(node);
 }
 
@@ -122,15 +129,18 @@ size_t Registry::node_count() const {
   return count;
 }
 
-Decision<Ok> Registry::set_peers(ConnId conn, std::vector<PublicKeyBytes> peers) {
+Decision<Ok> Registry::set_peers(ConnId conn, std::vector<PublicKeyBytes> peers, std::vector<Rendezvous> rendezvous) {
   auto it = regs_.find(conn);
   if (it == regs_.end()) return refuse(Reason::kNotRegistered, "register before declaring peers");
   if (it->second.probe) return refuse(Reason::kBadMessage, "a probe connection cannot declare peers");
-  if (peers.size() > limits_.max_peers) {
-    return refuse(Reason::kTooManyPeers,
-                  "a node may declare at most " + std::to_string(limits_.max_peers) + " peers on this relay");
+  if (peers.size() > limits_.max_peers || rendezvous.size() > kMaxRendezvous) {
+    return refuse(Reason::kTooManyPeers, "a node may declare at most " + std::to_string(limits_.max_peers) +
+                                             " peers and " + std::to_string(kMaxRendezvous) +
+                                             " rendezvous tokens on this relay");
   }
-  nodes_.at(it->second.node).peers = std::set<PublicKeyBytes>(peers.begin(), peers.end());
+  Node& n = nodes_.at(it->second.node);
+  n.peers = std::set<PublicKeyBytes>(peers.begin(), peers.end());
+  n.rendezvous = std::set<Rendezvous>(rendezvous.begin(), rendezvous.end());
   return Ok{};
 }
 
@@ -155,6 +165,33 @@ Decision<const Registry::Node*> Registry::mutual(ConnId from, const PublicKeyByt
   return &t->second;
 }
 
+Decision<const Registry::Node*> Registry::by_rendezvous(ConnId from, const PublicKeyBytes& to,
+                                                        const Rendezvous& token) const {
+  auto it = regs_.find(from);
+  if (it == regs_.end()) return refuse(Reason::kNotRegistered, "register before talking to peers");
+  if (it->second.probe) return refuse(Reason::kBadMessage, "a probe connection only samples the NAT");
+  const PublicKeyBytes& self = it->second.node;
+  const Node& me = nodes_.at(self);
+  auto t = nodes_.find(to);
+  // The node that registered the token answers a caller who presented it.
+  if (me.rendezvous.count(token) != 0) {
+    auto waiting = pending_.find({to, self});
+    if (waiting == pending_.end() || waiting->second.rendezvous != token || t == nodes_.end() ||
+        !delivery_conn(t->second)) {
+      return refuse(Reason::kPeerUnavailable, "node " + short_id(to) +
+                                                  " is not waiting for a pairing pipe with that token; it may have "
+                                                  "given up");
+    }
+    return &t->second;
+  }
+  if (t == nodes_.end() || !delivery_conn(t->second) || t->second.rendezvous.count(token) == 0) {
+    return refuse(Reason::kPeerUnavailable, "node " + short_id(to) +
+                                                " is not connected to this relay or no longer accepts that share "
+                                                "link (expired, used or revoked); ask its owner for a new link");
+  }
+  return &t->second;
+}
+
 Decision<ConnId> Registry::route_signal(ConnId from, const PublicKeyBytes& to) {
   auto m = mutual(from, to);
   if (auto* r = refusal_of(m)) return *r;
@@ -162,8 +199,8 @@ Decision<ConnId> Registry::route_signal(ConnId from, const PublicKeyBytes& to) {
 }
 
 Decision<Registry::PipeOutcome> Registry::request_pipe(ConnId from, uint64_t request_id, const PublicKeyBytes& to,
-                                                       MonoTime now) {
-  auto m = mutual(from, to);
+                                                       MonoTime now, const std::optional<Rendezvous>& rendezvous) {
+  auto m = rendezvous ? by_rendezvous(from, to, *rendezvous) : mutual(from, to);
   if (auto* r = refusal_of(m)) return *r;
   const Node* target = std::get<const Node*>(m);
   const PublicKeyBytes self = regs_.at(from).node;
@@ -176,9 +213,10 @@ Decision<Registry::PipeOutcome> Registry::request_pipe(ConnId from, uint64_t req
                                              " pipes; try again later or use another relay");
   }
   auto other = pending_.find({to, self});
+  if (other != pending_.end() && other->second.rendezvous != rendezvous) other = pending_.end();
   if (other == pending_.end()) {
-    pending_[{self, to}] = Pending{from, request_id, now + limits_.pipe_request_timeout};
-    return PipeOutcome(PipeWait{*delivery_conn(*target)});
+    pending_[{self, to}] = Pending{from, request_id, now + limits_.pipe_request_timeout, rendezvous};
+    return PipeOutcome(PipeWait{*delivery_conn(*target), rendezvous});
   }
   PipeId id = next_pipe_++;
   PipeState& p = pipes_[id];

@@ -7,7 +7,9 @@
 //
 // Mutual declaration is the rule for everything between two nodes: a signal
 // or a pipe from A to B needs A to list B and B to list A. A refusal never
-// tells A whether B is online unless B has listed A.
+// tells A whether B is online unless B has listed A. The one exception is a
+// pipe for pairing: B registered a rendezvous token (protocol.h), A presents
+// it, and B answers with the same token.
 //
 // Pipes: A asks for B (B is told "pipe_wanted"); when B asks for A before
 // A's request times out, both get a one-time ticket for their end. The
@@ -64,12 +66,13 @@ class Registry {
   bool registered(ConnId conn) const { return regs_.count(conn) != 0; }
   std::optional<PublicKeyBytes> node_of(ConnId conn) const;
 
-  Decision<Ok> set_peers(ConnId conn, std::vector<PublicKeyBytes> peers);
+  Decision<Ok> set_peers(ConnId conn, std::vector<PublicKeyBytes> peers, std::vector<Rendezvous> rendezvous = {});
   // The connection a signal from `from` to `to` goes to.
   Decision<ConnId> route_signal(ConnId from, const PublicKeyBytes& to);
 
   struct PipeWait {
     ConnId notify;  // tell this connection: pipe_wanted from the caller
+    std::optional<Rendezvous> rendezvous;  // ... presenting this token
   };
   struct PipeSide {
     ConnId conn;
@@ -84,7 +87,8 @@ class Registry {
     std::array<PipeSide, 2> sides;  // [0] asked first
   };
   using PipeOutcome = std::variant<PipeWait, PipeMatch>;
-  Decision<PipeOutcome> request_pipe(ConnId from, uint64_t request_id, const PublicKeyBytes& to, MonoTime now);
+  Decision<PipeOutcome> request_pipe(ConnId from, uint64_t request_id, const PublicKeyBytes& to, MonoTime now,
+                                     const std::optional<Rendezvous>& rendezvous = std::nullopt);
 
   struct Claim {
     PipeId pipe;
@@ -119,6 +123,7 @@ class Registry {
   };
   struct Node {
     std::set<PublicKeyBytes> peers;
+    std::set<Rendezvous> rendezvous;
     std::vector<ConnId> regs;
     size_t connections = 0;
   };
@@ -126,6 +131,7 @@ class Registry {
     ConnId conn;
     uint64_t request_id;
     MonoTime deadline;
+    std::optional<Rendezvous> rendezvous;
   };
   struct PipeState {
     std::array<Ticket, 2> tickets;
@@ -138,6 +144,8 @@ class Registry {
   NatVerdict verdict_of(const Node& n) const;
   std::optional<ConnId> delivery_conn(const Node& n) const;
   Decision<const Node*> mutual(ConnId from, const PublicKeyBytes& to) const;
+  // The rendezvous rule instead of mutual(): see the class comment.
+  Decision<const Node*> by_rendezvous(ConnId from, const PublicKeyBytes& to, const Rendezvous& token) const;
   void forget_if_unused(const PublicKeyBytes& node);
 
   RegistryLimits limits_;

@@ -108,6 +108,7 @@ enum class ResetCode : uint32_t {
   kTimeout = 6,
   kTooManyStreams = 7,
   kFirstApplicationCode = 0x1000,
+  kPathMoved = 0x1001,  // GOAWAY: a better path to the same peer is up; finish streams here, open none
 };
 
 struct DataFrame {

@@ -81,7 +81,7 @@ TEST(NatVerdicts, ClassifyAndCombine) {
 // --- wire codec
 
 TEST(RelayProtocol, ClientMessagesRoundTrip) {
-  Register reg{key(1), {key(3), key(2), key(3)}, NetAddress{"10.0.0.2", 5000}, true};
+  Register reg{key(1), {key(3), key(2), key(3)}, {}, NetAddress{"10.0.0.2", 5000}, true};
   auto r = decode_client_message(to_json(ClientMessage(reg)));
   ASSERT_TRUE(r) << r.error().message();
   auto& got = std::get<Register>(*r);
@@ -96,11 +96,42 @@ TEST(RelayProtocol, ClientMessagesRoundTrip) {
   EXPECT_EQ(std::get<SendSignal>(*s).id, 7u);
   EXPECT_EQ(std::get<SendSignal>(*s).to, key(9));
   EXPECT_EQ(std::get<SendSignal>(*s).data, data);
-  auto p = decode_client_message(to_json(ClientMessage(RequestPipe{8, key(4)})));
+  auto p = decode_client_message(to_json(ClientMessage(RequestPipe{8, key(4), std::nullopt})));
   ASSERT_TRUE(p);
   EXPECT_EQ(std::get<RequestPipe>(*p).to, key(4));
   ASSERT_TRUE(decode_client_message(to_json(ClientMessage(Ping{9}))));
-  ASSERT_TRUE(decode_client_message(to_json(ClientMessage(SetPeers{10, {key(5)}}))));
+  ASSERT_TRUE(decode_client_message(to_json(ClientMessage(SetPeers{10, {key(5)}, {}}))));
+
+  // Rendezvous tokens: on register, peers, pipe and pipe_wanted.
+  Rendezvous token{};
+  token[0] = 0xab;
+  token[31] = 0x01;
+  Register with{key(1), {}, {token, token}, std::nullopt, false};
+  auto w = decode_client_message(to_json(ClientMessage(with)));
+  ASSERT_TRUE(w) << w.error().message();
+  EXPECT_EQ(std::get<Register>(*w).rendezvous, (std::vector<Rendezvous>{token}));
+  auto sp = decode_client_message(to_json(ClientMessage(SetPeers{11, {}, {token}})));
+  ASSERT_TRUE(sp);
+  EXPECT_EQ(std::get<SetPeers>(*sp).rendezvous.size(), 1u);
+  auto rp = decode_client_message(to_json(ClientMessage(RequestPipe{12, key(4), token})));
+  ASSERT_TRUE(rp);
+  EXPECT_EQ(std::get<RequestPipe>(*rp).rendezvous, token);
+  auto pw = decode_relay_message(to_json(RelayMessage(PipeWanted{key(2), token})));
+  ASSERT_TRUE(pw);
+  EXPECT_EQ(std::get<PipeWanted>(*pw).rendezvous, token);
+  auto plain = decode_relay_message(to_json(RelayMessage(PipeWanted{key(2), std::nullopt})));
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(std::get<PipeWanted>(*plain).rendezvous.has_value());
+  // Malformed or too many tokens are refused.
+  nlohmann::json bad = to_json(ClientMessage(RequestPipe{13, key(4), token}));
+  bad["rendezvous"] = "AB";
+  EXPECT_FALSE(decode_client_message(bad));
+  bad["rendezvous"] = std::string(64, 'G');
+  EXPECT_FALSE(decode_client_message(bad));
+  nlohmann::json many = to_json(ClientMessage(SetPeers{14, {}, {}}));
+  many["rendezvous"] = nlohmann::json::array();
+  for (size_t i = 0; i <= kMaxRendezvous; ++i) many["rendezvous"].push_back(std::string(64, 'a'));
+  EXPECT_FALSE(decode_client_message(many));
 }
 
 TEST(RelayProtocol, RelayMessagesRoundTrip) {
@@ -212,7 +243,7 @@ class RegistryTest : public ::testing::Test {
   void join(ConnId conn, uint8_t node, std::vector<uint8_t> peers, NetAddress observed = {"127.0.0.1", 1000},
             std::optional<NetAddress> local = std::nullopt, bool probe = false) {
     ASSERT_FALSE(refusal_of(registry_.admit(key(node))));
-    Register r{key(node), {}, local, probe};
+    Register r{key(node), {}, {}, local, probe};
     for (uint8_t p : peers) r.peers.push_back(key(p));
     auto d = registry_.register_conn(conn, key(node), r, observed);
     ASSERT_FALSE(refusal_of(d)) << refusal_of(d)->message;
@@ -229,7 +260,7 @@ class RegistryTest : public ::testing::Test {
 
 TEST_F(RegistryTest, RegistrationIsBoundToTheSessionKey) {
   ASSERT_FALSE(refusal_of(registry_.admit(key(1))));
-  Register claim{key(2), {}, std::nullopt, false};
+  Register claim{key(2), {}, {}, std::nullopt, false};
   EXPECT_EQ(reason(registry_.register_conn(1, key(1), claim, {"127.0.0.1", 1})), Reason::kIdentityMismatch);
   EXPECT_FALSE(registry_.registered(1));
   EXPECT_EQ(registry_.node_count(), 0u);
@@ -276,7 +307,7 @@ TEST_F(RegistryTest, DeliversToTheNewestRegistrationNotToProbes) {
 TEST_F(RegistryTest, NatVerdictOverRegistrations) {
   join(1, 1, {}, {"203.0.113.1", 5000}, NetAddress{"10.0.0.2", 5000});
   ASSERT_FALSE(refusal_of(registry_.admit(key(1))));
-  Register probe{key(1), {}, NetAddress{"10.0.0.2", 5001}, true};
+  Register probe{key(1), {}, {}, NetAddress{"10.0.0.2", 5001}, true};
   auto d = registry_.register_conn(2, key(1), probe, {"203.0.113.1", 61234});
   ASSERT_FALSE(refusal_of(d));
   auto& reg = std::get<Registry::Registered>(d);
@@ -320,6 +351,43 @@ TEST_F(RegistryTest, PipesMatchOnMutualRequestsWithOneTimeTickets) {
   forged[5] = 9;
   EXPECT_EQ(reason(registry_.claim(forged, t0_ + 2s)), Reason::kBadTicket);
   EXPECT_EQ(reason(registry_.claim(match.sides[0].ticket, t0_ + 12s)), Reason::kBadTicket);  // expired
+}
+
+// Pairing through the relay: node 2 (a provider) registered a token for its
+// share link; node 1 (the link's holder) is declared by nobody, presents the
+// token, and node 2 answers with it. Nothing else opens up between them.
+TEST_F(RegistryTest, RendezvousTokensAllowOnePairingPipe) {
+  Rendezvous token{};
+  token[3] = 7;
+  Rendezvous other = token;
+  other[4] = 1;
+  join(1, 1, {});
+  join(2, 2, {});
+  ASSERT_FALSE(refusal_of(registry_.set_peers(2, {}, {token})));
+  // Without the token, or with a wrong one: as if node 2 were offline.
+  EXPECT_EQ(reason(registry_.request_pipe(1, 1, key(2), t0_)), Reason::kNotDeclared);
+  EXPECT_EQ(reason(registry_.request_pipe(1, 2, key(2), t0_, other)), Reason::kPeerUnavailable);
+  EXPECT_EQ(reason(registry_.route_signal(1, key(2))), Reason::kNotDeclared);
+  // Node 2 cannot use its own token to call on node 1 unprompted.
+  EXPECT_EQ(reason(registry_.request_pipe(2, 3, key(1), t0_, token)), Reason::kPeerUnavailable);
+
+  auto first = registry_.request_pipe(1, 11, key(2), t0_, token);
+  ASSERT_FALSE(refusal_of(first)) << refusal_of(first)->message;
+  auto* wait = std::get_if<Registry::PipeWait>(&std::get<Registry::PipeOutcome>(first));
+  ASSERT_TRUE(wait);
+  EXPECT_EQ(wait->notify, 2u);
+  EXPECT_EQ(wait->rendezvous, token);
+  // A plain request back does not answer a rendezvous request.
+  EXPECT_EQ(reason(registry_.request_pipe(2, 20, key(1), t0_)), Reason::kNotDeclared);
+  auto second = registry_.request_pipe(2, 21, key(1), t0_ + 1s, token);
+  ASSERT_FALSE(refusal_of(second)) << refusal_of(second)->message;
+  auto match = std::get<Registry::PipeMatch>(std::get<Registry::PipeOutcome>(second));
+  EXPECT_EQ(match.sides[0].conn, 1u);
+  EXPECT_TRUE(match.sides[0].initiator);
+  EXPECT_EQ(match.sides[1].conn, 2u);
+  // The token goes with the link: once node 2 drops it, it opens nothing.
+  ASSERT_FALSE(refusal_of(registry_.set_peers(2, {}, {})));
+  EXPECT_EQ(reason(registry_.request_pipe(1, 12, key(2), t0_ + 2s, token)), Reason::kPeerUnavailable);
 }
 
 TEST_F(RegistryTest, PipeRequestsAndUnjoinedPipesExpire) {

@@ -197,7 +197,7 @@ TEST_F(RelayTest, RegistrationIsBoundToTheTlsKeyAndMessagesAreBounded) {
   // The attacker's TLS session proves its own key; it claims the victim's.
   RawNode impostor;
   open_raw(impostor);
-  impostor.chan->send(to_json(ClientMessage(Register{victim.id->public_key(), {}, std::nullopt, false})));
+  impostor.chan->send(to_json(ClientMessage(Register{victim.id->public_key(), {}, {}, std::nullopt, false})));
   ASSERT_TRUE(await([&] { return impostor.closed.has_value(); }));
   ASSERT_EQ(impostor.got.size(), 1u);
   EXPECT_EQ(impostor.got[0]["type"], "error");
@@ -216,7 +216,7 @@ TEST_F(RelayTest, RegistrationIsBoundToTheTlsKeyAndMessagesAreBounded) {
   // A signal over the protocol's bound ends the connection.
   RawNode big;
   open_raw(big);
-  big.chan->send(to_json(ClientMessage(Register{attacker.public_key(), {}, std::nullopt, false})));
+  big.chan->send(to_json(ClientMessage(Register{attacker.public_key(), {}, {}, std::nullopt, false})));
   ASSERT_TRUE(await([&] { return !big.got.empty(); }));
   EXPECT_EQ(big.got[0]["type"], "registered");
   big.chan->send(json{{"type", "signal"},

@@ -38,8 +38,13 @@ void LinkService::Impl::on_mux_event(const std::shared_ptr<Session>& session, Mu
         } else if constexpr (std::is_same_v<E, StreamWritable>) {
           on_stream_writable(*c, e.id.value);
         } else if constexpr (std::is_same_v<E, GoAwayReceived>) {
-          // The peer is leaving (or removed our access): end our side too.
-          session->close(e.reason.empty() ? "the peer closed the link" : "the peer closed the link: " + e.reason);
+          if (e.code == ResetCode::kPathMoved) {
+            // The peer moved to a better path: finish what runs here.
+            session->drain(e.reason.empty() ? "moved to a better path" : e.reason);
+          } else {
+            // The peer is leaving (or removed our access): end our side too.
+            session->close(e.reason.empty() ? "the peer closed the link" : "the peer closed the link: " + e.reason);
+          }
         } else {
           // PongReceived (the session keeps the RTT) and LinkError (the
           // session closes itself) need nothing more here.

@@ -1,4 +1,5 @@
 #include <openssl/ssl.h>
+#include <unistd.h>
 
 #include <boost/asio/connect.hpp>
 #include <spdlog/spdlog.h>
@@ -110,6 +111,7 @@ std::vector<SessionInfo> LinkService::sessions() const {
     i.pairing_only = c.session->verdict() == KeyVerdict::kPairingOnly;
     i.dialed = c.dialed;
     i.path = c.session->path();
+    i.draining = c.session->draining();
     i.rtt = c.session->rtt();
     i.streams = c.streams.size();
     i.bytes_in = c.session->bytes_in();
@@ -131,38 +133,52 @@ void LinkService::Impl::accept_next() {
 void LinkService::Impl::on_accepted(asio::ip::tcp::socket socket) {
   boost::system::error_code ec;
   auto remote = socket.remote_endpoint(ec);
+  std::string path = "direct from " + remote.address().to_string() + ":" + std::to_string(remote.port());
+  start_acceptor(std::move(socket), path, std::nullopt, nullptr);
+}
+
+void LinkService::Impl::start_acceptor(asio::ip::tcp::socket socket, std::string path,
+                                       std::optional<PublicKeyBytes> expect, std::function<void(Status)> waiter) {
+  boost::system::error_code ec;
   socket.set_option(asio::ip::tcp::no_delay(true), ec);
   auto chan = std::make_shared<TlsChannel>(std::move(socket), server_tls->native(), true);
-  TlsContext::set_policy(chan->native_handle(), [this](const PublicKeyBytes& key) { return policy.classify(key); });
+  TlsContext::set_policy(chan->native_handle(), [this, expect](const PublicKeyBytes& key) {
+    // A carrier names the peer it joins us with: any other key is refused.
+    if (expect && key != *expect) return KeyVerdict::kReject;
+    return policy.classify(key);
+  });
   auto timer = std::make_shared<asio::steady_timer>(io, config.connect_timeout);
   std::weak_ptr<TlsChannel> weak_chan = chan;
   timer->async_wait([weak_chan](boost::system::error_code e) {
     auto c = weak_chan.lock();
     if (!e && c) c->close();  // a dialer that stalls the handshake
   });
-  std::string path = "direct from " + remote.address().to_string() + ":" + std::to_string(remote.port());
   // The handshake's handler is stored in the channel: hold it weakly, or the
   // two would keep each other alive if the loop stops mid-handshake.
-  chan->async_handshake([this, weak_chan, timer, path](boost::system::error_code hec) {
+  chan->async_handshake([this, weak_chan, timer, path, waiter](boost::system::error_code hec) {
     auto live = weak_chan.lock();
     timer->cancel();
-    if (!live) return;
+    auto fail = [&](const char* why) {
+      if (waiter) waiter(make_error(ErrorCode::kUnavailable, std::string("the carrier's handshake failed: ") + why));
+    };
+    if (!live) return fail("the node is shutting down");
     if (hec || stopped) {
       live->close();  // rejected keys end here: the dialer learned nothing
-      return;
+      return fail("refused or broken");
     }
     SSL* ssl = live->native_handle();
     auto key = TlsContext::peer_key(ssl);
     KeyVerdict verdict = TlsContext::verdict(ssl);
     if (!key || verdict == KeyVerdict::kReject) {
       live->close();
-      return;
+      return fail("the key was refused");
     }
     auto session = std::make_shared<Session>(live, Role::kAcceptor, *key, verdict, this, path);
     Conn& c = conns[session.get()];
     c.session = session;
     c.tokens = config.rate_burst;
     c.refilled = Clock::now();
+    if (waiter) c.waiters.push_back(waiter);
     session->start();
     if (verdict == KeyVerdict::kPinned) {
       send_control(c, {{"type", "hello"}, {"v", 1}, {"name", config.name}});
@@ -190,13 +206,14 @@ Conn* LinkService::Impl::conn_of(const std::shared_ptr<Session>& s) {
 }
 
 Conn* LinkService::Impl::find_established(const PublicKeyBytes& peer) {
+  Conn* best = nullptr;
   for (auto& [ptr, c] : conns) {
-    if (c.session->peer() == peer && !c.session->closed() && c.session->verdict() == KeyVerdict::kPinned &&
-        c.session->established()) {
-      return &c;
+    if (c.session->peer() == peer && !c.session->closed() && !c.session->draining() &&
+        c.session->verdict() == KeyVerdict::kPinned && c.session->established()) {
+      if (best == nullptr || path_rank(c.session->path()) < path_rank(best->session->path())) best = &c;
     }
   }
-  return nullptr;
+  return best;
 }
 
 void LinkService::Impl::with_session(const PublicKeyBytes& peer, const std::vector<std::string>& addresses,
@@ -224,112 +241,281 @@ void LinkService::Impl::with_session(const PublicKeyBytes& peer, const std::vect
   });
 }
 
+namespace {
+
+// One dial to a peer over its addresses and, when a carrier dialer is set,
+// a carrier too (started after a head start, or when the addresses fail):
+// the first session up answers; the other, if it also comes up, drains.
+struct DialRace {
+  std::function<void(Status)> done;
+  bool settled = false;
+  bool direct_over = false, carrier_started = false, carrier_over = false;
+  std::string direct_error, carrier_error;
+  std::unique_ptr<asio::steady_timer> head_start;
+};
+
+}  // namespace
+
 void LinkService::Impl::dial(const PublicKeyBytes& peer, const std::vector<std::string>& addresses,
                              std::optional<ShareLink> pairing, PairDone pair_done,
                              std::function<void(Status)> established) {
-  if (addresses.empty()) {
-    established(make_error(ErrorCode::kUnavailable, "no known address for peer " + short_id(peer)));
+  if (addresses.empty() && !carrier_dialer) {
+    established(make_error(ErrorCode::kUnavailable, "no known address for peer " + short_id(peer) +
+                                                        " and no relay configured (link.relays)"));
     return;
   }
-  dial_address(peer, addresses, 0, std::move(pairing), std::move(pair_done), "", std::move(established));
+  auto race = std::make_shared<DialRace>();
+  race->done = std::move(established);
+  race->direct_over = addresses.empty();
+  race->carrier_over = !carrier_dialer;
+  auto settle_error = [race, peer] {
+    if (race->settled || !race->direct_over || !race->carrier_over) return;
+    race->settled = true;
+    if (race->head_start) race->head_start->cancel();
+    std::string why = race->direct_error;
+    if (!race->carrier_error.empty()) why += (why.empty() ? "" : "; ") + race->carrier_error;
+    // The most telling error: a refusal or a wrong key beats "unreachable".
+    race->done(make_error(ErrorCode::kUnavailable, why.empty() ? "cannot reach peer " + short_id(peer) : why));
+  };
+  auto start_carrier = [this, race, peer, pairing, pair_done, settle_error] {
+    if (race->settled || race->carrier_started || race->carrier_over) return;
+    race->carrier_started = true;
+    dial_carrier(peer, pairing, pair_done, [race, settle_error](Status st) {
+      if (race->settled) return;
+      if (st) {
+        race->settled = true;
+        if (race->head_start) race->head_start->cancel();
+        return race->done(ok_status());
+      }
+      race->carrier_over = true;
+      race->carrier_error = st.error().message();
+      settle_error();
+    });
+  };
+  if (!addresses.empty()) {
+    dial_address(peer, addresses, 0, pairing, pair_done, "", [race, start_carrier, settle_error](Status st) {
+      if (race->settled) return;
+      if (st) {
+        race->settled = true;
+        if (race->head_start) race->head_start->cancel();
+        return race->done(ok_status());
+      }
+      race->direct_over = true;
+      // A key mismatch or a refusal is an answer: do not go round it.
+      ErrorCode code = st.error().code();
+      race->direct_error = st.error().message();
+      if (code == ErrorCode::kPermissionDenied || code == ErrorCode::kFailedPrecondition) race->carrier_over = true;
+      if (race->carrier_over) return settle_error();
+      start_carrier();
+    });
+  }
+  if (carrier_dialer) {
+    if (addresses.empty()) {
+      start_carrier();
+    } else {
+      race->head_start = std::make_unique<asio::steady_timer>(io, carrier_head_start);
+      race->head_start->async_wait([start_carrier](boost::system::error_code ec) {
+        if (!ec) start_carrier();
+      });
+    }
+  }
+}
+
+void LinkService::Impl::dial_carrier(const PublicKeyBytes& peer, std::optional<ShareLink> pairing, PairDone pair_done,
+                                     std::function<void(Status)> done) {
+  carrier_dialer(peer, pairing, [this, peer, pairing, pair_done, done](Result<Carrier> carrier) {
+    if (!carrier) return done(std::move(carrier).error());
+    asio::ip::tcp::socket socket(io);
+    boost::system::error_code ec;
+    socket.assign(asio::ip::tcp::v4(), carrier->fd, ec);
+    if (ec) {
+      ::close(carrier->fd);
+      return done(make_error(ErrorCode::kInternal, "cannot use the carrier socket: " + ec.message()));
+    }
+    if (stopped) return done(make_error(ErrorCode::kUnavailable, "the node is shutting down"));
+    if (!carrier->tls_client) {
+      // Both sides asked at once and the peer's request came first: it runs
+      // the TLS client, we answer as the acceptor, and this dial completes
+      // when that session is established.
+      return start_acceptor(std::move(socket), carrier->path, peer, done);
+    }
+    auto timer = std::make_shared<asio::steady_timer>(io, config.connect_timeout);
+    start_dialer(std::move(socket), peer, pairing, pair_done, done, carrier->path, carrier->path, timer);
+  });
 }
 
 void LinkService::Impl::dial_address(const PublicKeyBytes& peer, std::vector<std::string> addresses, size_t index,
                                      std::optional<ShareLink> pairing, PairDone pair_done, std::string last_error,
-                                     std::function<void(Status)> done) {
+                                     std::function<void(Status)> done, std::string path_kind) {
   if (index >= addresses.size()) {
     done(make_error(ErrorCode::kUnavailable, "cannot reach peer " + short_id(peer) + " at any of its addresses (" +
                                                  last_error + "); check that its yonderd runs and is reachable"));
     return;
   }
-  auto next = [this, peer, addresses, index, pairing, pair_done, done](const std::string& why) {
-    dial_address(peer, addresses, index + 1, pairing, pair_done, addresses[index] + ": " + why, done);
+  auto next = [this, peer, addresses, index, pairing, pair_done, done, path_kind](const std::string& why) {
+    dial_address(peer, addresses, index + 1, pairing, pair_done, addresses[index] + ": " + why, done, path_kind);
   };
   auto hp = split_host_port(addresses[index]);
   if (!hp) return next(hp.error().message());
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(io);
-  resolver->async_resolve(hp->first, hp->second, [this, resolver, peer, pairing, pair_done, done, next,
+  resolver->async_resolve(hp->first, hp->second, [this, resolver, peer, pairing, pair_done, done, next, path_kind,
                                                   address = addresses[index]](
                                                      boost::system::error_code ec,
                                                      asio::ip::tcp::resolver::results_type results) {
     if (ec) return next("cannot resolve: " + ec.message());
     auto sock = std::make_shared<asio::ip::tcp::socket>(io);
     auto timer = std::make_shared<asio::steady_timer>(io, config.connect_timeout);
-    auto chan_slot = std::make_shared<std::weak_ptr<TlsChannel>>();
-    timer->async_wait([sock, chan_slot](boost::system::error_code e) {
-      if (e) return;
+    auto connected = std::make_shared<bool>(false);
+    timer->async_wait([sock, connected](boost::system::error_code e) {
+      if (e || *connected) return;
       boost::system::error_code ignored;
-      if (auto chan = chan_slot->lock()) chan->close();
-      else sock->close(ignored);
+      sock->close(ignored);
     });
-    asio::async_connect(*sock, results, [this, sock, chan_slot, timer, peer, pairing, pair_done, done, next, address](
-                                            boost::system::error_code cec, const asio::ip::tcp::endpoint&) {
+    asio::async_connect(*sock, results, [this, sock, connected, timer, peer, pairing, pair_done, done, next,
+                                         address, path_kind](boost::system::error_code cec,
+                                                             const asio::ip::tcp::endpoint&) {
       if (cec) {
         timer->cancel();
         return next(cec == asio::error::operation_aborted ? "timed out" : cec.message());
       }
-      boost::system::error_code ignored;
-      sock->set_option(asio::ip::tcp::no_delay(true), ignored);
-      auto chan = std::make_shared<TlsChannel>(std::move(*sock), client_tls->native(), false);
-      *chan_slot = chan;
-      TlsContext::set_policy(chan->native_handle(), [peer](const PublicKeyBytes& key) {
-        return key == peer ? KeyVerdict::kPinned : KeyVerdict::kReject;
-      });
-      std::weak_ptr<TlsChannel> weak_chan = chan;
-      chan->async_handshake([this, weak_chan, timer, peer, pairing, pair_done, done, next,
-                             address](boost::system::error_code hec) {
-        auto live = weak_chan.lock();
-        timer->cancel();
-        if (!live) return done(make_error(ErrorCode::kUnavailable, "the node is shutting down"));
-        if (hec) {
-          live->close();
-          bool wrong_key = TlsContext::peer_key(live->native_handle()).has_value() &&
-                           TlsContext::verdict(live->native_handle()) == KeyVerdict::kReject;
-          if (wrong_key) {
-            spdlog::warn("link: {} answered with a different key than {}: refusing (man in the middle?)", address,
-                         short_id(peer));
-            return done(make_error(ErrorCode::kPermissionDenied,
-                                   address + " answered with a different key than the peer's; refusing to talk to "
-                                             "it (a man in the middle, or another node on that address)"));
-          }
-          return done(make_error(ErrorCode::kFailedPrecondition,
-                                 "peer " + short_id(peer) + " at " + address +
-                                     " refused the connection: it does not accept this node (it may have denied it, "
-                                     "or it has no valid share link for it)"));
-        }
-        auto session = std::make_shared<Session>(live, Role::kDialer, peer, KeyVerdict::kPinned, this,
-                                                 "direct to " + address);
-        Conn& c = conns[session.get()];
-        c.session = session;
-        c.dialed = true;
-        c.waiters.push_back(done);
-        if (pair_done) {
-          c.pair_done = [pair_done](Result<PairResult> r) {
-            if (!*pair_done) return;
-            auto d = std::move(*pair_done);
-            *pair_done = nullptr;
-            d(std::move(r));
-          };
-        }
-        c.establish_timer = std::make_unique<asio::steady_timer>(io, config.connect_timeout);
-        std::weak_ptr<Session> weak = session;
-        c.establish_timer->async_wait([weak](boost::system::error_code e) {
-          auto s = weak.lock();
-          if (!e && s && !s->established()) s->abort("the peer did not answer in time (it may have refused us)");
-        });
-        session->start();
-        if (pairing) {
-          send_control(c, {{"type", "pair"},
-                           {"v", 1},
-                           {"link_id", pairing->id_text()},
-                           {"secret", base64_encode(pairing->secret)},
-                           {"name", config.name}});
-        } else {
-          send_control(c, {{"type", "hello"}, {"v", 1}, {"name", config.name}});
-        }
-      });
+      *connected = true;
+      // The same timer now bounds the handshake (start_dialer re-arms it).
+      start_dialer(std::move(*sock), peer, pairing, pair_done, done, path_kind + " to " + address, address, timer);
     });
   });
+}
+
+void LinkService::Impl::start_dialer(asio::ip::tcp::socket socket, const PublicKeyBytes& peer,
+                                     std::optional<ShareLink> pairing, PairDone pair_done,
+                                     std::function<void(Status)> done, std::string path, std::string label,
+                                     std::shared_ptr<asio::steady_timer> timer) {
+  boost::system::error_code ignored;
+  socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+  auto chan = std::make_shared<TlsChannel>(std::move(socket), client_tls->native(), false);
+  TlsContext::set_policy(chan->native_handle(), [peer](const PublicKeyBytes& key) {
+    return key == peer ? KeyVerdict::kPinned : KeyVerdict::kReject;
+  });
+  std::weak_ptr<TlsChannel> weak_chan = chan;
+  timer->expires_after(config.connect_timeout);
+  timer->async_wait([weak_chan](boost::system::error_code e) {
+    if (e) return;
+    if (auto c = weak_chan.lock()) c->close();
+  });
+  chan->async_handshake([this, weak_chan, timer, peer, pairing, pair_done, done, path,
+                         address = std::move(label)](boost::system::error_code hec) {
+    auto live = weak_chan.lock();
+    timer->cancel();
+    if (!live) return done(make_error(ErrorCode::kUnavailable, "the node is shutting down"));
+    if (hec) {
+      live->close();
+      bool wrong_key = TlsContext::peer_key(live->native_handle()).has_value() &&
+                       TlsContext::verdict(live->native_handle()) == KeyVerdict::kReject;
+      if (wrong_key) {
+        spdlog::warn("link: {} answered with a different key than {}: refusing (man in the middle?)", address,
+                     short_id(peer));
+        return done(make_error(ErrorCode::kPermissionDenied,
+                               address + " answered with a different key than the peer's; refusing to talk to "
+                                         "it (a man in the middle, or another node on that address)"));
+      }
+      return done(make_error(ErrorCode::kFailedPrecondition,
+                             "peer " + short_id(peer) + " at " + address +
+                                 " refused the connection: it does not accept this node (it may have denied it, "
+                                 "or it has no valid share link for it)"));
+    }
+    auto session = std::make_shared<Session>(live, Role::kDialer, peer, KeyVerdict::kPinned, this, path);
+    Conn& c = conns[session.get()];
+    c.session = session;
+    c.dialed = true;
+    c.waiters.push_back(done);
+    if (pair_done) {
+      c.pair_done = [pair_done](Result<PairResult> r) {
+        if (!*pair_done) return;
+        auto d = std::move(*pair_done);
+        *pair_done = nullptr;
+        d(std::move(r));
+      };
+    }
+    c.establish_timer = std::make_unique<asio::steady_timer>(io, config.connect_timeout);
+    std::weak_ptr<Session> weak = session;
+    c.establish_timer->async_wait([weak](boost::system::error_code e) {
+      auto s = weak.lock();
+      if (!e && s && !s->established()) s->abort("the peer did not answer in time (it may have refused us)");
+    });
+    session->start();
+    if (pairing) {
+      send_control(c, {{"type", "pair"},
+                       {"v", 1},
+                       {"link_id", pairing->id_text()},
+                       {"secret", base64_encode(pairing->secret)},
+                       {"name", config.name}});
+    } else {
+      send_control(c, {{"type", "hello"}, {"v", 1}, {"name", config.name}});
+    }
+  });
+}
+
+void LinkService::set_carrier_dialer(CarrierDialer dialer, std::chrono::milliseconds head_start) {
+  impl_->carrier_dialer = std::move(dialer);
+  impl_->carrier_head_start = head_start;
+}
+
+void LinkService::accept_carrier(Carrier carrier, const PublicKeyBytes& peer) {
+  asio::ip::tcp::socket socket(impl_->io);
+  boost::system::error_code ec;
+  socket.assign(asio::ip::tcp::v4(), carrier.fd, ec);
+  if (ec) {
+    ::close(carrier.fd);
+    spdlog::warn("link: cannot use a carrier from {}: {}", short_id(peer), ec.message());
+    return;
+  }
+  if (impl_->stopped) return;
+  if (carrier.tls_client) {
+    // We asked first (both sides dialled at once): our dial owns it.
+    auto timer = std::make_shared<asio::steady_timer>(impl_->io);
+    impl_->start_dialer(std::move(socket), peer, std::nullopt, nullptr, [](Status) {}, carrier.path, carrier.path,
+                        timer);
+    return;
+  }
+  impl_->start_acceptor(std::move(socket), carrier.path, peer, nullptr);
+}
+
+void LinkService::try_path(const PublicKeyBytes& peer, const std::string& address, const std::string& kind) {
+  Impl& m = *impl_;
+  if (m.stopped) return;
+  Conn* best = m.find_established(peer);
+  if (best != nullptr && path_rank(best->session->path()) <= path_rank(kind)) return;  // as good already
+  auto key = std::make_pair(peer, address);
+  if (!m.trying.insert(key).second) return;  // one attempt per address at a time
+  spdlog::info("link: trying a {} path to {} at {}", kind, short_id(peer), address);
+  m.dial_address(peer, {address}, 0, std::nullopt, nullptr, "", [this, key, kind](Status st) {
+    impl_->trying.erase(key);
+    if (!st) spdlog::info("link: the {} path to {} did not work: {}", kind, short_id(key.first), st.error().message());
+  }, kind);
+}
+
+int path_rank(const std::string& path) {
+  auto starts = [&](const char* p) { return path.rfind(p, 0) == 0; };
+  if (starts("lan")) return 0;
+  if (starts("direct")) return 1;
+  if (starts("mapped")) return 2;
+  if (starts("punched")) return 3;
+  if (starts("relay")) return 4;
+  return 1;
+}
+
+void LinkService::Impl::drain_worse(Conn& established) {
+  const PublicKeyBytes& peer = established.session->peer();
+  int rank = path_rank(established.session->path());
+  for (auto& [ptr, c] : conns) {
+    if (&c == &established || c.session->peer() != peer || c.session->closed() || c.session->draining() ||
+        !c.session->established() || c.session->verdict() != KeyVerdict::kPinned) {
+      continue;
+    }
+    if (path_rank(c.session->path()) > rank) {
+      spdlog::info("link: {} moves from {} to {}", short_id(peer), c.session->path(), established.session->path());
+      c.session->drain("moved to " + established.session->path());
+    }
+  }
 }
 
 void LinkService::Impl::mark_established(Conn& c) {
@@ -337,6 +523,7 @@ void LinkService::Impl::mark_established(Conn& c) {
   c.session->set_established();
   if (c.establish_timer) c.establish_timer->cancel();
   policy.seen(c.session->peer());
+  if (c.session->verdict() == KeyVerdict::kPinned) drain_worse(c);
   auto waiters = std::move(c.waiters);
   c.waiters.clear();
   for (auto& w : waiters) w(ok_status());

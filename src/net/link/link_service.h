@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -87,11 +88,29 @@ struct SessionInfo {
   bool pairing_only = false;
   bool dialed = false;
   std::string path;
+  bool draining = false;  // a better path took over; its last streams finish here
   std::optional<std::chrono::nanoseconds> rtt;
   size_t streams = 0;
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
 };
+
+// A byte carrier the link did not connect itself (a relay pipe; later a
+// punched path): a connected stream socket, owned. The link runs the same
+// pinned TLS handshake on it as on a direct connection.
+struct Carrier {
+  int fd = -1;          // ownership passes to the link
+  std::string path;     // how it is shown: "relay via HOST:PORT"
+  bool tls_client = true;  // this side runs the TLS client (the relay pipe's initiator)
+};
+// Opens a carrier to `peer`; `pairing` is set when the carrier is for
+// redeeming that share link (the peer does not know us yet).
+using CarrierDialer = std::function<void(const PublicKeyBytes& peer, const std::optional<ShareLink>& pairing,
+                                         std::function<void(Result<Carrier>)> done)>;
+
+// How good a session's path is: lower is better (the order the issue
+// names: LAN, known direct address, mapped port, punched, relay).
+int path_rank(const std::string& path);
 
 using RpcReply = std::function<void(Result<nlohmann::json>)>;
 using RpcHandler = std::function<void(const PublicKeyBytes& peer, const nlohmann::json& params, RpcReply reply)>;
@@ -174,6 +193,21 @@ class LinkService {
   // reason; they are not retried behind the caller's back.
   void keep_connected(const PublicKeyBytes& peer, const std::vector<std::string>& addresses);
   void forget(const PublicKeyBytes& peer);
+
+  // Paths besides dialling the addresses: when the direct addresses have
+  // not answered within `head_start` (at once when there are none), the
+  // dialer is asked for a carrier too, and the first session up wins.
+  void set_carrier_dialer(CarrierDialer dialer, std::chrono::milliseconds head_start = std::chrono::milliseconds(500));
+  // The far side opened a carrier to us (it dialled through a relay): run
+  // our side of the handshake on it, with the same trust checks as an
+  // accepted connection (or as a dialer when carrier.tls_client).
+  void accept_carrier(Carrier carrier, const PublicKeyBytes& peer);
+  // A possibly better path to a pinned peer (a LAN announcement, a mapped
+  // port): dials `address` if our best session to the peer is worse than
+  // `kind` ("lan", "direct", "mapped"). When it comes up, new streams use it
+  // and the older session drains: its running streams (logs, forwards)
+  // finish on it, none are cut.
+  void try_path(const PublicKeyBytes& peer, const std::string& address, const std::string& kind);
 
   // Closes every session with `peer` now (used by deny).
   void disconnect(const PublicKeyBytes& peer, const std::string& reason);

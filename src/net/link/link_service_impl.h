@@ -76,6 +76,9 @@ struct LinkService::Impl : SessionObserver {
     bool dialing = false;
   };
   std::map<PublicKeyBytes, Keep> keep;
+  CarrierDialer carrier_dialer;
+  std::chrono::milliseconds carrier_head_start{500};
+  std::set<std::pair<PublicKeyBytes, std::string>> trying;  // try_path dials in flight
   void redial(const PublicKeyBytes& peer);
   void schedule_redial(const PublicKeyBytes& peer);
   bool stopped = false;
@@ -88,7 +91,19 @@ struct LinkService::Impl : SessionObserver {
             PairDone pair_done, std::function<void(Status)> established);
   void dial_address(const PublicKeyBytes& peer, std::vector<std::string> addresses, size_t index,
                     std::optional<ShareLink> pairing, PairDone pair_done, std::string last_error,
+                    std::function<void(Status)> done, std::string path_kind = "direct");
+  void dial_carrier(const PublicKeyBytes& peer, std::optional<ShareLink> pairing, PairDone pair_done,
                     std::function<void(Status)> done);
+  // The TLS client's side on a connected socket (a dialled address or a
+  // carrier); `timer` bounds the handshake and is cancelled here.
+  void start_dialer(asio::ip::tcp::socket socket, const PublicKeyBytes& peer, std::optional<ShareLink> pairing,
+                    PairDone pair_done, std::function<void(Status)> done, std::string path, std::string label,
+                    std::shared_ptr<asio::steady_timer> timer);
+  // The acceptor's side; `expect` (a carrier) must be the key that answers;
+  // `waiter` is told when the session is established.
+  void start_acceptor(asio::ip::tcp::socket socket, std::string path, std::optional<PublicKeyBytes> expect,
+                      std::function<void(Status)> waiter);
+  void drain_worse(Conn& established);
   Conn* find_established(const PublicKeyBytes& peer);
   Conn* conn_of(const std::shared_ptr<Session>& s);
   void with_session(const PublicKeyBytes& peer, const std::vector<std::string>& addresses,

@@ -53,6 +53,10 @@ void Session::read_some() {
 
 void Session::flush() {
   if (closed_ || writing_) return;
+  if (draining_ && !closing_ && mux_.is_drained()) {
+    closing_ = true;  // the last stream on the old path ended
+    if (close_reason_.empty()) close_reason_ = "moved to a better path";
+  }
   if (!mux_.has_output()) {
     if (closing_ || mux_.is_dead()) {
       // Everything queued went out: end the TLS session.
@@ -116,6 +120,14 @@ void Session::close(const std::string& reason) {
   close_reason_ = reason;
   closing_ = true;
   mux_.go_away(ResetCode::kNoError, reason);
+  flush();
+}
+
+void Session::drain(const std::string& reason) {
+  if (closed_ || closing_ || draining_) return;
+  draining_ = true;
+  close_reason_ = reason;
+  mux_.go_away(ResetCode::kPathMoved, reason);
   flush();
 }
 

@@ -51,6 +51,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // Closes the socket at once, sending nothing more (not even GOAWAY): for
   // dialers that must learn nothing about this node.
   void abort(const std::string& reason) { finish(reason); }
+  // A better path to the peer is up: GOAWAY (kPathMoved) so neither side
+  // opens streams here; streams running on it finish, then it closes.
+  void drain(const std::string& reason);
+  bool draining() const { return draining_ || closing_; }
 
   const PublicKeyBytes& peer() const { return peer_; }
   KeyVerdict verdict() const { return verdict_; }
@@ -84,6 +88,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Bytes write_buf_;
   bool writing_ = false;
   bool closing_ = false;
+  bool draining_ = false;
   bool closed_ = false;
   bool established_ = false;
   std::string close_reason_;
