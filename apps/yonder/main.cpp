@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
   pair->add_flag("--json", json, "Machine-readable output");
   auto* peers = app.add_subcommand("peers", "Paired peers: name, id, scope, last seen, path");
   peers->add_flag("--json", json, "Machine-readable output");
+  auto* netcheck = app.add_subcommand("netcheck", "This node's reachability: addresses, relays, public address, NAT");
+  netcheck->add_flag("--json", json, "Machine-readable output");
   std::string peer;
   auto* deny = app.add_subcommand("deny", "Remove a peer's pin and close its live sessions now");
   deny->add_option("peer", peer, "Peer name or node id")->required();
@@ -223,6 +225,7 @@ int main(int argc, char** argv) {
   if (*links) return cmd_links(*ctx);
   if (*pair) return cmd_pair(*ctx, link_text);
   if (*peers) return cmd_peers(*ctx);
+  if (*netcheck) return cmd_netcheck(*ctx);
   if (*deny) return cmd_deny(*ctx, peer);
   if (*allow) {
     scope_args.add = allow_caps;

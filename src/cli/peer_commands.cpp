@@ -208,6 +208,56 @@ int cmd_peers(const Context& ctx) {
   return kExitOk;
 }
 
+int cmd_netcheck(const Context& ctx) {
+  auto r = post(ctx, "/v1/netcheck", nullptr);
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    print_json(*r);
+    return kExitOk;
+  }
+  std::string listen = r->value("listen", "");
+  if (listen.empty()) {
+    std::printf("Listening   no (link.listen is empty): peers reach this node only through a relay\n");
+  } else {
+    std::printf("Listening   %s (port %d)\n", listen.c_str(), r->value("port", 0));
+    std::string addrs;
+    for (const auto& a : (*r)["addresses"]) addrs += (addrs.empty() ? "" : ", ") + a.get<std::string>();
+    std::printf("Addresses   %s\n", addrs.c_str());
+  }
+  const auto& relays = (*r)["relays"];
+  if (relays.empty()) {
+    std::printf("Relays      none (set link.relays so peers behind NATs can reach this node)\n");
+  }
+  for (const auto& rl : relays) {
+    std::string line = rl.value("address", "") + "  " + rl.value("state", "");
+    if (rl.contains("observed_addr")) {
+      line += ", sees this node at " + rl.value("observed_addr", "") + ", NAT " + rl.value("nat", "unknown") +
+              " (this connection: " + rl.value("mapping", "unknown") + ")";
+    }
+    if (rl.contains("error")) line += " (" + rl.value("error", "") + ")";
+    if (!rl.value("configured", true)) line += " [from a share link]";
+    std::printf("Relay       %s\n", line.c_str());
+  }
+  std::string nat = r->value("nat", "unknown");
+  std::printf("NAT         %s%s\n", nat.c_str(),
+              nat == "port_preserving" ? ": hole punching should work"
+              : nat == "symmetric"     ? ": hole punching is unlikely; relayed when no direct path"
+              : nat == "none"          ? ": this node has a public address"
+                                       : ": register with a relay (link.relays) to find out");
+  if (r->contains("lan_discovery")) {
+    const auto& lan = (*r)["lan_discovery"];
+    std::printf("LAN         %s\n", lan.value("state", "").c_str());
+  }
+  if (r->contains("port_mapping")) {
+    const auto& pm = (*r)["port_mapping"];
+    std::string line = pm.value("state", "");
+    if (pm.contains("external")) line += " " + pm.value("external", "") + " via " + pm.value("protocol", "");
+    if (pm.contains("reason")) line += " (" + pm.value("reason", "") + ")";
+    std::printf("Port map    %s\n", line.c_str());
+  }
+  return kExitOk;
+}
+
 int cmd_deny(const Context& ctx, const std::string& peer) {
   auto r = post(ctx, "/v1/peers/deny", {{"peer", peer}});
   if (!r) return fail(ctx, r.error());

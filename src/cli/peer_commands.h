@@ -25,6 +25,8 @@ int cmd_links(const Context& ctx);
 int cmd_links_revoke(const Context& ctx, const std::string& id);
 int cmd_pair(const Context& ctx, const std::string& link);
 int cmd_peers(const Context& ctx);
+// This node's reachability: listening address, relays and what they see, NAT.
+int cmd_netcheck(const Context& ctx);
 int cmd_deny(const Context& ctx, const std::string& peer);
 // `yonder allow PEER CAPS` adds capabilities; `yonder scope PEER ...` sets
 // capabilities and limits. Both take effect on the peer's next request.

@@ -69,6 +69,13 @@ constexpr std::array kSettings = {
                 "listen (a consumer-only node)."},
     SettingSpec{"link.advertise", T::kString, "", "the listening address, or this host's addresses",
                 "YONDER_LINK_ADVERTISE", "", "Comma-separated host:port list that share links tell peers to dial."},
+    SettingSpec{"link.relays", T::kString, "", "none", "YONDER_LINK_RELAYS", "",
+                "Relays (yonder-relay) this node keeps a connection to, comma-separated HOST:PORT, each optionally "
+                "with @NODE_ID to pin the relay's key: peers that cannot reach each other directly meet there "
+                "(the relay sees only ciphertext), and share links name them so a provider needs no inbound port."},
+    SettingSpec{"link.lan_discovery", T::kBool, "true", "true", "YONDER_LINK_LAN_DISCOVERY", "",
+                "Find paired peers on the local network (multicast 239.255.77.77:47777, announcements only paired "
+                "peers can recognise) and move their links to the LAN path."},
     SettingSpec{"link.rate_burst", T::kInt, "200", "200", "", "",
                 "Requests a peer may send in a burst before the rate limit applies."},
     SettingSpec{"link.rate_per_second", T::kInt, "100", "100", "", "",

@@ -142,8 +142,13 @@ Result<std::string> encode_share_link(const ShareLink& link, const Identity& pro
   if (provider.public_key() != link.provider_key) {
     return make_error(ErrorCode::kInvalidArgument, "a share link must be signed by the provider it names");
   }
-  if (link.addresses.size() > kMaxAddresses) {
-    return make_error(ErrorCode::kInvalidArgument, "a share link carries at most 8 addresses");
+  if (link.addresses.size() + link.relays.size() > kMaxAddresses) {
+    return make_error(ErrorCode::kInvalidArgument, "a share link carries at most 8 addresses and relays");
+  }
+  for (const auto& r : link.relays) {
+    if (!printable_address(r) || r.size() + 6 > kMaxAddressLength) {
+      return make_error(ErrorCode::kInvalidArgument, "relay \"" + r.substr(0, 90) + "\" cannot go in a share link");
+    }
   }
   for (const auto& a : link.addresses) {
     if (!printable_address(a)) {
@@ -170,8 +175,9 @@ Result<std::string> encode_share_link(const ShareLink& link, const Identity& pro
   w.u32(s.cpus_milli);
   w.u64(s.memory_bytes);
   w.u64(s.disk_bytes);
-  w.u8(static_cast<uint8_t>(link.addresses.size()));
+  w.u8(static_cast<uint8_t>(link.addresses.size() + link.relays.size()));
   for (const auto& a : link.addresses) w.str8(a);
+  for (const auto& r : link.relays) w.str8("relay:" + r);
   w.str8(link.provider_name);
   Bytes sig = provider.sign(signed_message(w.out()));
   w.bytes(sig);
@@ -234,9 +240,17 @@ Result<ShareLink> decode_share_link(std::string_view text) {
                       "this share link has been altered (its signature does not match the provider's key); "
                       "do not use it, and ask the provider for a new link");
   }
-  for (const auto& a : link.addresses) {
+  std::vector<std::string> direct;
+  for (auto& a : link.addresses) {
     if (!printable_address(a)) return bad_link("this share link carries an invalid address");
+    if (a.rfind("relay:", 0) == 0) {
+      if (a.size() == 6) return bad_link("this share link carries an invalid relay");
+      link.relays.push_back(a.substr(6));
+    } else {
+      direct.push_back(std::move(a));
+    }
   }
+  link.addresses = std::move(direct);
   return link;
 }
 
@@ -254,6 +268,16 @@ Status check_link_expiry(const ShareLink& link, TimePoint now) {
 Bytes hash_link_secret(const LinkSecret& secret) {
   Bytes out(SHA256_DIGEST_LENGTH);
   SHA256(secret.data(), secret.size(), out.data());
+  return out;
+}
+
+std::array<uint8_t, 32> link_rendezvous_token(const LinkIdBytes& id, ByteView secret_hash) {
+  static constexpr std::string_view kLabel = "yonder-relay-rendezvous-v1";
+  Bytes input(kLabel.begin(), kLabel.end());
+  input.insert(input.end(), id.begin(), id.end());
+  input.insert(input.end(), secret_hash.begin(), secret_hash.end());
+  std::array<uint8_t, 32> out{};
+  SHA256(input.data(), input.size(), out.data());
   return out;
 }
 

@@ -11,7 +11,8 @@
 //   u16  uses (how many pairings the link allows; informational for the holder)
 //   scope: u8 capabilities, u8 flags (bit 0: egress), u16 gpus, u64 vram,
 //          u32 max_time_s, u16 max_jobs, u32 cpus_milli, u64 memory, u64 disk
-//   u8   address count (<= 8), each: u8 length (<= 80) + "host:port" ASCII
+//   u8   address count (<= 8), each: u8 length (<= 80) + "host:port" ASCII;
+//        an entry "relay:host:port" names one of the provider's relays
 //   u8   name length (<= 64) + provider's name (UTF-8)
 //   64   Ed25519 signature over "yonder-share-link-v1" || every byte above
 //
@@ -45,6 +46,7 @@ struct ShareLink {
   uint16_t uses = 1;
   Scope scope;
   std::vector<std::string> addresses;  // "host:port", "[v6]:port"
+  std::vector<std::string> relays;     // the provider's relays, "host:port" (with addresses: at most 8)
   std::string provider_name;
 
   std::string id_text() const;  // 32 hex digits
@@ -66,6 +68,12 @@ Status check_link_expiry(const ShareLink& link, TimePoint now);
 
 // SHA-256 of the secret, as stored by the provider.
 Bytes hash_link_secret(const LinkSecret& secret);
+
+// The token a provider registers with its relays while the link can pair
+// (relay/protocol.h, rendezvous): SHA-256 over a label, the link id and the
+// secret's hash, so both the provider (who keeps only the hash) and the
+// holder can compute it, and the relay cannot learn the secret from it.
+std::array<uint8_t, 32> link_rendezvous_token(const LinkIdBytes& id, ByteView secret_hash);
 
 // Parses a link id as printed by `yonder links` (32 hex digits).
 Result<LinkIdBytes> parse_link_id(std::string_view text);

@@ -105,6 +105,23 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   lc.rate_burst = static_cast<double>(std::max<int64_t>(1, cfg.get_int("link.rate_burst")));
   lc.rate_per_second = static_cast<double>(std::max<int64_t>(0, cfg.get_int("link.rate_per_second")));
   pl->service_ = std::make_unique<link::LinkService>(io, identity, *pl, lc);
+  auto relays = RelayPaths::parse(cfg.get("link.relays"));
+  if (!relays) return std::move(relays).error();
+  PeerLink* self = pl.get();
+  RelayPaths::Hooks hooks;
+  hooks.peers = [self] {
+    std::vector<PublicKeyBytes> keys;
+    for (const auto& p : self->store_.peers()) {
+      if (!p.denied()) keys.push_back(p.key);
+    }
+    return keys;
+  };
+  hooks.rendezvous = [self] { return self->rendezvous_tokens(); };
+  pl->relays_ = std::make_unique<RelayPaths>(io, identity, *pl->service_, std::move(hooks));
+  pl->configured_relays_ = std::move(*relays);
+  pl->service_->set_carrier_dialer(
+      [self](const PublicKeyBytes& peer, const std::optional<ShareLink>& pairing,
+             std::function<void(Result<link::Carrier>)> done) { self->relays_->dial(peer, pairing, std::move(done)); });
   return pl;
 }
 
@@ -130,6 +147,14 @@ Status PeerLink::start() {
   service_->add_method("node.info", [this](const PublicKeyBytes&, const nlohmann::json&, link::RpcReply reply) {
     reply(nlohmann::json{{"name", name_}, {"node_id", identity_.node_id().to_string()}});
   });
+  // Our relays, and the relays of the providers we paired with.
+  for (const auto& r : configured_relays_) relays_->add(r);
+  for (const auto& p : store_.peers()) {
+    if (!p.granted_to_us || p.denied()) continue;
+    for (const auto& a : p.addresses) {
+      if (a.rfind("relay:", 0) == 0) relays_->add(RelaySpec{a.substr(6), std::nullopt, false});
+    }
+  }
   // Stay connected to the providers we paired with (reconnecting with backoff).
   for (const auto& p : store_.peers()) {
     if (p.granted_to_us && !p.denied() && !p.addresses.empty()) service_->keep_connected(p.key, p.addresses);
@@ -141,7 +166,26 @@ Status PeerLink::start() {
 }
 
 void PeerLink::stop() {
+  if (relays_) relays_->stop();
   if (service_) service_->stop();
+}
+
+nlohmann::json PeerLink::relay_status() const { return relays_ ? relays_->status() : nlohmann::json::array(); }
+
+void PeerLink::relay_peers_changed() {
+  if (relays_) relays_->refresh();
+}
+
+std::vector<relay::Rendezvous> PeerLink::rendezvous_tokens() {
+  std::vector<relay::Rendezvous> out;
+  auto links = store_.links();
+  if (!links) return out;
+  int64_t now = unix_seconds(clock_.now());
+  for (const auto& l : *links) {
+    if (l.state(now) != "active" || out.size() >= relay::kMaxRendezvous) continue;
+    out.push_back(link_rendezvous_token(l.id, l.secret_hash));
+  }
+  return out;
 }
 
 size_t PeerLink::peer_count() const {
@@ -196,6 +240,7 @@ Result<nlohmann::json> PeerLink::redeem(const LinkIdBytes& id, const LinkSecret&
   p.name = peer_name;
   auto pinned = store_.redeem(id, secret, p, unix_seconds(clock_.now()));
   if (!pinned) return std::move(pinned).error();
+  relay_peers_changed();  // a new peer to declare, maybe a used-up link's token to drop
   (void)sas;
   return nlohmann::json{{"scope", scope_to_json(pinned->grant)}};
 }
@@ -224,7 +269,7 @@ void PeerLink::seen(const PublicKeyBytes& key) { (void)store_.touch(key, unix_se
 Result<PeerLink::Target> PeerLink::target(const std::string& id_or_name) const {
   auto p = find_peer(id_or_name);
   if (!p) return std::move(p).error();
-  return Target{(*p)->key, (*p)->id().to_string(), (*p)->name, (*p)->addresses};
+  return Target{(*p)->key, (*p)->id().to_string(), (*p)->name, (*p)->addresses};  // "relay:" entries included
 }
 
 std::optional<Scope> PeerLink::grant_of(const PublicKeyBytes& key) const {

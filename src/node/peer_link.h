@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "crypto/identity.h"
 #include "net/link/link_service.h"
+#include "node/relay_paths.h"
 #include "peers/trust_store.h"
 
 namespace boost::asio {
@@ -48,6 +49,11 @@ class PeerLink final : public link::TrustPolicy {
   std::optional<Scope> grant_of(const PublicKeyBytes& key) const;
   size_t peer_count() const;
   uint16_t port() const { return service_->port(); }
+  // The relays and what they see of this node (for netcheck).
+  nlohmann::json relay_status() const;
+  // Adds the daemon's other reachability facts (LAN discovery, port
+  // mapping) to GET /v1/netcheck.
+  void on_netcheck(std::function<void(nlohmann::json&)> extra) { netcheck_extra_ = std::move(extra); }
 
   // link::TrustPolicy
   link::KeyVerdict classify(const PublicKeyBytes& key) override;
@@ -66,14 +72,20 @@ class PeerLink final : public link::TrustPolicy {
   std::vector<std::string> advertised_addresses() const;
   Result<const peers::PeerRecord*> find_peer(const std::string& text) const;
 
+  void relay_peers_changed();
+  std::vector<relay::Rendezvous> rendezvous_tokens();
+
   const Identity& identity_;
   peers::TrustStore store_;
+  std::unique_ptr<RelayPaths> relays_;
+  std::vector<RelaySpec> configured_relays_;
   std::string name_;
   std::string listen_;
   std::string advertise_;
   SystemClock clock_;
   std::unique_ptr<link::LinkService> service_;
   RefusalHook on_refused_;
+  std::function<void(nlohmann::json&)> netcheck_extra_;
 };
 
 }  // namespace yonder::node

@@ -37,9 +37,11 @@ void PeerLink::add_routes(api::Router& router) {
   router.add("POST", "/v1/share", [this](const Request& req, Reply reply) {
     auto body = parse_body(req);
     if (!body) return reply(Response::error(body.error()));
-    if (listen_.empty()) {
-      return reply(Response::error(make_error(
-          ErrorCode::kFailedPrecondition, "this node does not listen for peers (link.listen is empty); set it first")));
+    if (listen_.empty() && configured_relays_.empty()) {
+      return reply(Response::error(
+          make_error(ErrorCode::kFailedPrecondition,
+                     "peers cannot reach this node: it does not listen (link.listen is empty) and has no relay "
+                     "(link.relays); set one of them first")));
     }
     Scope scope;  // conservative defaults: run only, 1 GPU, 2h, 1 job, no egress
     if (auto st = apply_scope_fields(*body, scope); !st) return reply(Response::error(st.error()));
@@ -59,7 +61,9 @@ void PeerLink::add_routes(api::Router& router) {
     link.expires_at = now + static_cast<int64_t>(expires_s);
     link.uses = static_cast<uint16_t>(uses);
     link.scope = scope;
-    link.addresses = advertised_addresses();
+    if (!listen_.empty()) link.addresses = advertised_addresses();
+    link.relays = relays_->configured();
+    if (link.addresses.size() + link.relays.size() > 8) link.addresses.resize(8 - std::min<size_t>(8, link.relays.size()));
     link.provider_name = name_.substr(0, 64);
     auto text = encode_share_link(link, identity_);
     if (!text) return reply(Response::error(text.error()));
@@ -74,13 +78,15 @@ void PeerLink::add_routes(api::Router& router) {
     if (auto st = store_.add_link(rec); !st) return reply(Response::error(st.error()));
     spdlog::info("share link {} created: {}, {} use(s), expires in {}", link.id_text(), scope.summary(), uses,
                  format_duration(expires_s));
+    relay_peers_changed();  // its rendezvous token, for holders behind NATs
     reply(Response::json(200, {{"link", *text},
                                {"id", link.id_text()},
                                {"expires_at", link.expires_at},
                                {"uses", uses},
                                {"scope", scope_to_json(scope)},
                                {"summary", scope.summary()},
-                               {"addresses", link.addresses}}));
+                               {"addresses", link.addresses},
+                               {"relays", link.relays}}));
   });
 
   router.add("GET", "/v1/links", [this](const Request&, Reply reply) {
@@ -109,6 +115,7 @@ void PeerLink::add_routes(api::Router& router) {
     if (!id) return reply(Response::error(id.error()));
     if (auto st = store_.revoke_link(*id, unix_seconds(clock_.now())); !st) return reply(Response::error(st.error()));
     spdlog::info("share link {} revoked", hex_encode(*id));
+    relay_peers_changed();
     reply(Response::json(200, {{"ok", true}}));
   });
 
@@ -131,12 +138,14 @@ void PeerLink::add_routes(api::Router& router) {
       p.key = l.provider_key;
       p.name = r->provider_name.empty() ? l.provider_name : r->provider_name;
       p.addresses = l.addresses;
+      for (const auto& relay : l.relays) p.addresses.push_back("relay:" + relay);
       auto granted = scope_from_json(r->granted);
       if (granted) p.granted_to_us = *granted;
       if (p.paired_at == 0) p.paired_at = unix_seconds(clock_.now());
       p.denied_at.reset();
       if (auto st = store_.upsert(p); !st) return reply(Response::error(st.error()));
       service_->keep_connected(p.key, p.addresses);
+      relay_peers_changed();
       spdlog::info("paired with provider {} \"{}\"; short authentication string {}", p.id().to_string(), p.name,
                    r->short_auth_string);
       reply(Response::json(200, {{"peer", p.id().to_string()},
@@ -162,17 +171,49 @@ void PeerLink::add_routes(api::Router& router) {
                           {"addresses", p.addresses},
                           {"connected", false},
                           {"path", ""},
+                          {"path_kind", ""},
+                          {"paths", nlohmann::json::array()},
                           {"streams", 0}};
+      // The path new streams take: the best session that is not draining.
+      const link::SessionInfo* best = nullptr;
       for (const auto& s : sessions) {
         if (s.peer != p.key || !s.established) continue;
         j["connected"] = true;
-        j["path"] = s.path;
         j["streams"] = j["streams"].get<size_t>() + s.streams;
-        if (s.rtt) j["rtt_ms"] = std::chrono::duration<double, std::milli>(*s.rtt).count();
+        j["paths"].push_back({{"path", s.path}, {"draining", s.draining}, {"streams", s.streams}});
+        if (!s.draining && (best == nullptr || link::path_rank(s.path) < link::path_rank(best->path))) best = &s;
+      }
+      if (best != nullptr) {
+        j["path"] = best->path;
+        j["path_kind"] = best->path.substr(0, best->path.find(' '));
+        if (best->rtt) j["rtt_ms"] = std::chrono::duration<double, std::milli>(*best->rtt).count();
       }
       arr.push_back(j);
     }
     reply(Response::json(200, {{"peers", arr}}));
+  });
+
+  // This node's reachability: where it listens, what each relay sees of it
+  // (public address, NAT behaviour), and whether a port mapping exists.
+  router.add("GET", "/v1/netcheck", [this](const Request&, Reply reply) {
+    nlohmann::json relays = relay_status();
+    std::string verdict = "unknown";
+    std::string public_addr;
+    for (const auto& r : relays) {
+      if (r.value("state", "") != "registered") continue;
+      public_addr = r.value("observed_addr", "");
+      verdict = r.value("nat", "unknown");
+      break;
+    }
+    nlohmann::json out = {{"node_id", identity_.node_id().to_string()},
+                          {"listen", listen_},
+                          {"port", service_->port()},
+                          {"addresses", listen_.empty() ? std::vector<std::string>{} : advertised_addresses()},
+                          {"relays", relays},
+                          {"public_addr", public_addr},
+                          {"nat", verdict}};
+    if (netcheck_extra_) netcheck_extra_(out);
+    reply(Response::json(200, out));
   });
 
   router.add("POST", "/v1/peers/deny", [this](const Request& req, Reply reply) {
@@ -185,6 +226,7 @@ void PeerLink::add_routes(api::Router& router) {
     if (auto st = store_.deny(key, unix_seconds(clock_.now())); !st) return reply(Response::error(st.error()));
     // The pin is gone from memory and disk; now end its live sessions.
     service_->disconnect(key, "the provider removed this node's access");
+    relay_peers_changed();
     spdlog::info("denied peer {}", id);
     reply(Response::json(200, {{"ok", true}, {"peer", id}}));
   });

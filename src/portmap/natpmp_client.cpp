@@ -8,6 +8,8 @@
 // libnatpmp parses the replies (fixed-size, checked against the pending
 // request); we only read the fields it filled in.
 #include <arpa/inet.h>
+// libnatpmp exports strnatpmperr but declares it only on request.
+#define ENABLE_STRNATPMPERR 1
 #include <natpmp.h>
 #include <poll.h>
 #include <sys/time.h>
@@ -45,20 +47,22 @@ Error natpmp_error(int r, const std::string& gateway) {
     return make_error(ErrorCode::kUnavailable, "NAT-PMP: no answer" + where + ": " + strnatpmperr(r));
   }
   if (r == NATPMP_ERR_NOTAUTHORIZED) {
-    return make_error(ErrorCode::kPermissionDenied,
-                      "NAT-PMP: the gateway" + where + " refused the mapping (not authorized); allow NAT-PMP/UPnP "
-                      "port mappings for this host in the router's settings");
+    return make_error(ErrorCode::kPermissionDenied, "NAT-PMP: the gateway" + where +
+                                                        " refused the mapping (not authorized); allow NAT-PMP/UPnP "
+                                                        "port mappings for this host in the router's settings");
   }
   if (r == NATPMP_ERR_NETWORKFAILURE) {
-    return make_error(ErrorCode::kFailedPrecondition,
-                      "NAT-PMP: the gateway" + where + " has no public address (network failure); it may itself "
-                      "sit behind another NAT, or its internet link is down");
+    return make_error(ErrorCode::kFailedPrecondition, "NAT-PMP: the gateway" + where +
+                                                          " has no public address (network failure); it may itself "
+                                                          "sit behind another NAT, or its internet link is down");
   }
   if (r == NATPMP_ERR_OUTOFRESOURCES) {
-    return make_error(ErrorCode::kResourceExhausted,
-                      "NAT-PMP: the gateway" + where + " has no mappings left; remove unused port mappings on the router");
+    return make_error(
+        ErrorCode::kResourceExhausted,
+        "NAT-PMP: the gateway" + where + " has no mappings left; remove unused port mappings on the router");
   }
-  return make_error(ErrorCode::kInternal, "NAT-PMP: the gateway" + where + " answered with an error: " + strnatpmperr(r));
+  return make_error(ErrorCode::kInternal,
+                    "NAT-PMP: the gateway" + where + " answered with an error: " + strnatpmperr(r));
 }
 
 // One libnatpmp handle, closed on scope exit.

@@ -53,7 +53,9 @@ seconds RenewalSchedule::after_failure(int failures) {
   return std::min(seconds(30) * (1 << shift), seconds(30 * 60));
 }
 
-std::unique_ptr<GatewayBackend> make_gateway_backend() { return std::make_unique<RealGateway>(); }
+std::unique_ptr<GatewayBackend> make_gateway_backend() {
+  return std::make_unique<RealGateway>();
+}
 
 PortMapper::PortMapper(uint16_t internal_port, MapOptions options, Listener listener,
                        std::unique_ptr<GatewayBackend> backend)
@@ -63,7 +65,9 @@ PortMapper::PortMapper(uint16_t internal_port, MapOptions options, Listener list
       backend_(std::move(backend)),
       thread_([this] { run(); }) {}
 
-PortMapper::~PortMapper() { stop(); }
+PortMapper::~PortMapper() {
+  stop();
+}
 
 void PortMapper::stop() {
   {
@@ -120,12 +124,14 @@ void PortMapper::run() {
       failures = 0;
       held = *got;
       next = RenewalSchedule::after_success(held->lifetime);
-      publish({.state = MapState::kMapped, .reason = double_nat_warning(*held), .mapping = held,
-               .next_attempt_in = next});
+      publish(
+          {.state = MapState::kMapped, .reason = double_nat_warning(*held), .mapping = held, .next_attempt_in = next});
     } else {
       held.reset();
       next = RenewalSchedule::after_failure(++failures);
-      publish({.state = MapState::kUnavailable, .reason = got.error().to_string(), .mapping = std::nullopt,
+      publish({.state = MapState::kUnavailable,
+               .reason = got.error().to_string(),
+               .mapping = std::nullopt,
                .next_attempt_in = next});
     }
     if (wait_or_stop(next)) break;

@@ -37,8 +37,8 @@ const char* map_state_name(MapState s);
 
 struct PortMapperStatus {
   MapState state = MapState::kNone;
-  std::string reason;              // kUnavailable: the error; kMapped: a warning (double NAT), or empty
-  std::optional<Mapping> mapping;  // kMapped only
+  std::string reason;                       // kUnavailable: the error; kMapped: a warning (double NAT), or empty
+  std::optional<Mapping> mapping;           // kMapped only
   std::chrono::seconds next_attempt_in{0};  // until the next renewal or retry, as of the change
   nlohmann::json to_json() const;
 };

@@ -7,13 +7,15 @@
 namespace yonder::portmap {
 namespace {
 
-bool allows(Method m, Method which) { return m == Method::kAny || m == which; }
+bool allows(Method m, Method which) {
+  return m == Method::kAny || m == which;
+}
 
 // The error after every method failed: "nothing answered" gets the advice
 // to enable mappings or use a relay; a refusal keeps its own advice.
 Error combined_error(const std::optional<Error>& natpmp, const std::optional<Error>& upnp) {
-  bool silent = (!natpmp || natpmp->code() == ErrorCode::kUnavailable) &&
-                (!upnp || upnp->code() == ErrorCode::kUnavailable);
+  bool silent =
+      (!natpmp || natpmp->code() == ErrorCode::kUnavailable) && (!upnp || upnp->code() == ErrorCode::kUnavailable);
   std::string n = natpmp ? natpmp->message() : "not tried";
   std::string u = upnp ? upnp->message() : "not tried";
   if (silent) return make_error(ErrorCode::kUnavailable, no_gateway_message(n, u));
@@ -32,7 +34,7 @@ std::string no_gateway_message(const std::string& natpmp_error, const std::strin
 }
 
 nlohmann::json Mapping::to_json() const {
-  nlohmann::json j = {{"protocol", protocol},         {"external_ip", external_ip},
+  nlohmann::json j = {{"protocol", protocol},           {"external_ip", external_ip},
                       {"external_port", external_port}, {"internal_port", internal_port},
                       {"lifetime_s", lifetime.count()}, {"gateway", gateway}};
   if (!internal_client.empty()) j["internal_client"] = internal_client;
@@ -50,10 +52,10 @@ Result<Mapping> Mapping::from_json(const nlohmann::json& j) {
   };
   auto port = [&](const char* k) -> std::optional<uint16_t> {
     auto it = j.find(k);
-    if (it == j.end() || !it->is_number_unsigned() || it->get<uint64_t>() == 0 || it->get<uint64_t>() > 65535) {
+    if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 65535) {
       return std::nullopt;
     }
-    return static_cast<uint16_t>(it->get<uint64_t>());
+    return static_cast<uint16_t>(it->get<int64_t>());
   };
   Mapping m;
   auto* proto = str("protocol");
@@ -67,8 +69,10 @@ Result<Mapping> Mapping::from_json(const nlohmann::json& j) {
   m.external_port = *ext;
   m.internal_port = *in;
   auto lt = j.find("lifetime_s");
-  if (lt == j.end() || !lt->is_number_unsigned()) return bad("lifetime_s missing");
-  m.lifetime = std::chrono::seconds(lt->get<uint64_t>());
+  if (lt == j.end() || !lt->is_number_integer() || lt->get<int64_t>() < 0 || lt->get<int64_t>() > UINT32_MAX) {
+    return bad("lifetime_s must be a number of seconds");
+  }
+  m.lifetime = std::chrono::seconds(lt->get<int64_t>());
   auto* gw = str("gateway");
   if (!gw || gw->get<std::string>().empty()) return bad("gateway missing");
   m.gateway = gw->get<std::string>();
@@ -86,8 +90,8 @@ Result<Mapping> map_tcp_port(uint16_t internal_port, const MapOptions& options) 
     natpmp_err = std::move(m).error();
   }
   if (allows(options.method, Method::kUpnpIgd)) {
-    auto m = detail::upnp_map(internal_port, wanted, options.lifetime, options.upnp_discovery_timeout,
-                              options.description);
+    auto m =
+        detail::upnp_map(internal_port, wanted, options.lifetime, options.upnp_discovery_timeout, options.description);
     if (m.ok()) return m;
     upnp_err = std::move(m).error();
   }

@@ -33,6 +33,7 @@ struct Igd {
   IGDdatas data{};
   char lanaddr[64] = {};
   bool has_urls = false;
+  bool connected = true;  // as UPNP_GetValidIGD judged it
   Igd() = default;
   Igd(const Igd&) = delete;
   Igd& operator=(const Igd&) = delete;
@@ -52,7 +53,13 @@ std::string upnp_code_text(int code) {
 Result<std::unique_ptr<Igd>> discover(std::chrono::milliseconds timeout) {
   int err = 0;
   int delay = static_cast<int>(std::max<int64_t>(timeout.count(), 100));
-  UPNPDev* devs = upnpDiscover(delay, nullptr, nullptr, UPNP_LOCAL_PORT_ANY, 0, 2, &err);
+  // All the types in one burst, then one wait of `delay`: upnpDiscover()
+  // would try four types one after the other, waiting `delay` for each.
+  static const char* const kTypes[] = {
+      "urn:schemas-upnp-org:device:InternetGatewayDevice:1", "urn:schemas-upnp-org:device:InternetGatewayDevice:2",
+      "urn:schemas-upnp-org:service:WANIPConnection:1",      "urn:schemas-upnp-org:service:WANIPConnection:2",
+      "urn:schemas-upnp-org:service:WANPPPConnection:1",     nullptr};
+  UPNPDev* devs = upnpDiscoverDevices(kTypes, delay, nullptr, nullptr, UPNP_LOCAL_PORT_ANY, 0, 2, &err, 1);
   if (devs == nullptr) {
     return make_error(ErrorCode::kUnavailable,
                       err == UPNPDISCOVER_SUCCESS
@@ -64,16 +71,17 @@ Result<std::unique_ptr<Igd>> discover(std::chrono::milliseconds timeout) {
   freeUPNPDevlist(devs);
   igd->has_urls = r != 0;
   switch (r) {
-    case 1:
-      return igd;
+    case 1: return igd;
     case 2:
-      return make_error(ErrorCode::kFailedPrecondition,
-                        "UPnP-IGD: the gateway at " + igd->root() + " reports its internet connection as down");
+      // "Not connected": the IGD says its link is down, or (miniupnpc 2.2)
+      // its external address is private or reserved. The latter is a double
+      // NAT, which the caller reports; the former fails at the next call.
+      igd->connected = false;
+      return igd;
     case 3:
       return make_error(ErrorCode::kUnavailable,
                         "UPnP-IGD: UPnP devices answered, but none is an internet gateway (IGD)");
-    default:
-      return make_error(ErrorCode::kUnavailable, "UPnP-IGD: no internet gateway (IGD) answered");
+    default: return make_error(ErrorCode::kUnavailable, "UPnP-IGD: no internet gateway (IGD) answered");
   }
 }
 
@@ -90,13 +98,17 @@ Result<std::unique_ptr<Igd>> from_url(const std::string& url) {
 Result<std::string> external_ip(const Igd& igd) {
   char buf[64] = {};
   int r = UPNP_GetExternalIPAddress(igd.control(), igd.service(), buf);
-  if (r != UPNPCOMMAND_SUCCESS) {
-    return make_error(ErrorCode::kInternal,
-                      "UPnP-IGD: the gateway at " + igd.root() + " did not tell its external address (" +
-                          upnp_code_text(r) + ")");
-  }
   buf[sizeof buf - 1] = '\0';
-  return checked_ipv4(buf, "UPnP-IGD: the gateway's external address");
+  if (r == UPNPCOMMAND_SUCCESS) {
+    auto ip = checked_ipv4(buf, "UPnP-IGD: the gateway's external address");
+    if (ip.ok()) return ip;
+  }
+  if (!igd.connected) {
+    return make_error(ErrorCode::kFailedPrecondition,
+                      "UPnP-IGD: the gateway at " + igd.root() + " reports its internet connection as down");
+  }
+  return make_error(ErrorCode::kInternal, "UPnP-IGD: the gateway at " + igd.root() +
+                                              " did not tell its external address (" + upnp_code_text(r) + ")");
 }
 
 int add(const Igd& igd, uint16_t ext, uint16_t in, const std::string& client, const std::string& desc,
@@ -171,9 +183,9 @@ Result<Mapping> upnp_map(uint16_t internal_port, uint16_t external_port, std::ch
     if (r != kConflictInMappingEntry) break;
   }
   if (last == kConflictInMappingEntry) {
-    return make_error(ErrorCode::kResourceExhausted,
-                      "UPnP-IGD: the gateway at " + igd.root() + " has the external ports we asked for mapped to "
-                      "other hosts; remove stale port mappings on the router");
+    return make_error(ErrorCode::kResourceExhausted, "UPnP-IGD: the gateway at " + igd.root() +
+                                                         " has the external ports we asked for mapped to "
+                                                         "other hosts; remove stale port mappings on the router");
   }
   return make_error(ErrorCode::kPermissionDenied,
                     "UPnP-IGD: the gateway at " + igd.root() + " refused the mapping (" + upnp_code_text(last) +
@@ -188,8 +200,8 @@ Status upnp_unmap(const Mapping& m) {
   int r = UPNP_DeletePortMapping(igd.control(), igd.service(), e.c_str(), "TCP", nullptr);
   if (r != UPNPCOMMAND_SUCCESS) {
     return make_error(ErrorCode::kInternal, "UPnP-IGD: the gateway at " + m.gateway +
-                                                " did not remove the mapping of port " + e + " (" +
-                                                upnp_code_text(r) + "); remove it in the router's settings");
+                                                " did not remove the mapping of port " + e + " (" + upnp_code_text(r) +
+                                                "); remove it in the router's settings");
   }
   return ok_status();
 }

@@ -43,6 +43,39 @@ TEST(ShareLink, RoundTripsEveryField) {
   EXPECT_EQ(back->scope, f.link.scope);
   EXPECT_EQ(back->addresses, f.link.addresses);
   EXPECT_EQ(back->provider_name, "studio");
+  EXPECT_TRUE(back->relays.empty());
+}
+
+// Relays travel in the address list as "relay:HOST:PORT" and come back apart.
+TEST(ShareLink, CarriesTheProvidersRelays) {
+  Fixture f;
+  f.link.relays = {"relay.example.org:7851", "198.18.0.1:7851"};
+  auto text = encode_share_link(f.link, f.provider);
+  ASSERT_TRUE(text.ok()) << text.error().to_string();
+  auto back = decode_share_link(*text);
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->addresses, f.link.addresses);
+  EXPECT_EQ(back->relays, f.link.relays);
+  // Eight entries in all.
+  f.link.relays = std::vector<std::string>(7, "198.18.0.1:7851");
+  EXPECT_FALSE(encode_share_link(f.link, f.provider).ok());
+  f.link.relays = {"bad relay:1"};
+  EXPECT_FALSE(encode_share_link(f.link, f.provider).ok());
+}
+
+TEST(ShareLink, RendezvousTokenNeedsTheSecretHash) {
+  Fixture f;
+  Bytes hash = hash_link_secret(f.link.secret);
+  auto token = link_rendezvous_token(f.link.id, hash);
+  EXPECT_EQ(token, link_rendezvous_token(f.link.id, hash));
+  LinkIdBytes other_id = f.link.id;
+  other_id[0] ^= 1;
+  EXPECT_NE(token, link_rendezvous_token(other_id, hash));
+  Bytes other_hash = hash;
+  other_hash[0] ^= 1;
+  EXPECT_NE(token, link_rendezvous_token(f.link.id, other_hash));
+  // Not the secret's hash itself (the provider's database keeps that).
+  EXPECT_FALSE(std::equal(token.begin(), token.end(), hash.begin()));
 }
 
 TEST(ShareLink, TamperedTruncatedAndForeignAreDistinctErrors) {

@@ -147,9 +147,9 @@ TEST(PortMapper, UnavailableCarriesTheReasonAndRetriesOnRefresh) {
 TEST(PortMapper, RenewsAndMapsAfreshWhenRenewalFails) {
   Script script;
   script.answers.push_back(granted(7000));
-  script.answers.push_back(granted(7000));                                   // renewal
+  script.answers.push_back(granted(7000));                                    // renewal
   script.answers.push_back(make_error(ErrorCode::kUnavailable, "rebooted"));  // renewal fails...
-  script.answers.push_back(granted(7002));                                   // ...mapped afresh
+  script.answers.push_back(granted(7002));                                    // ...mapped afresh
   Seen seen;
   PortMapper mapper(7000, {}, seen.listener(), std::make_unique<ScriptedGateway>(script));
   seen.wait_for(MapState::kMapped, 1);
@@ -159,8 +159,7 @@ TEST(PortMapper, RenewsAndMapsAfreshWhenRenewalFails) {
   auto third = seen.wait_for(MapState::kMapped, 3);
   EXPECT_EQ(third.mapping->external_port, 7002);
   mapper.stop();
-  EXPECT_EQ(script.calls,
-            (std::vector<std::string>{"map 7000", "renew 7000", "renew 7000", "map 7000", "unmap 7002"}));
+  EXPECT_EQ(script.calls, (std::vector<std::string>{"map 7000", "renew 7000", "renew 7000", "map 7000", "unmap 7002"}));
 }
 
 TEST(PortMapper, WarnsAboutDoubleNat) {

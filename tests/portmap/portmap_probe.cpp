@@ -44,10 +44,14 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--method" && i + 1 < args.size()) {
       const std::string& m = args[i + 1];
-      if (m == "any") options.method = Method::kAny;
-      else if (m == kNatPmpName) options.method = Method::kNatPmp;
-      else if (m == kUpnpIgdName) options.method = Method::kUpnpIgd;
-      else return usage();
+      if (m == "any")
+        options.method = Method::kAny;
+      else if (m == kNatPmpName)
+        options.method = Method::kNatPmp;
+      else if (m == kUpnpIgdName)
+        options.method = Method::kUpnpIgd;
+      else
+        return usage();
       args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
       break;
     }

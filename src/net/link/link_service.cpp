@@ -256,9 +256,15 @@ struct DialRace {
 
 }  // namespace
 
-void LinkService::Impl::dial(const PublicKeyBytes& peer, const std::vector<std::string>& addresses,
+void LinkService::Impl::dial(const PublicKeyBytes& peer, const std::vector<std::string>& all_addresses,
                              std::optional<ShareLink> pairing, PairDone pair_done,
                              std::function<void(Status)> established) {
+  // "relay:HOST:PORT" entries name the peer's relays (the carrier dialer's
+  // business), not addresses to dial.
+  std::vector<std::string> addresses;
+  for (const auto& a : all_addresses) {
+    if (a.rfind("relay:", 0) != 0) addresses.push_back(a);
+  }
   if (addresses.empty() && !carrier_dialer) {
     established(make_error(ErrorCode::kUnavailable, "no known address for peer " + short_id(peer) +
                                                         " and no relay configured (link.relays)"));

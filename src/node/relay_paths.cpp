@@ -1,0 +1,361 @@
+#include "node/relay_paths.h"
+
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <sodium.h>
+#include <spdlog/spdlog.h>
+
+#include "crypto/node_id.h"
+#include "relay/client.h"
+
+namespace yonder::node {
+namespace asio = boost::asio;
+
+namespace {
+
+std::string trim(std::string s) {
+  while (!s.empty() && s.front() == ' ') s.erase(0, 1);
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+std::string short_id(const PublicKeyBytes& k) { return NodeId(k).short_form(); }
+
+// The pipe's socket as a carrier: a duplicate of its descriptor (the asio
+// socket closes its own when dropped).
+Result<link::Carrier> carrier_of(relay::RelayPipe& pipe, const std::string& address) {
+  int fd = ::dup(pipe.socket.native_handle());
+  if (fd < 0) return make_error(ErrorCode::kInternal, "cannot take the relay pipe's socket");
+  boost::system::error_code ec;
+  pipe.socket.close(ec);
+  return link::Carrier{fd, "relay via " + address, pipe.initiator};
+}
+
+}  // namespace
+
+struct RelayPaths::Entry {
+  RelaySpec spec;
+  std::shared_ptr<relay::RelayClient> client;
+  enum class State { kConnecting, kRegistered, kWaiting } state = State::kWaiting;
+  std::string last_error;
+  int failures = 0;
+  std::unique_ptr<asio::steady_timer> retry;
+  std::vector<std::function<void(Status)>> waiters;
+  std::optional<relay::Registration> registration;
+};
+
+RelayPaths::RelayPaths(asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks)
+    : io_(io), identity_(identity), link_(link), hooks_(std::move(hooks)) {}
+
+RelayPaths::~RelayPaths() { stop(); }
+
+Result<std::vector<RelaySpec>> RelayPaths::parse(const std::string& list) {
+  std::vector<RelaySpec> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string item = trim(list.substr(start, comma - start));
+    start = comma + 1;
+    if (item.empty()) continue;
+    RelaySpec spec;
+    spec.configured = true;
+    size_t at = item.find('@');
+    spec.address = item.substr(0, at);
+    if (at != std::string::npos) {
+      auto id = NodeId::parse(item.substr(at + 1));
+      if (!id) {
+        return make_error(ErrorCode::kInvalidArgument, "link.relays: \"" + item.substr(0, 120) +
+                                                           "\": the part after @ must be the relay's node id "
+                                                           "(yonder-relay prints it at start): " +
+                                                           id.error().message());
+      }
+      spec.key = id->public_key();
+    }
+    size_t colon = spec.address.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == spec.address.size()) {
+      return make_error(ErrorCode::kInvalidArgument,
+                        "link.relays: \"" + item.substr(0, 120) + "\" is not HOST:PORT[@NODE_ID]");
+    }
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+void RelayPaths::add(RelaySpec spec) {
+  if (stopped_ || spec.address.empty()) return;
+  auto it = entries_.find(spec.address);
+  if (it != entries_.end()) {
+    // A configured entry (with its pin) wins over a learned one.
+    if (spec.configured && !it->second->spec.configured) it->second->spec = spec;
+    return;
+  }
+  auto e = std::make_unique<Entry>();
+  e->spec = std::move(spec);
+  Entry& ref = *e;
+  entries_[ref.spec.address] = std::move(e);
+  connect(ref);
+}
+
+std::vector<std::string> RelayPaths::configured() const {
+  std::vector<std::string> out;
+  for (const auto& [address, e] : entries_) {
+    if (e->spec.configured) out.push_back(address);
+  }
+  return out;
+}
+
+void RelayPaths::connect(Entry& e) {
+  if (stopped_) return;
+  relay::RelayClientConfig cfg;
+  cfg.address = e.spec.address;
+  cfg.relay_key = e.spec.key;
+  if (hooks_.peers) cfg.peers = hooks_.peers();
+  if (hooks_.rendezvous) cfg.rendezvous = hooks_.rendezvous();
+  std::string address = e.spec.address;
+  auto client = relay::RelayClient::create(io_, identity_, cfg);
+  if (!client) {
+    e.last_error = client.error().message();
+    return schedule_retry(e);
+  }
+  e.client = *client;
+  e.state = Entry::State::kConnecting;
+  relay::RelayClient::Handlers h;
+  std::weak_ptr<bool> alive = alive_;
+  h.pipe_wanted = [this, alive, address](const PublicKeyBytes& from) {
+    if (alive.lock()) on_pipe_wanted(address, from, std::nullopt);
+  };
+  h.pairing_pipe_wanted = [this, alive, address](const PublicKeyBytes& from, const relay::Rendezvous& token) {
+    if (alive.lock()) on_pipe_wanted(address, from, token);
+  };
+  h.nat = [this, alive, address](const relay::NatReport& nat) {
+    if (!alive.lock()) return;
+    auto it = entries_.find(address);
+    if (it != entries_.end() && it->second->registration) it->second->registration->nat = nat;
+  };
+  h.closed = [this, alive, address](const Error& why) {
+    if (alive.lock()) on_closed(address, why.message());
+  };
+  std::weak_ptr<relay::RelayClient> weak_client = e.client;
+  e.client->connect(h, [this, alive, address, weak_client](Result<relay::Registration> r) {
+    if (!alive.lock()) return;
+    auto it = entries_.find(address);
+    if (it == entries_.end() || it->second->client != weak_client.lock()) return;
+    Entry& en = *it->second;
+    auto waiters = std::move(en.waiters);
+    en.waiters.clear();
+    if (!r) {
+      en.last_error = r.error().message();
+      spdlog::warn("relay {}: {}", address, en.last_error);
+      en.client.reset();
+      schedule_retry(en);
+      for (auto& w : waiters) w(make_error(ErrorCode::kUnavailable, "relay " + address + ": " + en.last_error));
+      return;
+    }
+    en.state = Entry::State::kRegistered;
+    en.failures = 0;
+    en.last_error.clear();
+    en.registration = *r;
+    spdlog::info("relay {}: registered; it sees this node at {} (NAT: {})", address, r->nat.observed.to_string(),
+                 relay::verdict_name(r->nat.nat));
+    for (auto& w : waiters) w(ok_status());
+    // A second registration from a fresh socket tells a NAT that keeps
+    // ports from one that does not (netcheck; hole punching later).
+    en.client->probe_nat([this, alive, address](Result<relay::NatReport> nat) {
+      if (!alive.lock() || !nat) return;
+      auto found = entries_.find(address);
+      if (found == entries_.end() || !found->second->registration) return;
+      found->second->registration->nat.nat = nat->nat;
+      found->second->registration->nat.samples = nat->samples;
+    });
+  });
+}
+
+void RelayPaths::on_closed(const std::string& address, const std::string& why) {
+  auto it = entries_.find(address);
+  if (it == entries_.end()) return;
+  Entry& e = *it->second;
+  spdlog::warn("relay {}: connection lost: {}; reconnecting", address, why);
+  e.last_error = why;
+  e.client.reset();
+  e.registration.reset();
+  schedule_retry(e);
+}
+
+void RelayPaths::schedule_retry(Entry& e) {
+  if (stopped_) return;
+  e.state = Entry::State::kWaiting;
+  int f = std::min(e.failures++, 6);
+  auto delay = std::chrono::milliseconds(500) * (1 << f);  // 0.5 s .. 32 s
+  delay += std::chrono::milliseconds(randombytes_uniform(static_cast<uint32_t>(delay.count() / 4 + 1)));
+  if (!e.retry) e.retry = std::make_unique<asio::steady_timer>(io_);
+  e.retry->expires_after(delay);
+  std::weak_ptr<bool> alive = alive_;
+  std::string address = e.spec.address;
+  e.retry->async_wait([this, alive, address](boost::system::error_code ec) {
+    if (ec || !alive.lock()) return;
+    auto it = entries_.find(address);
+    if (it != entries_.end() && it->second->state == Entry::State::kWaiting) connect(*it->second);
+  });
+}
+
+void RelayPaths::when_ready(Entry& e, std::function<void(Status)> ready) {
+  if (e.state == Entry::State::kRegistered && e.client && e.client->registered()) return ready(ok_status());
+  e.waiters.push_back(std::move(ready));
+  if (e.state == Entry::State::kWaiting) {
+    // Someone needs it now: do not wait for the backoff.
+    if (e.retry) e.retry->cancel();
+    connect(e);
+  }
+}
+
+void RelayPaths::refresh() {
+  if (stopped_) return;
+  std::vector<PublicKeyBytes> peers = hooks_.peers ? hooks_.peers() : std::vector<PublicKeyBytes>{};
+  std::vector<relay::Rendezvous> tokens = hooks_.rendezvous ? hooks_.rendezvous() : std::vector<relay::Rendezvous>{};
+  for (auto& [address, e] : entries_) {
+    if (e->state != Entry::State::kRegistered || !e->client) continue;
+    e->client->set_peers(peers, tokens, [address = address](Status st) {
+      if (!st) spdlog::warn("relay {}: cannot update the declared peers: {}", address, st.error().message());
+    });
+  }
+}
+
+void RelayPaths::on_pipe_wanted(const std::string& address, const PublicKeyBytes& from,
+                                std::optional<relay::Rendezvous> token) {
+  auto it = entries_.find(address);
+  if (it == entries_.end() || !it->second->client) return;
+  if (token) {
+    auto tokens = hooks_.rendezvous ? hooks_.rendezvous() : std::vector<relay::Rendezvous>{};
+    if (std::find(tokens.begin(), tokens.end(), *token) == tokens.end()) {
+      spdlog::info("relay {}: pairing pipe from {} for a link that can no longer pair: ignored", address,
+                   short_id(from));
+      return;
+    }
+  } else {
+    auto peers = hooks_.peers ? hooks_.peers() : std::vector<PublicKeyBytes>{};
+    if (std::find(peers.begin(), peers.end(), from) == peers.end()) return;  // not ours (any more)
+  }
+  std::weak_ptr<bool> alive = alive_;
+  auto on_pipe = [this, alive, address, from](Result<relay::RelayPipe> pipe) {
+    if (!alive.lock()) return;
+    if (!pipe) {
+      spdlog::info("relay {}: pipe for {} failed: {}", address, short_id(from), pipe.error().message());
+      return;
+    }
+    auto carrier = carrier_of(*pipe, address);
+    if (!carrier) return;
+    link_.accept_carrier(std::move(*carrier), from);
+  };
+  if (token) {
+    it->second->client->open_pipe(from, *token, on_pipe);
+  } else {
+    it->second->client->open_pipe(from, on_pipe);
+  }
+}
+
+void RelayPaths::dial(const PublicKeyBytes& peer, const std::optional<ShareLink>& pairing,
+                      std::function<void(Result<link::Carrier>)> done) {
+  auto order = std::make_shared<std::vector<std::string>>();
+  std::optional<relay::Rendezvous> token;
+  if (pairing) {
+    // Pairing: only the link's relays know the provider's token.
+    for (const auto& r : pairing->relays) {
+      add(RelaySpec{r, std::nullopt, false});
+      order->push_back(r);
+    }
+    token = link_rendezvous_token(pairing->id, hash_link_secret(pairing->secret));
+  } else {
+    // Registered relays first: no connection to wait for.
+    for (const auto& [address, e] : entries_) {
+      if (e->state == Entry::State::kRegistered) order->push_back(address);
+    }
+    for (const auto& [address, e] : entries_) {
+      if (e->state != Entry::State::kRegistered) order->push_back(address);
+    }
+  }
+  if (order->empty()) {
+    return done(make_error(ErrorCode::kUnavailable, pairing ? "the share link names no relay"
+                                                             : "no relay is configured (link.relays)"));
+  }
+  try_relay(order, 0, peer, token, std::make_shared<std::string>(), std::move(done));
+}
+
+void RelayPaths::try_relay(std::shared_ptr<std::vector<std::string>> order, size_t index, PublicKeyBytes peer,
+                           std::optional<relay::Rendezvous> token, std::shared_ptr<std::string> errors,
+                           std::function<void(Result<link::Carrier>)> done) {
+  if (stopped_) return done(make_error(ErrorCode::kUnavailable, "the node is shutting down"));
+  if (index >= order->size()) {
+    return done(make_error(ErrorCode::kUnavailable, "no relay could join us with peer " + short_id(peer) + " (" +
+                                                        *errors + "); check that it runs and uses one of our relays"));
+  }
+  const std::string address = (*order)[index];
+  auto next = [this, order, index, peer, token, errors, done, address](const std::string& why) {
+    if (!errors->empty()) *errors += "; ";
+    *errors += "relay " + address + ": " + why;
+    try_relay(order, index + 1, peer, token, errors, done);
+  };
+  auto it = entries_.find(address);
+  if (it == entries_.end()) return next("not configured");
+  std::weak_ptr<bool> alive = alive_;
+  when_ready(*it->second, [this, alive, address, peer, token, next, done](Status st) {
+    if (!alive.lock()) return done(make_error(ErrorCode::kUnavailable, "the node is shutting down"));
+    if (!st) return next(st.error().message());
+    auto e = entries_.find(address);
+    if (e == entries_.end() || !e->second->client) return next("the connection closed");
+    auto on_pipe = [alive, address, next, done](Result<relay::RelayPipe> pipe) {
+      if (!alive.lock()) return done(make_error(ErrorCode::kUnavailable, "the node is shutting down"));
+      if (!pipe) return next(pipe.error().message());
+      auto carrier = carrier_of(*pipe, address);
+      if (!carrier) return next(carrier.error().message());
+      done(std::move(*carrier));
+    };
+    if (token) {
+      e->second->client->open_pipe(peer, *token, on_pipe);
+    } else {
+      e->second->client->open_pipe(peer, on_pipe);
+    }
+  });
+}
+
+nlohmann::json RelayPaths::status() const {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& [address, e] : entries_) {
+    nlohmann::json j = {{"address", address},
+                        {"configured", e->spec.configured},
+                        {"pinned", e->spec.key.has_value()},
+                        {"state", e->state == Entry::State::kRegistered   ? "registered"
+                                  : e->state == Entry::State::kConnecting ? "connecting"
+                                                                          : "waiting"}};
+    if (!e->last_error.empty()) j["error"] = e->last_error;
+    if (e->registration) {
+      const auto& n = e->registration->nat;
+      j["relay_node"] = NodeId(e->registration->relay_key).to_string();
+      j["observed_addr"] = n.observed.to_string();
+      j["mapping"] = relay::mapping_name(n.mapping);
+      j["nat"] = relay::verdict_name(n.nat);
+      j["node_rate"] = e->registration->node_rate;
+    }
+    arr.push_back(std::move(j));
+  }
+  return arr;
+}
+
+void RelayPaths::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  *alive_ = false;
+  alive_ = std::make_shared<bool>(false);
+  for (auto& [address, e] : entries_) {
+    if (e->retry) e->retry->cancel();
+    if (e->client) e->client->close();
+  }
+  entries_.clear();
+}
+
+}  // namespace yonder::node

@@ -1,0 +1,98 @@
+// The node's relays: `link.relays` plus the relays named by the share links
+// of providers we paired with. One RelayClient per relay, kept registered
+// (redialled with backoff) and declaring every pinned peer and, on a
+// provider, one rendezvous token per share link that can still pair
+// (relay/protocol.h). It gives the link two things:
+//   - the carrier dialer (link::LinkService::set_carrier_dialer): a pipe to
+//     the peer through the first relay where both are registered, or, for
+//     pairing, through the link's relays with the link's token;
+//   - pipes that peers ask for (pipe_wanted), accepted only from pinned peers
+//     or for one of our live tokens, handed to the link as carriers.
+// The relay only ever joins two TCP connections: the peers' own TLS session
+// (pinned keys, as on a direct path) runs inside.
+//
+// Threading: the daemon's event loop only.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "crypto/identity.h"
+#include "crypto/share_link.h"
+#include "net/link/link_service.h"
+#include "relay/protocol.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace yonder::relay {
+class RelayClient;
+}
+
+namespace yonder::node {
+
+struct RelaySpec {
+  std::string address;                  // HOST:PORT
+  std::optional<PublicKeyBytes> key;    // pinned relay key (@NODE_ID)
+  bool configured = false;              // from link.relays (else learned from a share link)
+};
+
+class RelayPaths {
+ public:
+  struct Hooks {
+    std::function<std::vector<PublicKeyBytes>()> peers;          // pinned and not denied
+    std::function<std::vector<relay::Rendezvous>()> rendezvous;  // tokens of our links that can pair
+  };
+
+  RelayPaths(boost::asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks);
+  ~RelayPaths();
+  RelayPaths(const RelayPaths&) = delete;
+  RelayPaths& operator=(const RelayPaths&) = delete;
+
+  // "HOST:PORT[@NODE_ID],..." as in link.relays.
+  static Result<std::vector<RelaySpec>> parse(const std::string& list);
+
+  // Keeps a connection to `spec` (no-op when there is one already).
+  void add(RelaySpec spec);
+  // The configured relays' addresses (what share links carry).
+  std::vector<std::string> configured() const;
+  bool empty() const { return entries_.empty(); }
+  // Peers or tokens changed (pairing, deny, share, revoke): declare anew.
+  void refresh();
+  // link::CarrierDialer.
+  void dial(const PublicKeyBytes& peer, const std::optional<ShareLink>& pairing,
+            std::function<void(Result<link::Carrier>)> done);
+  // Per relay: address, state, last error, and what it observed of us
+  // (public address, mapping, NAT verdict), for `yonder netcheck`.
+  nlohmann::json status() const;
+  void stop();
+
+  struct Entry;
+
+ private:
+  void connect(Entry& e);
+  void on_closed(const std::string& address, const std::string& why);
+  void schedule_retry(Entry& e);
+  void when_ready(Entry& e, std::function<void(Status)> ready);
+  void on_pipe_wanted(const std::string& address, const PublicKeyBytes& from, std::optional<relay::Rendezvous> token);
+  void try_relay(std::shared_ptr<std::vector<std::string>> order, size_t index, PublicKeyBytes peer,
+                 std::optional<relay::Rendezvous> token, std::shared_ptr<std::string> errors,
+                 std::function<void(Result<link::Carrier>)> done);
+
+  boost::asio::io_context& io_;
+  const Identity& identity_;
+  link::LinkService& link_;
+  Hooks hooks_;
+  std::map<std::string, std::unique_ptr<Entry>> entries_;  // by address
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  bool stopped_ = false;
+};
+
+}  // namespace yonder::node
