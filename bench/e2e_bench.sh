@@ -83,7 +83,7 @@ ssh_opts=(-i "$tmp/ssh/client" -o StrictHostKeyChecking=no -o UserKnownHostsFile
 for _ in $(seq 50); do ssh "${ssh_opts[@]}" -p "$ssh_port" root@127.0.0.1 true 2>/dev/null && break; sleep 0.1; done
 
 # --- two yonder nodes on loopback ------------------------------------------
-export YONDER_LINK_LISTEN=127.0.0.1:0 YONDER_IMAGE_ALLOWLIST='yonder-test/*' YONDER_PULL_POLICY=never
+export YONDER_LINK_LAN_DISCOVERY=false YONDER_LINK_LISTEN=127.0.0.1:0 YONDER_IMAGE_ALLOWLIST='yonder-test/*' YONDER_PULL_POLICY=never
 export YONDER_GPU_INVENTORY=fake:1 YONDER_CONFIG=
 start_node() {
   local home=$tmp/$1

@@ -216,15 +216,21 @@ LanDiscovery::~LanDiscovery() {
 }
 
 void LanDiscovery::set_peers(std::vector<PairedPeer> peers) {
-  bool had_none = impl_->core.peer_count() == 0;
-  impl_->core.set_peers(std::move(peers));
-  // A node with no peers announced nothing; announce as if just started.
-  if (had_none && impl_->core.peer_count() > 0) {
+  // A new peer (just paired): query as if just started, so it is found now.
+  if (impl_->core.set_peers(std::move(peers))) {
     auto now = std::chrono::steady_clock::now();
     impl_->core.start(now);
     impl_->core.on_timer(now);
     impl_->flush();
   }
+  impl_->arm();
+}
+
+void LanDiscovery::query_now() {
+  auto now = std::chrono::steady_clock::now();
+  impl_->core.start(now);
+  impl_->core.on_timer(now);
+  impl_->flush();
   impl_->arm();
 }
 

@@ -53,6 +53,8 @@ class LanDiscovery {
 
   // Replaces the paired peers (after a pairing or a deny).
   void set_peers(std::vector<PairedPeer> peers);
+  // Asks the LAN again now (two queries, as at start): `yonder netcheck`.
+  void query_now();
   // The interfaces joined, by name.
   const std::vector<std::string>& interfaces() const;
 

@@ -20,10 +20,17 @@ LanDiscoveryCore::LanDiscoveryCore(const PublicKeyBytes& self, LanDiscoveryConfi
   tokens_ = config_.max_datagrams_per_second;
 }
 
-void LanDiscoveryCore::set_peers(std::vector<PairedPeer> peers) {
+bool LanDiscoveryCore::set_peers(std::vector<PairedPeer> peers) {
   // A node never treats itself as a peer (its own announcements loop back).
   std::erase_if(peers, [&](const PairedPeer& p) { return p.id.public_key() == self_; });
+  bool added = false;
+  for (const auto& p : peers) {
+    bool known = false;
+    for (const auto& q : peers_) known = known || q.id.public_key() == p.id.public_key();
+    added = added || !known;
+  }
   peers_ = std::move(peers);
+  return added;
 }
 
 void LanDiscoveryCore::start(SteadyTime now) {

@@ -66,9 +66,10 @@ class LanDiscoveryCore {
 
   LanDiscoveryCore(const PublicKeyBytes& self, LanDiscoveryConfig config, RandomFill random);
 
-  // Replaces the set of paired peers (a peer added after start() is
-  // announced to at the next announcement; set_peers does not send).
-  void set_peers(std::vector<PairedPeer> peers);
+  // Replaces the set of paired peers (set_peers does not send). True when
+  // a peer is new: the caller restarts the queries (start()) so a node
+  // just paired is found at once, not at the next periodic announcement.
+  bool set_peers(std::vector<PairedPeer> peers);
   size_t peer_count() const { return peers_.size(); }
 
   // Starts the schedule: the first query is due at `now`.

@@ -11,6 +11,9 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
+#include "discovery/lan_discovery.h"
+#include "discovery/pair_key.h"
+
 namespace yonder::node {
 namespace {
 
@@ -118,6 +121,8 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   };
   hooks.rendezvous = [self] { return self->rendezvous_tokens(); };
   pl->relays_ = std::make_unique<RelayPaths>(io, identity, *pl->service_, std::move(hooks));
+  pl->io_ = &io;
+  pl->lan_wanted_ = cfg.get_bool("link.lan_discovery");
   pl->configured_relays_ = std::move(*relays);
   pl->service_->set_carrier_dialer(
       [self](const PublicKeyBytes& peer, const std::optional<ShareLink>& pairing,
@@ -134,6 +139,12 @@ PeerLink::PeerLink(const Identity& identity, peers::TrustStore store, std::strin
       advertise_(std::move(advertise)) {}
 
 PeerLink::~PeerLink() { stop(); }
+
+std::string PeerLink::lan_state() const { return lan_state_; }
+
+void PeerLink::recheck() {
+  if (lan_) lan_->query_now();
+}
 
 Status PeerLink::start() {
   // Placeholder methods for capabilities whose features arrive in later
@@ -159,13 +170,73 @@ Status PeerLink::start() {
   for (const auto& p : store_.peers()) {
     if (p.granted_to_us && !p.denied() && !p.addresses.empty()) service_->keep_connected(p.key, p.addresses);
   }
-  if (listen_.empty()) return ok_status();
+  if (listen_.empty()) {
+    if (lan_wanted_) lan_state_ = "off (this node does not listen: link.listen is empty)";
+    return ok_status();
+  }
   YONDER_TRY(service_->listen(listen_));
   spdlog::info("peer links on {} (port {})", listen_, service_->port());
+  std::string host = listen_.substr(0, listen_.rfind(':'));
+  if (!lan_wanted_) return ok_status();
+  if (host.rfind("127.", 0) == 0 || host == "[::1]" || host == "localhost") {
+    lan_state_ = "off (listening on loopback only)";
+    return ok_status();
+  }
+  start_lan_discovery();
   return ok_status();
 }
 
+namespace {
+
+std::vector<discovery::PairedPeer> lan_peers(const Identity& self, const std::vector<peers::PeerRecord>& records) {
+  std::vector<discovery::PairedPeer> out;
+  for (const auto& p : records) {
+    if (p.denied()) continue;
+    auto key = discovery::derive_pair_key(self, p.key);
+    if (key) out.push_back(discovery::PairedPeer{p.id(), *key});
+  }
+  return out;
+}
+
+}  // namespace
+
+// Paired peers announce themselves on the local network; a peer whose link
+// runs through a relay (or that has no link yet) is dialled on the LAN
+// address, and the link moves there (LinkService::try_path).
+void PeerLink::start_lan_discovery() {
+  discovery::LanDiscoveryOptions opts;
+  opts.link_port = service_->port();
+  auto lan = discovery::LanDiscovery::start(
+      *io_, identity_.public_key(), lan_peers(identity_, store_.peers()), opts,
+      [this](const discovery::LanCandidate& c) {
+        const peers::PeerRecord* p = store_.find(c.peer.public_key());
+        if (p == nullptr || c.port == 0) return;
+        // One side dials, or both would, and each would keep its own new
+        // session and drain the other's: the consumer (who keeps the link
+        // up), and between two nodes that grant each other, the lower key.
+        bool we_consume = p->granted_to_us.has_value();
+        bool they_consume = p->grant.capabilities != 0;
+        if (!we_consume || (they_consume && identity_.public_key() > p->key)) return;
+        std::string address = c.address + ":" + std::to_string(c.port);
+        for (const auto& s : service_->sessions()) {
+          // A direct path is as good as the LAN one: stay.
+          if (s.peer == p->key && s.established && !s.draining && link::path_rank(s.path) <= 1) return;
+        }
+        service_->try_path(p->key, address, "lan");
+      });
+  if (!lan) {
+    lan_state_ = "unavailable: " + lan.error().message();
+    spdlog::info("LAN discovery is off: {}", lan.error().message());
+    return;
+  }
+  lan_ = std::move(*lan);
+  std::string names;
+  for (const auto& i : lan_->interfaces()) names += (names.empty() ? "" : ", ") + i;
+  lan_state_ = "on (" + names + ")";
+}
+
 void PeerLink::stop() {
+  lan_.reset();
   if (relays_) relays_->stop();
   if (service_) service_->stop();
 }
@@ -174,6 +245,7 @@ nlohmann::json PeerLink::relay_status() const { return relays_ ? relays_->status
 
 void PeerLink::relay_peers_changed() {
   if (relays_) relays_->refresh();
+  if (lan_) lan_->set_peers(lan_peers(identity_, store_.peers()));
 }
 
 std::vector<relay::Rendezvous> PeerLink::rendezvous_tokens() {

@@ -22,6 +22,10 @@ namespace boost::asio {
 class io_context;
 }
 
+namespace yonder::discovery {
+class LanDiscovery;
+}
+
 namespace yonder::node {
 
 class PeerLink final : public link::TrustPolicy {
@@ -51,6 +55,9 @@ class PeerLink final : public link::TrustPolicy {
   uint16_t port() const { return service_->port(); }
   // The relays and what they see of this node (for netcheck).
   nlohmann::json relay_status() const;
+  std::string lan_state() const;
+  // netcheck looks again: LAN peers are asked now.
+  void recheck();
   // Adds the daemon's other reachability facts (LAN discovery, port
   // mapping) to GET /v1/netcheck.
   void on_netcheck(std::function<void(nlohmann::json&)> extra) { netcheck_extra_ = std::move(extra); }
@@ -73,12 +80,17 @@ class PeerLink final : public link::TrustPolicy {
   Result<const peers::PeerRecord*> find_peer(const std::string& text) const;
 
   void relay_peers_changed();
+  void start_lan_discovery();
   std::vector<relay::Rendezvous> rendezvous_tokens();
 
   const Identity& identity_;
   peers::TrustStore store_;
   std::unique_ptr<RelayPaths> relays_;
   std::vector<RelaySpec> configured_relays_;
+  boost::asio::io_context* io_ = nullptr;
+  bool lan_wanted_ = false;
+  std::unique_ptr<discovery::LanDiscovery> lan_;
+  std::string lan_state_ = "off (link.lan_discovery = false)";
   std::string name_;
   std::string listen_;
   std::string advertise_;

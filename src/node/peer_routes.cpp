@@ -196,6 +196,7 @@ void PeerLink::add_routes(api::Router& router) {
   // This node's reachability: where it listens, what each relay sees of it
   // (public address, NAT behaviour), and whether a port mapping exists.
   router.add("GET", "/v1/netcheck", [this](const Request&, Reply reply) {
+    recheck();
     nlohmann::json relays = relay_status();
     std::string verdict = "unknown";
     std::string public_addr;
@@ -211,7 +212,8 @@ void PeerLink::add_routes(api::Router& router) {
                           {"addresses", listen_.empty() ? std::vector<std::string>{} : advertised_addresses()},
                           {"relays", relays},
                           {"public_addr", public_addr},
-                          {"nat", verdict}};
+                          {"nat", verdict},
+                          {"lan_discovery", {{"state", lan_state()}}}};
     if (netcheck_extra_) netcheck_extra_(out);
     reply(Response::json(200, out));
   });

@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -19,10 +20,17 @@
 
 namespace yonder::testing {
 
+// Starts a node's daemon; by default on this host (the NAT lab starts it in
+// one of its namespaces instead: NatLab::daemon_in).
+using DaemonStarter = std::function<std::unique_ptr<Daemon>(const Env&)>;
+
 class Node {
  public:
-  // `extra`: more environment for the node's daemon and CLI (settings).
-  Node(const TempDir& dir, const std::string& name, bool provider, const Env& extra = {}) : home_(dir / name) {
+  // `extra`: more environment for the node's daemon and CLI (settings);
+  // `config`: TOML appended to its config.toml before the daemon starts.
+  Node(const TempDir& dir, const std::string& name, bool provider, const Env& extra = {},
+       const std::string& config = "", DaemonStarter starter = nullptr)
+      : home_(dir / name), starter_(std::move(starter)) {
     env_ = {{"YONDER_HOME", home_},
             {"YONDER_CONFIG", ""},
             {"YONDER_LINK_LISTEN", "127.0.0.1:0"},
@@ -43,7 +51,8 @@ class Node {
           << "[jobs]\ndefault_memory_mib = 64\ndefault_disk_mib = 16\nshm_mib = 8\npids_limit = 64\n"
              "stop_grace_s = 1\nmax_per_peer = 8\nmax_concurrent = 8\n";
     }
-    daemon_ = std::make_unique<Daemon>(env_);
+    if (!config.empty()) std::ofstream(home_ + "/config.toml", std::ios::app) << config;
+    daemon_ = start_daemon();
     EXPECT_TRUE(daemon_->ready()) << daemon_->log();
   }
   // Stops the daemon, then removes the containers its jobs left behind (the
@@ -92,13 +101,25 @@ class Node {
     daemon_->wait();
     daemon_.reset();
     env_["YONDER_LINK_LISTEN"] = "127.0.0.1:" + std::to_string(port);
-    daemon_ = std::make_unique<Daemon>(env_);
+    daemon_ = start_daemon();
     EXPECT_TRUE(daemon_->ready()) << daemon_->log();
   }
   const Env& env() const { return env_; }
+  const std::string& node_id() const { return node_id_; }
+  // Stops the daemon now (SIGTERM) and starts it again, same settings.
+  void restart() {
+    daemon_.reset();
+    daemon_ = start_daemon();
+    EXPECT_TRUE(daemon_->ready()) << daemon_->log();
+  }
 
  private:
+  std::unique_ptr<Daemon> start_daemon() const {
+    return starter_ ? starter_(env_) : std::make_unique<Daemon>(env_);
+  }
+
   std::string home_;
+  DaemonStarter starter_;
   std::string node_id_;
   Env env_;
   std::unique_ptr<Daemon> daemon_;

@@ -117,9 +117,12 @@ std::unique_ptr<BackgroundProcess> NatLab::spawn_in(std::string_view node, const
 
 std::unique_ptr<Daemon> NatLab::daemon_in(std::string_view node, const Env& env,
                                           const std::vector<std::string>& extra_args) const {
-  // `ip netns exec` execs its command, so the pid stays the daemon's.
-  return std::make_unique<Daemon>(env, extra_args,
-                                  std::vector<std::string>{ip_program(), "netns", "exec", netns(node)});
+  // nsenter joins only the network namespace and execs, so the pid stays
+  // the daemon's. (Not `ip netns exec`: it also gives its command a mount
+  // namespace of its own, where a provider's per-job workspace mounts would
+  // be invisible to dockerd, which bind-mounts them from the host's.)
+  return std::make_unique<Daemon>(
+      env, extra_args, std::vector<std::string>{"/usr/bin/nsenter", "--net=/run/netns/" + netns(node), "--"});
 }
 
 void NatLab::in_node(std::string_view node, const std::function<void()>& fn) const {

@@ -24,6 +24,9 @@ std::vector<std::string> merged_env(const Env& extra) {
     size_t eq = kv.find('=');
     if (eq != std::string::npos) all[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  // Tests never multicast onto the host's own network: LAN discovery is
+  // off unless a test (in the NAT lab's namespaces) turns it on.
+  all.emplace("YONDER_LINK_LAN_DISCOVERY", "false");
   for (const auto& [k, v] : extra) {
     if (v.empty()) all.erase(k);
     else all[k] = v;

@@ -34,7 +34,8 @@ void LinkService::Impl::on_mux_event(const std::shared_ptr<Session>& session, Mu
         } else if constexpr (std::is_same_v<E, StreamClosed>) {
           on_stream_closed(*c, e.id.value);
         } else if constexpr (std::is_same_v<E, StreamReset>) {
-          on_stream_reset(*c, e.id.value, e.reason.empty() ? "the peer reset the stream" : e.reason);
+          on_stream_reset(*c, e.id.value, e.reason.empty() ? "the peer reset the stream" : e.reason,
+                          e.code == ResetCode::kRefused);
         } else if constexpr (std::is_same_v<E, StreamWritable>) {
           on_stream_writable(*c, e.id.value);
         } else if constexpr (std::is_same_v<E, GoAwayReceived>) {
@@ -154,6 +155,9 @@ void LinkService::Impl::on_session_closed(const std::shared_ptr<Session>& sessio
   }
   auto waiters = std::move(c.waiters);
   c.waiters.clear();
+  for (const auto& [id, st] : c.streams) {
+    spdlog::debug("link: session with {} ended with stream {} (kind {}) open: {}", who, id, st.kind, why);
+  }
   for (auto& w : waiters) w(err);
   for (auto& [id, st] : c.streams) {
     if (st.on_reply) {

@@ -214,6 +214,8 @@ class LinkService {
   std::vector<SessionInfo> sessions() const;
 
  private:
+  void call_attempt(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, const std::string& method,
+                    const nlohmann::json& params, std::function<void(Result<nlohmann::json>)> done, int attempt);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

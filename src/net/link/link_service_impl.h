@@ -31,6 +31,9 @@ struct StreamState {
   bool close_after_out = false;
   // Caller side of an RPC.
   std::function<void(Result<nlohmann::json>)> on_reply;
+  // Sends the same request again (on the best session then): for a request
+  // the peer refused unhandled because the link moved to a better path.
+  std::function<void()> resend;
   // Discard (acceptor): bytes counted.
   uint64_t counted = 0;
   // Generic callbacks for client-side streams (ping, speed test).
@@ -118,7 +121,9 @@ struct LinkService::Impl : SessionObserver {
   void on_stream_opened(Conn& c, uint32_t id, uint16_t kind);
   void on_stream_data(Conn& c, uint32_t id);
   void on_stream_closed(Conn& c, uint32_t id);
-  void on_stream_reset(Conn& c, uint32_t id, const std::string& reason);
+  // `refused`: the peer did not handle the stream (GOAWAY): a request may be
+  // sent again, on another session.
+  void on_stream_reset(Conn& c, uint32_t id, const std::string& reason, bool refused = false);
   void on_stream_writable(Conn& c, uint32_t id);
   void send(Conn& c, uint32_t id, ByteView data, bool close_after);
   void handle_rpc(Conn& c, uint32_t id, const nlohmann::json& request);

@@ -174,11 +174,18 @@ void LinkService::Impl::on_stream_closed(Conn& c, uint32_t id) {
   }
 }
 
-void LinkService::Impl::on_stream_reset(Conn& c, uint32_t id, const std::string& reason) {
+void LinkService::Impl::on_stream_reset(Conn& c, uint32_t id, const std::string& reason, bool refused) {
   auto it = c.streams.find(id);
   if (it == c.streams.end()) return;
   StreamState st = std::move(it->second);
   c.streams.erase(it);
+  if (refused && st.resend) {
+    // Not handled at all (the peer is leaving this session): safe to send
+    // again, and the caller never sees the move. Posted: we are inside the
+    // session's event loop.
+    asio::post(io, std::move(st.resend));
+    return;
+  }
   if (st.on_reply) st.on_reply(make_error(ErrorCode::kUnavailable, "request stream reset by the peer: " + reason));
   if (st.on_end) st.on_end(reason);
 }
@@ -238,8 +245,14 @@ void LinkService::pair(const ShareLink& link, std::function<void(Result<PairResu
 void LinkService::call(const PublicKeyBytes& peer, const std::vector<std::string>& addresses,
                        const std::string& method, const nlohmann::json& params,
                        std::function<void(Result<nlohmann::json>)> done) {
+  call_attempt(peer, addresses, method, params, std::move(done), 0);
+}
+
+void LinkService::call_attempt(const PublicKeyBytes& peer, const std::vector<std::string>& addresses,
+                               const std::string& method, const nlohmann::json& params,
+                               std::function<void(Result<nlohmann::json>)> done, int attempt) {
   Impl* impl = impl_.get();
-  impl->with_session(peer, addresses, [impl, method, params, done](Result<Conn*> conn) {
+  impl->with_session(peer, addresses, [this, impl, peer, addresses, method, params, done, attempt](Result<Conn*> conn) {
     if (!conn) return done(std::move(conn).error());
     Conn& c = **conn;
     auto id = impl->open(c, AppStreamKind::kRpc);
@@ -250,6 +263,12 @@ void LinkService::call(const PublicKeyBytes& peer, const std::vector<std::string
       timer->cancel();
       done(std::move(r));
     };
+    if (attempt < 3) {
+      c.streams[*id].resend = [this, timer, peer, addresses, method, params, done, attempt] {
+        timer->cancel();
+        call_attempt(peer, addresses, method, params, done, attempt + 1);
+      };
+    }
     impl->send(c, *id, encode_message({{"method", method}, {"params", params}}), true);
     std::weak_ptr<Session> weak = c.session;
     uint32_t sid = *id;

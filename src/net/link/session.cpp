@@ -53,7 +53,7 @@ void Session::read_some() {
 
 void Session::flush() {
   if (closed_ || writing_) return;
-  if (draining_ && !closing_ && mux_.is_drained()) {
+  if (draining_ && !closing_ && !in_events_ && mux_.is_drained()) {
     closing_ = true;  // the last stream on the old path ended
     if (close_reason_.empty()) close_reason_ = "moved to a better path";
   }
@@ -104,6 +104,7 @@ void Session::arm_timer(MonoTime deadline) {
 
 void Session::drain_events() {
   auto self = shared_from_this();
+  in_events_ = true;
   while (auto event = mux_.poll_event()) {
     if (auto* err = std::get_if<LinkError>(&*event)) {
       if (close_reason_.empty()) close_reason_ = err->error.to_string();
@@ -111,8 +112,9 @@ void Session::drain_events() {
     }
     if (auto* pong = std::get_if<PongReceived>(&*event)) rtt_ = pong->rtt;
     observer_->on_mux_event(self, std::move(*event));
-    if (closed_) return;
+    if (closed_) break;
   }
+  in_events_ = false;
 }
 
 void Session::close(const std::string& reason) {
@@ -128,7 +130,10 @@ void Session::drain(const std::string& reason) {
   draining_ = true;
   close_reason_ = reason;
   mux_.go_away(ResetCode::kPathMoved, reason);
-  flush();
+  // Posted, not now: we may be inside drain_events, and events still queued
+  // (a refused stream's reset) must reach the observer before the session
+  // can count as drained and close.
+  boost::asio::post(timer_.get_executor(), [self = shared_from_this()] { self->flush(); });
 }
 
 void Session::finish(const std::string& why) {

@@ -89,6 +89,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool writing_ = false;
   bool closing_ = false;
   bool draining_ = false;
+  bool in_events_ = false;  // inside drain_events: a drained session closes only after
   bool closed_ = false;
   bool established_ = false;
   std::string close_reason_;

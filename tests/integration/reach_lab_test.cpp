@@ -1,0 +1,312 @@
+// Reach end to end in the NAT lab (scripts/natlab.sh): real yonderd nodes
+// in the lab's homes, a real yonder-relay on the public router, real jobs on
+// the real dockerd.
+//   - Behind two NATs (every mode pair), a provider that listens nowhere is
+//     paired and runs a job with logs through the relay, which sees no
+//     plaintext (its own byte dump holds none of a marker the job carries).
+//   - A relayed link moves to the LAN path when the peers find each other,
+//     while a job's log stream goes on without a gap.
+//   - Killing the relay on a relayed path: the link comes back through the
+//     restarted relay and the logs resume from the provider; on a direct
+//     path nothing notices.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "support/docker_env.h"
+#include "support/job_node.h"
+#include "support/live_process.h"
+#include "support/nat_lab.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace yonder::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+constexpr const char* kImage = "yonder-test/busybox:1";
+constexpr int kRelayPort = 7851;
+
+// A yonder-relay on the lab's public router; restartable with the same key
+// and address (nodes pin its key).
+class LabRelay {
+ public:
+  LabRelay(const NatLab& lab, const TempDir& dir) : lab_(lab), dir_(dir) { start(); }
+  void start() {
+    proc_ = std::make_unique<LiveProcess>(
+        std::vector<std::string>{ip_program(), "netns", "exec", lab_.netns("pub"), program_path("yonder-relay"),
+                                 "--listen", address(), "--metrics", "off", "--key-file", dir_ / "relay.key",
+                                 "--dump", dump_path(), "--log-level", "debug"},
+        Env{});
+    ASSERT_TRUE(proc_->wait_for("listen ", 20s)) << proc_->output();
+    std::string out = proc_->out();
+    size_t at = out.find("node ");
+    ASSERT_NE(at, std::string::npos) << out;
+    node_id_ = out.substr(at + 5, out.find('\n', at) - at - 5);
+  }
+  void kill() {
+    proc_->signal(SIGKILL);
+    proc_->wait(10s);
+  }
+  std::string address() const { return lab_.server_address() + ":" + std::to_string(kRelayPort); }
+  std::string pinned() const { return address() + "@" + node_id_; }
+  std::string dump_path() const { return dir_ / "relay.dump"; }
+  std::string dump() const {
+    std::ifstream in(dump_path(), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  std::string log() const { return proc_ ? proc_->output() : ""; }
+
+ private:
+  const NatLab& lab_;
+  const TempDir& dir_;
+  std::unique_ptr<LiveProcess> proc_;
+  std::string node_id_;
+};
+
+DaemonStarter in_lab(const NatLab& lab, std::string node) {
+  return [&lab, node](const Env& env) { return lab.daemon_in(node, env); };
+}
+
+// The consumer's view of its only peer, polled until `ok` holds (or 30 s).
+json wait_peer(const Node& node, const std::function<bool(const json&)>& ok) {
+  json last;
+  for (int i = 0; i < 300; ++i) {
+    auto peers = node.yonder_json({"peers"});
+    if (peers.contains("peers") && !peers["peers"].empty()) {
+      last = peers["peers"][0];
+      if (ok(last)) return last;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  return last;
+}
+
+std::string random_marker() {
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  std::string out = "marker-";
+  for (int i = 0; i < 12; ++i) out += "0123456789abcdef"[static_cast<uint8_t>(urandom.get()) % 16];
+  return out;
+}
+
+class ReachLab : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    YONDER_SKIP_WITHOUT_NAT_LAB();
+    YONDER_REQUIRE_DOCKER_OR_SKIP();
+  }
+};
+
+class ReachLabNats : public ::testing::TestWithParam<std::pair<NatMode, NatMode>> {
+ protected:
+  void SetUp() override {
+    YONDER_SKIP_WITHOUT_NAT_LAB();
+    YONDER_REQUIRE_DOCKER_OR_SKIP();
+  }
+};
+
+// Both peers behind NATs; the provider (b1) listens on no port at all and
+// is reached only through the relay, for pairing and for the job.
+TEST_P(ReachLabNats, PairAndRunAJobThroughTheRelayWithNoInboundPort) {
+  auto [mode_a, mode_b] = GetParam();
+  NatLab lab({.nat_a = mode_a, .nat_b = mode_b});
+  TempDir dir;
+  LabRelay relay(lab, dir);
+  Node studio(dir, "studio", true, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_RELAYS", relay.pinned()}},
+              "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
+  Node laptop(dir, "laptop", false, {}, "", in_lab(lab, "a1"));
+
+  // No listening socket in b1's namespace, where the provider runs.
+  auto listening = lab.run_in("b1", {"ss", "-Hltn"});
+  EXPECT_EQ(listening.out, "") << "the provider listens: " << listening.out;
+
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  EXPECT_TRUE(share["addresses"].empty()) << share.dump();
+  EXPECT_EQ(share["relays"], json::array({relay.address()})) << share.dump();
+  auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
+  ASSERT_EQ(pair.exit_code, 0) << pair.err << "\nrelay:\n" << relay.log();
+  auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
+  EXPECT_EQ(peer.value("path_kind", ""), "relay") << peer.dump();
+  EXPECT_EQ(peer.value("path", ""), "relay via " + relay.address()) << peer.dump();
+
+  // A real job: an uploaded file and its output cross the relay.
+  std::string marker = random_marker();
+  std::string work = dir / "work";
+  std::filesystem::create_directories(work);
+  std::ofstream(work + "/payload.txt") << marker << "-in-a-file\n";
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work, "--", "sh", "-c",
+                          "cat payload.txt; for i in 1 2 3; do echo " + marker + "-line-$i; done; exit 7"});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_NE(r.out.find(marker + "-in-a-file\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(marker + "-line-3\n"), std::string::npos) << r.out;
+  auto ps = laptop.yonder_json({"ps", "--all"});
+  ASSERT_EQ(ps["jobs"].size(), 1u) << ps.dump();
+
+  // The relay carried the session (its dump is large) and saw no plaintext.
+  std::string dump = relay.dump();
+  EXPECT_GT(dump.size(), 4096u);
+  EXPECT_EQ(dump.find(marker), std::string::npos) << "the relay saw plaintext";
+  EXPECT_EQ(dump.find("payload.txt"), std::string::npos) << "the relay saw a file name";
+
+  // netcheck on each side: registered, seen at its home's public address,
+  // with the NAT behaviour of its home.
+  auto expect_nat = [&](const Node& node, NatMode mode, const std::string& nat_key) {
+    json nc;
+    std::string want = mode == NatMode::kPreserving ? "port_preserving" : "symmetric";
+    for (int i = 0; i < 100; ++i) {
+      nc = node.yonder_json({"netcheck"});
+      if (nc.value("nat", "") == want) break;
+      std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_EQ(nc.value("nat", ""), want) << nc.dump();
+    EXPECT_EQ(nc.value("public_addr", "").rfind(lab.address(nat_key) + ":", 0), 0u) << nc.dump();
+  };
+  expect_nat(laptop, mode_a, "nat-a");
+  expect_nat(studio, mode_b, "nat-b");
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryNatPair, ReachLabNats,
+                         ::testing::Values(std::make_pair(NatMode::kPreserving, NatMode::kPreserving),
+                                           std::make_pair(NatMode::kPreserving, NatMode::kSymmetric),
+                                           std::make_pair(NatMode::kSymmetric, NatMode::kSymmetric)),
+                         [](const auto& param_info) {
+                           return std::string(nat_mode_name(param_info.param.first)) + "_" +
+                                  nat_mode_name(param_info.param.second);
+                         });
+
+// The job's lines 0..n-1, each exactly once and in order, in `out`.
+void expect_lines_once_in_order(const std::string& out, const std::string& tag, int n) {
+  size_t at = 0;
+  for (int i = 0; i < n; ++i) {
+    std::string line = tag + "-" + std::to_string(i) + "\n";
+    size_t found = out.find(line, at);
+    ASSERT_NE(found, std::string::npos) << "line " << i << " missing or out of order:\n" << out;
+    EXPECT_EQ(out.find(line, found + line.size()), std::string::npos) << "line " << i << " repeated";
+    at = found + line.size();
+  }
+}
+
+// a1 and a2 share home A's LAN, but the provider's share link names only
+// the relay (its advertised address is a closed port) and multicast is
+// blocked in a2 at first: the link starts on the relay. With a job's
+// `logs -f` running, the block goes, `yonder netcheck` asks the LAN again,
+// the peers find each other and the link moves to the LAN: no line lost or
+// repeated, no lost contact.
+TEST_F(ReachLab, ARelayedLinkMovesToTheLanWhileLogsFollow) {
+  NatLab lab;
+  TempDir dir;
+  LabRelay relay(lab, dir);
+  std::vector<std::vector<std::string>> block = {
+      {"iptables", "-I", "INPUT", "-p", "udp", "--dport", "47777", "-j", "DROP"},
+      {"iptables", "-I", "OUTPUT", "-p", "udp", "--dport", "47777", "-j", "DROP"}};
+  for (const auto& rule : block) ASSERT_EQ(lab.run_in("a2", rule).exit_code, 0);
+  Env lan = {{"YONDER_LOG_LEVEL", "debug"}, {"YONDER_LINK_LISTEN", "0.0.0.0:0"}, {"YONDER_LINK_RELAYS", relay.pinned()},
+             {"YONDER_LINK_LAN_DISCOVERY", "true"}};
+  Env provider_env = lan;
+  provider_env["YONDER_LINK_ADVERTISE"] = lab.address("a1") + ":1";  // nothing listens there
+  Node studio(dir, "studio", true, provider_env, "", in_lab(lab, "a1"));
+  Node laptop(dir, "laptop", false, lan, "", in_lab(lab, "a2"));
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
+  ASSERT_EQ(pair.exit_code, 0) << pair.err;
+  auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
+  ASSERT_EQ(peer.value("path_kind", ""), "relay") << peer.dump();
+
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                          "i=0; while [ $i -lt 60 ]; do echo tick-$i; i=$((i+1)); sleep 0.1; done"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string job = d.out.substr(0, d.out.find('\n'));
+  LiveProcess follow(std::vector<std::string>{program_path("yonder"), "logs", "-f", job}, laptop.env());
+  ASSERT_TRUE(follow.wait_for("tick-5\n", 60s)) << follow.output();
+
+  for (auto rule : block) {
+    rule[1] = "-D";
+    ASSERT_EQ(lab.run_in("a2", rule).exit_code, 0);
+  }
+  auto nc = laptop.yonder_json({"netcheck"});
+  EXPECT_EQ(nc["lan_discovery"].value("state", "").rfind("on", 0), 0u) << nc.dump();
+  peer = wait_peer(laptop, [](const json& p) { return p.value("path_kind", "") == "lan"; });
+  ASSERT_EQ(peer.value("path_kind", ""), "lan") << peer.dump() << "\n" << laptop.daemon().log();
+  EXPECT_NE(peer.value("path", "").find(lab.address("a1") + ":"), std::string::npos) << peer.dump();
+
+  EXPECT_EQ(follow.wait(60s), 0) << follow.output();
+  expect_lines_once_in_order(follow.out(), "tick", 60);
+  EXPECT_EQ(follow.err().find("lost contact"), std::string::npos) << follow.err() << "\n" << laptop.daemon().log() << "\nSTUDIO\n" << studio.daemon().log();
+  // The old relayed session drained and closed once its last request ended.
+  peer = wait_peer(laptop, [](const json& p) { return p["paths"].size() == 1; });
+  EXPECT_EQ(peer["paths"].size(), 1u) << peer.dump();
+}
+
+// A relayed link with a job running: the relay dies (SIGKILL) and comes
+// back; the consumer's link reconnects through it and `logs -f` resumes
+// from the provider's log: every line once, in order.
+TEST_F(ReachLab, KillingTheRelayOnARelayedPathReconnectsAndLogsResume) {
+  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric});
+  TempDir dir;
+  LabRelay relay(lab, dir);
+  Node studio(dir, "studio", true, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_RELAYS", relay.pinned()}},
+              "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
+  Node laptop(dir, "laptop", false, {}, "", in_lab(lab, "a1"));
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                          "i=0; while [ $i -lt 80 ]; do echo tick-$i; i=$((i+1)); sleep 0.1; done"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string job = d.out.substr(0, d.out.find('\n'));
+  LiveProcess follow(std::vector<std::string>{program_path("yonder"), "logs", "-f", job}, laptop.env());
+  ASSERT_TRUE(follow.wait_for("tick-5\n", 60s)) << follow.output();
+  relay.kill();
+  ASSERT_TRUE(follow.wait_for("lost contact with the provider", 30s)) << follow.output();
+  relay.start();
+  ASSERT_TRUE(follow.wait_for("reconnected", 60s)) << follow.output() << "\nrelay:\n" << relay.log();
+  EXPECT_EQ(follow.wait(60s), 0) << follow.output();
+  expect_lines_once_in_order(follow.out(), "tick", 80);
+  auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
+  EXPECT_EQ(peer.value("path_kind", ""), "relay") << peer.dump();
+}
+
+// On a direct path the relay is only a standby: killing it mid-job changes
+// nothing for the session (no reconnect, no lost contact, every line).
+TEST_F(ReachLab, KillingTheRelayOnADirectPathDoesNotDropTheSession) {
+  NatLab lab;
+  TempDir dir;
+  LabRelay relay(lab, dir);
+  Env env = {{"YONDER_LINK_LISTEN", "0.0.0.0:0"}, {"YONDER_LINK_RELAYS", relay.pinned()}};
+  Node studio(dir, "studio", true, env, "", in_lab(lab, "a1"));
+  // Its share link names its LAN address, which a2 reaches directly.
+  Node laptop(dir, "laptop", false, env, "", in_lab(lab, "a2"));
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
+  ASSERT_EQ(peer.value("path_kind", ""), "direct") << peer.dump();
+
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                          "i=0; while [ $i -lt 40 ]; do echo tick-$i; i=$((i+1)); sleep 0.1; done"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string job = d.out.substr(0, d.out.find('\n'));
+  LiveProcess follow(std::vector<std::string>{program_path("yonder"), "logs", "-f", job}, laptop.env());
+  ASSERT_TRUE(follow.wait_for("tick-5\n", 60s)) << follow.output();
+  std::string path_before = peer.value("path", "");
+  relay.kill();
+  EXPECT_EQ(follow.wait(60s), 0) << follow.output();
+  expect_lines_once_in_order(follow.out(), "tick", 40);
+  EXPECT_EQ(follow.err().find("lost contact"), std::string::npos) << follow.err();
+  auto after = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
+  EXPECT_EQ(after.value("path", ""), path_before) << after.dump();
+}
+
+}  // namespace
+}  // namespace yonder::testing
