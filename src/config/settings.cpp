@@ -76,6 +76,9 @@ constexpr std::array kSettings = {
     SettingSpec{"link.lan_discovery", T::kBool, "true", "true", "YONDER_LINK_LAN_DISCOVERY", "",
                 "Find paired peers on the local network (multicast 239.255.77.77:47777, announcements only paired "
                 "peers can recognise) and move their links to the LAN path."},
+    SettingSpec{"link.port_mapping", T::kBool, "true", "true", "YONDER_LINK_PORT_MAPPING", "",
+                "Ask the router (NAT-PMP, then UPnP-IGD) to forward the link port while yonderd runs, so peers "
+                "outside the LAN can reach this node directly; the mapping is removed when yonderd stops."},
     SettingSpec{"link.rate_burst", T::kInt, "200", "200", "", "",
                 "Requests a peer may send in a burst before the rate limit applies."},
     SettingSpec{"link.rate_per_second", T::kInt, "100", "100", "", "",

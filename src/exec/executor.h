@@ -33,7 +33,7 @@ namespace yonder::exec {
 // submit-time checks (a GPU job on an engine without GPU support fails here,
 // before anything is created).
 struct Fingerprint {
-  std::string backend;        // "docker", later "slurm"
+  std::string backend;        // "docker" or "slurm"
   bool healthy = false;       // the engine answered
   std::string engine;         // "docker" or "podman"
   std::string version;        // engine version text
@@ -52,6 +52,9 @@ struct Limits {
   int64_t tmp_bytes = 256LL << 20;        // tmpfs /tmp, counted against memory_bytes
   int64_t disk_bytes = 10LL << 30;        // the workspace file system
   int64_t log_file_bytes = 10LL << 20;    // engine-side log cap per file (two files kept)
+  // Wall-time limit the backend itself enforces where it can (Slurm's
+  // --time); 0: none. The job manager's watchdog enforces it either way.
+  int64_t wall_time_s = 0;
 };
 
 enum class Isolation { kStandard, kGvisor };
@@ -104,6 +107,10 @@ struct ExitInfo {
   int exit_code = -1;
   bool oom_killed = false;   // Docker's OOMKilled flag: the exit code alone does not say it
   std::string error;         // the engine's own error text, if it gave one
+  // Why the backend ended the task when it was not the task's own exit:
+  // "time_limit", "cancelled_by_cluster", "node_failure", "out_of_memory",
+  // "preempted", "refused" (a cluster backend's verdicts); "" otherwise.
+  std::string cause;
 };
 
 struct TaskStatus {

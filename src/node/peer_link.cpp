@@ -11,7 +11,11 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/post.hpp>
+
 #include "discovery/lan_discovery.h"
+#include "portmap/port_mapper.h"
+#include "relay/path_hint.h"
 #include "discovery/pair_key.h"
 
 namespace yonder::node {
@@ -120,9 +124,16 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
     return keys;
   };
   hooks.rendezvous = [self] { return self->rendezvous_tokens(); };
+  hooks.signal = [self](const PublicKeyBytes& from, Bytes data) { self->on_signal(from, std::move(data)); };
   pl->relays_ = std::make_unique<RelayPaths>(io, identity, *pl->service_, std::move(hooks));
   pl->io_ = &io;
   pl->lan_wanted_ = cfg.get_bool("link.lan_discovery");
+  pl->port_mapping_wanted_ = cfg.get_bool("link.port_mapping");
+  pl->port_mapping_state_ = {{"state", "off (link.port_mapping = false)"}};
+  // A peer reached through a relay learns of our mapped port at once.
+  pl->service_->on_established([self](const PublicKeyBytes& peer, const std::string& path) {
+    if (link::path_rank(path) > 2) self->send_path_hint(peer);
+  });
   pl->configured_relays_ = std::move(*relays);
   pl->service_->set_carrier_dialer(
       [self](const PublicKeyBytes& peer, const std::optional<ShareLink>& pairing,
@@ -142,8 +153,63 @@ PeerLink::~PeerLink() { stop(); }
 
 std::string PeerLink::lan_state() const { return lan_state_; }
 
+nlohmann::json PeerLink::port_mapping_state() const { return port_mapping_state_; }
+
+// The router forwards our link port while yonderd runs (PortMapper renews
+// and removes it); the mapped address goes into share links and to peers
+// whose link runs through a relay, which then try it (path "mapped").
+void PeerLink::start_port_mapping() {
+  port_mapping_state_ = {{"state", "mapping"}};
+  std::weak_ptr<bool> alive = alive_;
+  boost::asio::io_context* io = io_;
+  port_mapper_ = std::make_unique<portmap::PortMapper>(
+      service_->port(), portmap::MapOptions{}, [this, alive, io](const portmap::PortMapperStatus& st) {
+        // The mapper's thread: hand the news to the event loop.
+        boost::asio::post(*io, [this, alive, st] {
+          if (alive.lock() && *alive.lock()) on_port_mapping(st);
+        });
+      });
+}
+
+void PeerLink::on_port_mapping(const portmap::PortMapperStatus& st) {
+  port_mapping_state_ = st.to_json();
+  std::string was = mapped_;
+  mapped_.clear();
+  if (st.state == portmap::MapState::kMapped && st.mapping) {
+    mapped_ = st.mapping->external_ip + ":" + std::to_string(st.mapping->external_port);
+    port_mapping_state_["external"] = mapped_;
+    port_mapping_state_["protocol"] = st.mapping->protocol;
+  }
+  if (mapped_ == was) return;
+  if (!mapped_.empty()) {
+    spdlog::info("port mapping: the router forwards {} to this node's link port", mapped_);
+    // Peers on a relay path can move to it now.
+    for (const auto& s : service_->sessions()) {
+      if (s.established && !s.draining && link::path_rank(s.path) > 2) send_path_hint(s.peer);
+    }
+  }
+}
+
+void PeerLink::send_path_hint(const PublicKeyBytes& peer) {
+  if (mapped_.empty() || !relays_) return;
+  relays_->send_signal(peer, relay::encode_path_hint(relay::PathHint{mapped_}));
+}
+
+void PeerLink::on_signal(const PublicKeyBytes& from, Bytes data) {
+  const peers::PeerRecord* p = store_.find(from);
+  if (p == nullptr) return;  // the relay checks mutual declaration; we check the pin
+  auto hint = relay::decode_path_hint(data);
+  if (!hint) {
+    spdlog::info("relay signal from {}: {}", p->id().short_form(), hint.error().message());
+    return;
+  }
+  // Only the side that keeps the link up dials (see the LAN candidates).
+  if (hint->mapped && p->granted_to_us) service_->try_path(p->key, *hint->mapped, "mapped");
+}
+
 void PeerLink::recheck() {
   if (lan_) lan_->query_now();
+  if (port_mapper_) port_mapper_->refresh_now();
 }
 
 Status PeerLink::start() {
@@ -177,12 +243,14 @@ Status PeerLink::start() {
   YONDER_TRY(service_->listen(listen_));
   spdlog::info("peer links on {} (port {})", listen_, service_->port());
   std::string host = listen_.substr(0, listen_.rfind(':'));
-  if (!lan_wanted_) return ok_status();
-  if (host.rfind("127.", 0) == 0 || host == "[::1]" || host == "localhost") {
-    lan_state_ = "off (listening on loopback only)";
+  bool loopback = host.rfind("127.", 0) == 0 || host == "[::1]" || host == "localhost";
+  if (loopback) {
+    if (lan_wanted_) lan_state_ = "off (listening on loopback only)";
+    if (port_mapping_wanted_) port_mapping_state_ = {{"state", "off (listening on loopback only)"}};
     return ok_status();
   }
-  start_lan_discovery();
+  if (lan_wanted_) start_lan_discovery();
+  if (port_mapping_wanted_) start_port_mapping();
   return ok_status();
 }
 
@@ -236,7 +304,12 @@ void PeerLink::start_lan_discovery() {
 }
 
 void PeerLink::stop() {
+  *alive_ = false;
   lan_.reset();
+  if (port_mapper_) {
+    port_mapper_->stop();  // removes the mapping from the router
+    port_mapper_.reset();
+  }
   if (relays_) relays_->stop();
   if (service_) service_->stop();
 }

@@ -25,6 +25,10 @@ class io_context;
 namespace yonder::discovery {
 class LanDiscovery;
 }
+namespace yonder::portmap {
+class PortMapper;
+struct PortMapperStatus;
+}
 
 namespace yonder::node {
 
@@ -56,7 +60,8 @@ class PeerLink final : public link::TrustPolicy {
   // The relays and what they see of this node (for netcheck).
   nlohmann::json relay_status() const;
   std::string lan_state() const;
-  // netcheck looks again: LAN peers are asked now.
+  nlohmann::json port_mapping_state() const;
+  // netcheck looks again: LAN peers and the router are asked now.
   void recheck();
   // Adds the daemon's other reachability facts (LAN discovery, port
   // mapping) to GET /v1/netcheck.
@@ -81,6 +86,11 @@ class PeerLink final : public link::TrustPolicy {
 
   void relay_peers_changed();
   void start_lan_discovery();
+  void start_port_mapping();
+  void on_port_mapping(const portmap::PortMapperStatus& status);
+  // Tells `peer` (through a relay) about a better path to us, if we have one.
+  void send_path_hint(const PublicKeyBytes& peer);
+  void on_signal(const PublicKeyBytes& from, Bytes data);
   std::vector<relay::Rendezvous> rendezvous_tokens();
 
   const Identity& identity_;
@@ -91,6 +101,11 @@ class PeerLink final : public link::TrustPolicy {
   bool lan_wanted_ = false;
   std::unique_ptr<discovery::LanDiscovery> lan_;
   std::string lan_state_ = "off (link.lan_discovery = false)";
+  bool port_mapping_wanted_ = false;
+  std::unique_ptr<portmap::PortMapper> port_mapper_;
+  nlohmann::json port_mapping_state_;
+  std::string mapped_;  // "ip:port" the router forwards to our link port, while mapped
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::string name_;
   std::string listen_;
   std::string advertise_;

@@ -62,6 +62,12 @@ void PeerLink::add_routes(api::Router& router) {
     link.uses = static_cast<uint16_t>(uses);
     link.scope = scope;
     if (!listen_.empty()) link.addresses = advertised_addresses();
+    if (!mapped_.empty() && link.addresses.size() < 8) {
+      // After the LAN addresses (a peer at home dials those first), before loopback.
+      auto at = link.addresses.end();
+      if (!link.addresses.empty() && link.addresses.back().rfind("127.", 0) == 0) --at;
+      link.addresses.insert(at, mapped_);
+    }
     link.relays = relays_->configured();
     if (link.addresses.size() + link.relays.size() > 8) link.addresses.resize(8 - std::min<size_t>(8, link.relays.size()));
     link.provider_name = name_.substr(0, 64);
@@ -213,7 +219,8 @@ void PeerLink::add_routes(api::Router& router) {
                           {"relays", relays},
                           {"public_addr", public_addr},
                           {"nat", verdict},
-                          {"lan_discovery", {{"state", lan_state()}}}};
+                          {"lan_discovery", {{"state", lan_state()}}},
+                          {"port_mapping", port_mapping_state()}};
     if (netcheck_extra_) netcheck_extra_(out);
     reply(Response::json(200, out));
   });

@@ -133,6 +133,9 @@ void RelayPaths::connect(Entry& e) {
   h.pairing_pipe_wanted = [this, alive, address](const PublicKeyBytes& from, const relay::Rendezvous& token) {
     if (alive.lock()) on_pipe_wanted(address, from, token);
   };
+  h.signal = [this, alive](const PublicKeyBytes& from, Bytes data) {
+    if (alive.lock() && hooks_.signal) hooks_.signal(from, std::move(data));
+  };
   h.nat = [this, alive, address](const relay::NatReport& nat) {
     if (!alive.lock()) return;
     auto it = entries_.find(address);
@@ -321,6 +324,16 @@ void RelayPaths::try_relay(std::shared_ptr<std::vector<std::string>> order, size
       e->second->client->open_pipe(peer, on_pipe);
     }
   });
+}
+
+void RelayPaths::send_signal(const PublicKeyBytes& peer, Bytes data) {
+  for (auto& [address, e] : entries_) {
+    if (e->state != Entry::State::kRegistered || !e->client) continue;
+    // One relay is enough; each answers for itself whether the peer is there.
+    e->client->send_signal(peer, data, [address = address, peer](Status st) {
+      if (!st) spdlog::debug("relay {}: signal to {} not delivered: {}", address, short_id(peer), st.error().message());
+    });
+  }
 }
 
 nlohmann::json RelayPaths::status() const {

@@ -49,6 +49,8 @@ class RelayPaths {
   struct Hooks {
     std::function<std::vector<PublicKeyBytes>()> peers;          // pinned and not denied
     std::function<std::vector<relay::Rendezvous>()> rendezvous;  // tokens of our links that can pair
+    // A signal from a mutual peer (opaque bytes, at most 4 KiB).
+    std::function<void(const PublicKeyBytes& from, Bytes data)> signal;
   };
 
   RelayPaths(boost::asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks);
@@ -72,6 +74,8 @@ class RelayPaths {
   // Per relay: address, state, last error, and what it observed of us
   // (public address, mapping, NAT verdict), for `yonder netcheck`.
   nlohmann::json status() const;
+  // Sends `data` to `peer` through the first registered relay that takes it.
+  void send_signal(const PublicKeyBytes& peer, Bytes data);
   void stop();
 
   struct Entry;

@@ -4,6 +4,7 @@
 
 #include "crypto/identity.h"
 #include "relay/metrics.h"
+#include "relay/path_hint.h"
 #include "relay/protocol.h"
 #include "relay/registry.h"
 #include "relay/token_bucket.h"
@@ -161,6 +162,22 @@ TEST(RelayProtocol, RelayMessagesRoundTrip) {
   auto future = decode_relay_message(json{{"type", "error"}, {"id", 1}, {"code", "new_thing"}, {"message", "m"}});
   ASSERT_TRUE(future);
   EXPECT_EQ(std::get<ErrorReply>(*future).message, "m");
+}
+
+TEST(PathHint, RoundTripsAndRefusesWhatIsNotAnEndpoint) {
+  auto h = decode_path_hint(encode_path_hint(PathHint{std::string("203.0.113.2:7850")}));
+  ASSERT_TRUE(h) << h.error().message();
+  EXPECT_EQ(h->mapped, "203.0.113.2:7850");
+  auto none = decode_path_hint(encode_path_hint(PathHint{}));
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->mapped.has_value());
+  for (std::string bad : {R"({"v":1,"mapped":"203.0.113.2"})", R"({"v":1,"mapped":"203.0.113.2:0"})",
+                          R"({"v":1,"mapped":"203.0.113.2:65536"})", R"({"v":1,"mapped":"example.org:80"})",
+                          R"({"v":1,"mapped":"[::1]:80"})", R"({"v":1,"mapped":5})", R"({"v":2})", "[]", "{",
+                          R"({"v":1,"mapped":"1.2.3.4:80x"})"}) {
+    EXPECT_FALSE(decode_path_hint(as_bytes(bad))) << bad;
+  }
+  EXPECT_FALSE(decode_path_hint(Bytes(kMaxSignalBytes + 1, ' ')));
 }
 
 TEST(RelayProtocol, RefusesMalformedAndOversized) {

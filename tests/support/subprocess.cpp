@@ -27,6 +27,8 @@ std::vector<std::string> merged_env(const Env& extra) {
   // Tests never multicast onto the host's own network: LAN discovery is
   // off unless a test (in the NAT lab's namespaces) turns it on.
   all.emplace("YONDER_LINK_LAN_DISCOVERY", "false");
+  // Nor do they ask the host's router for port mappings (NAT-PMP, SSDP).
+  all.emplace("YONDER_LINK_PORT_MAPPING", "false");
   for (const auto& [k, v] : extra) {
     if (v.empty()) all.erase(k);
     else all[k] = v;

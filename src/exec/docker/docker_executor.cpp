@@ -248,7 +248,7 @@ Result<TaskStatus> DockerExecutor::inspect(const TaskHandle& handle) {
     st.state = TaskState::kCreated;
   } else {
     st.state = TaskState::kExited;
-    st.exit = {info->exit_code, info->oom_killed, info->error};
+    st.exit = {info->exit_code, info->oom_killed, info->error, ""};
   }
   return st;
 }
@@ -272,7 +272,7 @@ Result<ExitInfo> DockerExecutor::wait_for(const std::string& id, std::chrono::mi
   if (!body) return std::move(body).error();
   auto w = parse_wait(*body);
   if (!w) return std::move(w).error();
-  ExitInfo exit{w->status_code, false, w->error};
+  ExitInfo exit{w->status_code, false, w->error, ""};
   // OOMKilled is a flag of the container, not of the exit status.
   auto r = api_.call("GET", cpath(id) + "/json", "inspect the job's container");
   if (r) {

@@ -213,6 +213,7 @@ Result<ResolvedJob> resolve(const JobRequest& request, const ProviderLimits& lim
   t.limits.disk_bytes = disk << 20;
   t.limits.pids = limits.pids;
   t.limits.log_file_bytes = limits.log_file_bytes;
+  t.limits.wall_time_s = wall;
   t.network_egress = request.egress;
   t.isolation = request.isolation;
   out.wall_time = std::chrono::seconds(wall);

@@ -460,6 +460,10 @@ void LinkService::Impl::start_dialer(asio::ip::tcp::socket socket, const PublicK
   });
 }
 
+void LinkService::on_established(std::function<void(const PublicKeyBytes&, const std::string&)> hook) {
+  impl_->established_hook = std::move(hook);
+}
+
 void LinkService::set_carrier_dialer(CarrierDialer dialer, std::chrono::milliseconds head_start) {
   impl_->carrier_dialer = std::move(dialer);
   impl_->carrier_head_start = head_start;
@@ -529,7 +533,10 @@ void LinkService::Impl::mark_established(Conn& c) {
   c.session->set_established();
   if (c.establish_timer) c.establish_timer->cancel();
   policy.seen(c.session->peer());
-  if (c.session->verdict() == KeyVerdict::kPinned) drain_worse(c);
+  if (c.session->verdict() == KeyVerdict::kPinned) {
+    drain_worse(c);
+    if (established_hook) established_hook(c.session->peer(), c.session->path());
+  }
   auto waiters = std::move(c.waiters);
   c.waiters.clear();
   for (auto& w : waiters) w(ok_status());

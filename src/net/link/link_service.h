@@ -209,6 +209,10 @@ class LinkService {
   // finish on it, none are cut.
   void try_path(const PublicKeyBytes& peer, const std::string& address, const std::string& kind);
 
+  // Called for every session with a pinned peer once it is established,
+  // with its path (the daemon tells relayed peers about better paths).
+  void on_established(std::function<void(const PublicKeyBytes& peer, const std::string& path)> hook);
+
   // Closes every session with `peer` now (used by deny).
   void disconnect(const PublicKeyBytes& peer, const std::string& reason);
   std::vector<SessionInfo> sessions() const;

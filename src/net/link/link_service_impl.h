@@ -80,6 +80,7 @@ struct LinkService::Impl : SessionObserver {
   };
   std::map<PublicKeyBytes, Keep> keep;
   CarrierDialer carrier_dialer;
+  std::function<void(const PublicKeyBytes&, const std::string&)> established_hook;
   std::chrono::milliseconds carrier_head_start{500};
   std::set<std::pair<PublicKeyBytes, std::string>> trying;  // try_path dials in flight
   void redial(const PublicKeyBytes& peer);
