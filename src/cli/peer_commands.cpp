@@ -248,6 +248,13 @@ int cmd_netcheck(const Context& ctx) {
     const auto& lan = (*r)["lan_discovery"];
     std::printf("LAN         %s\n", lan.value("state", "").c_str());
   }
+  if (r->contains("relay_server") && (*r)["relay_server"].value("state", "off") == "on") {
+    const auto& rs = (*r)["relay_server"];
+    std::printf("Relaying   on %s for paired peers (%llu nodes, %llu pipes); peers set link.relays = %s@%s\n",
+                rs.value("address", "").c_str(), static_cast<unsigned long long>(rs.value("nodes", 0)),
+                static_cast<unsigned long long>(rs.value("pipes", 0)), rs.value("address", "").c_str(),
+                rs.value("node_id", "").c_str());
+  }
   if (r->contains("port_mapping")) {
     const auto& pm = (*r)["port_mapping"];
     std::string line = pm.value("state", "");

@@ -21,6 +21,19 @@ constexpr std::array kSettings = {
                 "Where jobs run: the local Docker engine, a Slurm cluster, or nowhere (consumer only)."},
     SettingSpec{"docker.socket", T::kString, "/var/run/docker.sock", "/var/run/docker.sock", "YONDER_DOCKER_SOCKET",
                 "", "Docker Engine API socket (Podman's compatible socket works too)."},
+    // Slurm backend (issue 9): a provider in front of a lab's cluster.
+    SettingSpec{"slurm.workdir_root", T::kString, "", "$YONDER_HOME/slurm", "YONDER_SLURM_WORKDIR_ROOT", "",
+                "Folder for Slurm jobs' workspaces, scripts and output; every cluster node must see it at the same path."},
+    SettingSpec{"slurm.partition", T::kString, "", "the cluster's default", "YONDER_SLURM_PARTITION", "",
+                "Slurm partition jobs are submitted to (sbatch -p)."},
+    SettingSpec{"slurm.account", T::kString, "", "the submitting user's default", "YONDER_SLURM_ACCOUNT", "",
+                "Slurm account jobs are charged to (sbatch -A)."},
+    SettingSpec{"slurm.bin_dir", T::kString, "", "PATH", "YONDER_SLURM_BIN_DIR", "",
+                "Folder holding sbatch, squeue, scontrol, scancel, sacct and sinfo."},
+    SettingSpec{"slurm.conf", T::kString, "", "Slurm's default", "YONDER_SLURM_CONF", "",
+                "slurm.conf the commands use (SLURM_CONF)."},
+    SettingSpec{"slurm.run_as", T::kString, "nobody", "nobody", "YONDER_SLURM_RUN_AS", "",
+                "User jobs run as when yonderd submits as root (sbatch --uid/--gid); empty: yonderd's own user."},
     SettingSpec{"gpu.inventory", T::kString, "nvml", "nvml", "YONDER_GPU_INVENTORY", "",
                 "GPU inventory: `nvml`, `nvml:/path/to/libnvidia-ml.so.1`, or `fake:N` (tests only: N fake GPUs, "
                 "clearly labelled FAKE)."},
@@ -79,6 +92,9 @@ constexpr std::array kSettings = {
     SettingSpec{"link.port_mapping", T::kBool, "true", "true", "YONDER_LINK_PORT_MAPPING", "",
                 "Ask the router (NAT-PMP, then UPnP-IGD) to forward the link port while yonderd runs, so peers "
                 "outside the LAN can reach this node directly; the mapping is removed when yonderd stops."},
+    SettingSpec{"relay.listen", T::kString, "", "off", "YONDER_RELAY_LISTEN", "",
+                "IP:PORT where this yonderd also serves as a relay (the yonder-relay protocol) for its own paired "
+                "peers, e.g. a provider with a public address relaying for peers behind NATs; empty: off."},
     SettingSpec{"link.rate_burst", T::kInt, "200", "200", "", "",
                 "Requests a peer may send in a burst before the rate limit applies."},
     SettingSpec{"link.rate_per_second", T::kInt, "100", "100", "", "",

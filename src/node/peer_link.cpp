@@ -16,6 +16,7 @@
 #include "discovery/lan_discovery.h"
 #include "portmap/port_mapper.h"
 #include "relay/path_hint.h"
+#include "relay/server.h"
 #include "discovery/pair_key.h"
 
 namespace yonder::node {
@@ -129,6 +130,7 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   pl->io_ = &io;
   pl->lan_wanted_ = cfg.get_bool("link.lan_discovery");
   pl->port_mapping_wanted_ = cfg.get_bool("link.port_mapping");
+  pl->relay_listen_ = cfg.get("relay.listen");
   pl->port_mapping_state_ = {{"state", "off (link.port_mapping = false)"}};
   // A peer reached through a relay learns of our mapped port at once.
   pl->service_->on_established([self](const PublicKeyBytes& peer, const std::string& path) {
@@ -154,6 +156,17 @@ PeerLink::~PeerLink() { stop(); }
 std::string PeerLink::lan_state() const { return lan_state_; }
 
 nlohmann::json PeerLink::port_mapping_state() const { return port_mapping_state_; }
+
+nlohmann::json PeerLink::relay_server_state() const {
+  if (!relay_server_) return {{"state", "off"}};
+  auto ep = relay_server_->local_endpoint();
+  auto g = relay_server_->gauges();
+  return {{"state", "on"},
+          {"address", ep.address().to_string() + ":" + std::to_string(ep.port())},
+          {"node_id", identity_.node_id().to_string()},
+          {"nodes", g.nodes},
+          {"pipes", g.pipes}};
+}
 
 // The router forwards our link port while yonderd runs (PortMapper renews
 // and removes it); the mapped address goes into share links and to peers
@@ -224,6 +237,20 @@ Status PeerLink::start() {
   service_->add_method("node.info", [this](const PublicKeyBytes&, const nlohmann::json&, link::RpcReply reply) {
     reply(nlohmann::json{{"name", name_}, {"node_id", identity_.node_id().to_string()}});
   });
+  if (!relay_listen_.empty()) {
+    // A relay for our own peers only: the key its TLS proves is ours, so
+    // peers pin it with our node id.
+    relay::RelayConfig rc;
+    rc.accept_node = [this](const PublicKeyBytes& key) {
+      const peers::PeerRecord* p = store_.find(key);
+      return key == identity_.public_key() || (p != nullptr && !p->denied());
+    };
+    relay_server_ = std::make_unique<relay::RelayServer>(*io_, identity_, rc);
+    if (auto st = relay_server_->listen(relay_listen_); !st) {
+      return Error(st.error()).with_context("relay.listen");
+    }
+    spdlog::info("relaying for paired peers on {}", relay_listen_);
+  }
   // Our relays, and the relays of the providers we paired with.
   for (const auto& r : configured_relays_) relays_->add(r);
   for (const auto& p : store_.peers()) {
@@ -305,6 +332,7 @@ void PeerLink::start_lan_discovery() {
 
 void PeerLink::stop() {
   *alive_ = false;
+  if (relay_server_) relay_server_->stop();
   lan_.reset();
   if (port_mapper_) {
     port_mapper_->stop();  // removes the mapping from the router

@@ -25,6 +25,9 @@ class io_context;
 namespace yonder::discovery {
 class LanDiscovery;
 }
+namespace yonder::relay {
+class RelayServer;
+}
 namespace yonder::portmap {
 class PortMapper;
 struct PortMapperStatus;
@@ -61,6 +64,7 @@ class PeerLink final : public link::TrustPolicy {
   nlohmann::json relay_status() const;
   std::string lan_state() const;
   nlohmann::json port_mapping_state() const;
+  nlohmann::json relay_server_state() const;
   // netcheck looks again: LAN peers and the router are asked now.
   void recheck();
   // Adds the daemon's other reachability facts (LAN discovery, port
@@ -101,6 +105,8 @@ class PeerLink final : public link::TrustPolicy {
   bool lan_wanted_ = false;
   std::unique_ptr<discovery::LanDiscovery> lan_;
   std::string lan_state_ = "off (link.lan_discovery = false)";
+  std::string relay_listen_;
+  std::unique_ptr<relay::RelayServer> relay_server_;
   bool port_mapping_wanted_ = false;
   std::unique_ptr<portmap::PortMapper> port_mapper_;
   nlohmann::json port_mapping_state_;

@@ -220,7 +220,8 @@ void PeerLink::add_routes(api::Router& router) {
                           {"public_addr", public_addr},
                           {"nat", verdict},
                           {"lan_discovery", {{"state", lan_state()}}},
-                          {"port_mapping", port_mapping_state()}};
+                          {"port_mapping", port_mapping_state()},
+                          {"relay_server", relay_server_state()}};
     if (netcheck_extra_) netcheck_extra_(out);
     reply(Response::json(200, out));
   });

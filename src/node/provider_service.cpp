@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "exec/docker/docker_executor.h"
+#include "exec/slurm/slurm_inventory.h"
 #include "jobs/provider/provider_jobs.h"
 #include "store/database.h"
 
@@ -16,21 +17,37 @@ Result<std::unique_ptr<ProviderService>> ProviderService::create(const config::C
                                                                  gpu::GpuInventory& inventory, const std::string& owner) {
   std::unique_ptr<ProviderService> service(new ProviderService());
   std::string backend = cfg.get("executor.backend");
-  if (backend != "docker") {
-    service->disabled_ = "this node runs no provider jobs (executor.backend is " + backend +
-                         (backend == "slurm" ? "; the Slurm backend is not built yet" : "") + ")";
+  gpu::GpuInventory* job_inventory = &inventory;
+  if (backend == "slurm") {
+    // The cluster schedules; its GPUs (sinfo), not this host's, are leased.
+    exec::slurm::SlurmOptions slurm;
+    slurm.bin_dir = cfg.get("slurm.bin_dir");
+    slurm.conf = cfg.get("slurm.conf");
+    slurm.partition = cfg.get("slurm.partition");
+    slurm.account = cfg.get("slurm.account");
+    slurm.workdir_root = cfg.get("slurm.workdir_root");
+    if (slurm.workdir_root.empty()) slurm.workdir_root = paths.home + "/slurm";
+    slurm.run_as = cfg.get("slurm.run_as");
+    slurm.owner = owner;
+    auto executor = std::make_unique<exec::slurm::SlurmExecutor>(std::move(slurm));
+    service->cluster_inventory_ = std::make_unique<exec::slurm::SlurmGpuInventory>(*executor);
+    job_inventory = service->cluster_inventory_.get();
+    service->executor_ = std::move(executor);
+  } else if (backend != "docker") {
+    service->disabled_ = "this node runs no provider jobs (executor.backend is " + backend + ")";
     return service;
+  } else {
+    auto images = exec::ImagePolicy::parse(cfg.get("executor.image_allowlist"), cfg.get("executor.pull_policy"));
+    if (!images) return std::move(images).error();
+    exec::docker::DockerOptions docker;
+    docker.socket = cfg.get("docker.socket");
+    docker.owner = owner;
+    docker.jobs_dir = paths.home + "/jobs";
+    docker.images = std::move(*images);
+    docker.gvisor_runtime = cfg.get("executor.gvisor_runtime");
+    docker.egress_network = cfg.get("executor.egress_network");
+    service->executor_ = std::make_unique<exec::docker::DockerExecutor>(std::move(docker));
   }
-  auto images = exec::ImagePolicy::parse(cfg.get("executor.image_allowlist"), cfg.get("executor.pull_policy"));
-  if (!images) return std::move(images).error();
-  exec::docker::DockerOptions docker;
-  docker.socket = cfg.get("docker.socket");
-  docker.owner = owner;
-  docker.jobs_dir = paths.home + "/jobs";
-  docker.images = std::move(*images);
-  docker.gvisor_runtime = cfg.get("executor.gvisor_runtime");
-  docker.egress_network = cfg.get("executor.egress_network");
-  service->executor_ = std::make_unique<exec::docker::DockerExecutor>(std::move(docker));
 
   jobs::provider::ProviderOptions options;
   auto& l = options.limits;
@@ -55,14 +72,15 @@ Result<std::unique_ptr<ProviderService>> ProviderService::create(const config::C
   options.jobs_dir = paths.home + "/jobs";
   options.stop_grace = std::chrono::seconds(std::max<int64_t>(0, cfg.get_int("jobs.stop_grace_s")));
   options.vram_interval = std::chrono::milliseconds(std::max<int64_t>(100, cfg.get_int("gpu.vram_check_interval_ms")));
-  options.simulate_gpus = cfg.get("gpu.inventory").rfind("fake:", 0) == 0 && cfg.get_bool("gpu.fake_without_runtime");
+  options.simulate_gpus = backend == "docker" && cfg.get("gpu.inventory").rfind("fake:", 0) == 0 &&
+                          cfg.get_bool("gpu.fake_without_runtime");
   if (options.max_concurrent < 1 || options.max_per_peer < 1) {
     return make_error(ErrorCode::kInvalidArgument, "jobs.max_concurrent and jobs.max_per_peer must be at least 1");
   }
   auto db = store::Database::open(paths.database());
   if (!db) return std::move(db).error().with_context("provider jobs");
   service->jobs_ = std::make_unique<jobs::provider::ProviderJobs>(
-      std::make_unique<jobs::provider::JobStore>(std::move(*db)), *service->executor_, inventory, std::move(options));
+      std::make_unique<jobs::provider::JobStore>(std::move(*db)), *service->executor_, *job_inventory, std::move(options));
   return service;
 }
 

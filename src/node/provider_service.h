@@ -61,8 +61,9 @@ class ProviderService {
   ProviderService() = default;
 
   std::unique_ptr<exec::Executor> executor_;
+  std::unique_ptr<gpu::GpuInventory> cluster_inventory_;  // executor.backend slurm: the cluster's GPUs (sinfo)
   std::unique_ptr<jobs::provider::ProviderJobs> jobs_;
-  std::string disabled_;  // executor.backend is not docker
+  std::string disabled_;  // executor.backend is none
   std::mutex mutex_;      // guards started_ and start_error_
   bool started_ = false;
   std::string start_error_;

@@ -67,7 +67,12 @@ void NodeConn::on_handshake(boost::system::error_code ec) {
   key_ = *key;
   // Admit before reading: the register message may already be buffered, and
   // start() hands it over at once.
-  auto admitted = server_->registry.admit(*key_);
+  Decision<Ok> admitted = Ok{};
+  if (server_->config.accept_node && !server_->config.accept_node(*key_)) {
+    admitted = Refusal{Reason::kNotAllowed, "this relay serves only the peers of the node that runs it"};
+  } else {
+    admitted = server_->registry.admit(*key_);
+  }
   if (!refusal_of(admitted)) node_slot_.emplace(server_->weak_from_this(), *key_);
   chan_ = std::make_shared<ControlChannel>(tls_);
   auto self = shared_from_this();

@@ -9,7 +9,7 @@ constexpr std::array<const char*, kReasonCount> kNames = {
     "identity_mismatch",     "not_registered", "not_declared", "peer_unavailable", "too_many_connections",
     "node_connection_limit", "too_many_pipes", "pipe_pending", "pipe_timeout",     "bad_ticket",
     "rate_limited",          "too_large",      "bad_message",  "too_many_peers",   "idle_timeout",
-    "slow_reader",           "shutting_down",
+    "slow_reader",           "shutting_down",           "not_allowed",
 };
 
 }  // namespace
@@ -35,6 +35,7 @@ ErrorCode reason_error_code(Reason reason) {
     case Reason::kPipeTimeout:
     case Reason::kIdleTimeout:
     case Reason::kShuttingDown: return ErrorCode::kUnavailable;
+    case Reason::kNotAllowed: return ErrorCode::kPermissionDenied;
     case Reason::kPipePending: return ErrorCode::kAlreadyExists;
     case Reason::kBadMessage: return ErrorCode::kInvalidArgument;
     case Reason::kTooManyConnections:

@@ -35,8 +35,9 @@ enum class Reason {
   kIdleTimeout,          // nothing heard for the idle timeout
   kSlowReader,           // the node does not read what the relay sends it
   kShuttingDown,         // the relay is stopping
+  kNotAllowed,           // this relay serves only some nodes (a yonderd relaying for its own peers)
 };
-constexpr int kReasonCount = static_cast<int>(Reason::kShuttingDown) + 1;
+constexpr int kReasonCount = static_cast<int>(Reason::kNotAllowed) + 1;
 
 // "identity_mismatch", "not_declared", ... (wire form and metric label).
 const char* reason_name(Reason reason);

@@ -46,6 +46,9 @@ struct RelayConfig {
   std::chrono::milliseconds idle_timeout{90'000};        // control connection without a message
   std::chrono::milliseconds pipe_idle_timeout{300'000};  // pipe without a byte either way
   size_t pipe_buffer_bytes = 256 * 1024;                 // per direction, allocated when joined
+  // When set, only nodes it accepts may register (a yonderd that relays for
+  // its own peers); others are refused with not_allowed after the handshake.
+  std::function<bool(const PublicKeyBytes&)> accept_node;
 };
 
 class RelayServer {

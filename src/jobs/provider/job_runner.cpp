@@ -154,6 +154,11 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
                   "the job ran out of memory" + (mib > 0 ? " (limit " + std::to_string(mib) + " MiB)" : std::string()) +
                       " and was killed" + cleanup,
                   *exit);
+  } else if (!exit->cause.empty()) {
+    // The backend ended it (a cluster's time limit, node failure,
+    // cancellation or preemption): the backend's words, its cause as reason.
+    JobState state = exit->cause == "node_failure" || exit->cause == "refused" ? JobState::kFailed : JobState::kStopped;
+    finish_locked(job, state, exit->cause, exit->error + cleanup, *exit);
   } else {
     finish_locked(job, JobState::kExited, "exited", "exited with code " + std::to_string(exit->exit_code) + cleanup, *exit);
   }

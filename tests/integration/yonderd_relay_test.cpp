@@ -1,0 +1,77 @@
+// A yonderd that also relays for its own peers (relay.listen): two of its
+// peers that cannot reach each other directly (one listens nowhere) pair and
+// talk through it; a node that is not its peer is refused.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "support/job_node.h"
+#include "support/temp_dir.h"
+
+namespace yonder::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+// `node`'s view of its relay, polled until `ok` holds (bounded).
+json wait_relay(const Node& node, const std::function<bool(const json&)>& ok) {
+  json last;
+  for (int i = 0; i < 300; ++i) {
+    auto nc = node.yonder_json({"netcheck"});
+    if (nc.contains("relays") && !nc["relays"].empty()) {
+      last = nc["relays"][0];
+      if (ok(last)) return last;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  return last;
+}
+
+TEST(YonderdRelay, PeersOfTheRelayingNodeMeetThroughItAndStrangersAreRefused) {
+  TempDir dir;
+  Node hub(dir, "hub", false, {{"YONDER_RELAY_LISTEN", "127.0.0.1:0"}});
+  auto nc = hub.yonder_json({"netcheck"});
+  ASSERT_EQ(nc["relay_server"].value("state", ""), "on") << nc.dump();
+  std::string relay = nc["relay_server"]["address"];
+  std::string pin = relay + "@" + nc["relay_server"]["node_id"].get<std::string>();
+
+  Node studio(dir, "studio", false, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_RELAYS", pin}}, "[link]\nlisten = \"\"\n");
+  Node laptop(dir, "laptop", false, {{"YONDER_LINK_RELAYS", pin}});
+  Node stranger(dir, "stranger", false, {{"YONDER_LINK_RELAYS", pin}});
+  // Both become the hub's peers; the relay then takes their registrations.
+  studio.pair_with(hub, {"--scope", "run"});
+  laptop.pair_with(hub, {"--scope", "run"});
+  for (const Node* n : {&studio, &laptop}) {
+    auto r = wait_relay(*n, [](const json& j) { return j.value("state", "") == "registered"; });
+    EXPECT_EQ(r.value("state", ""), "registered") << r.dump();
+  }
+  // The stranger is told why, and keeps nothing open there.
+  auto refused = wait_relay(stranger, [](const json& j) { return j.contains("error"); });
+  EXPECT_NE(refused.value("error", "").find("serves only the peers"), std::string::npos) << refused.dump();
+  EXPECT_NE(refused.value("state", ""), "registered");
+
+  // The studio listens nowhere: its link names only the hub's relay, and the
+  // laptop pairs and reaches it there.
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  EXPECT_TRUE(share["addresses"].empty()) << share.dump();
+  ASSERT_EQ(share["relays"], json::array({relay})) << share.dump();
+  auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
+  ASSERT_EQ(pair.exit_code, 0) << pair.err;
+  auto ping = laptop.yonder({"ping", "studio", "--count", "3"});
+  EXPECT_EQ(ping.exit_code, 0) << ping.err << ping.out;
+  auto peers = laptop.yonder_json({"peers"});
+  bool relayed = false;
+  for (const auto& p : peers["peers"]) {
+    if (p.value("name", "") == "studio") relayed = p.value("path", "") == "relay via " + relay;
+  }
+  EXPECT_TRUE(relayed) << peers.dump();
+  auto hub_nc = hub.yonder_json({"netcheck"});
+  EXPECT_GE(hub_nc["relay_server"].value("pipes", 0), 1) << hub_nc.dump();
+}
+
+}  // namespace
+}  // namespace yonder::testing
