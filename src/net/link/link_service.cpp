@@ -516,6 +516,18 @@ int path_rank(const std::string& path) {
 void LinkService::Impl::drain_worse(Conn& established) {
   const PublicKeyBytes& peer = established.session->peer();
   int rank = path_rank(established.session->path());
+  // A session that came up after a better one (the relay half of a dial
+  // race that the direct half won) is not kept idle next to it.
+  for (auto& [ptr, c] : conns) {
+    if (&c != &established && c.session->peer() == peer && !c.session->closed() && !c.session->draining() &&
+        c.session->established() && c.session->verdict() == KeyVerdict::kPinned &&
+        path_rank(c.session->path()) < rank) {
+      spdlog::info("link: {} stays on {}; {} is not needed", short_id(peer), c.session->path(),
+                   established.session->path());
+      established.session->drain("a better path is up: " + c.session->path());
+      return;
+    }
+  }
   for (auto& [ptr, c] : conns) {
     if (&c == &established || c.session->peer() != peer || c.session->closed() || c.session->draining() ||
         !c.session->established() || c.session->verdict() != KeyVerdict::kPinned) {
