@@ -227,15 +227,16 @@ if want logs; then
 lines=$([ $quick = 1 ] && echo 40 || echo 200)
 job=$(C run --on studio --image "$image" --no-upload -d -- sh -c \
   "i=0; while [ \$i -lt $lines ]; do echo line \$i; i=\$((i+1)); usleep 50000; done")
-python3 - "$tmp/laptop/yonderd.sock" "$job" <<'EOF'
+python3 - "$tmp/laptop/yonderd.sock" "$job" "$tmp/laptop/api-token" <<'EOF'
 import http.client, json, socket, sys, time
 class Conn(http.client.HTTPConnection):
     def __init__(self, path): super().__init__("localhost", timeout=60); self.path = path
     def connect(self): self.sock = socket.socket(socket.AF_UNIX); self.sock.connect(self.path)
 sock, job = sys.argv[1], sys.argv[2]
+auth = {"Authorization": "Bearer " + open(sys.argv[3]).read().strip()}
 offset, lat = 0, []
 while True:
-    c = Conn(sock); c.request("GET", "/v1/jobs/logs?id=%s&offset=%d&wait_ms=15000" % (job, offset))
+    c = Conn(sock); c.request("GET", "/v1/jobs/logs?id=%s&offset=%d&wait_ms=15000" % (job, offset), headers=auth)
     r = json.loads(c.getresponse().read()); now = time.time_ns(); c.close()
     for rec in r.get("records", []):
         if rec.get("stream") == "stdout": lat.append((now - rec["t"]) / 1e6)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts the services the test suite needs, if they are not running yet:
-#   - dockerd (Debian's docker.io), the engine the executor tests talk to.
+#   - dockerd (Debian's docker.io), the engine the executor tests talk to;
+#   - a one-node Slurm cluster (scripts/slurm.sh) when Slurm is installed.
 # Idempotent. Prints what it started; processes it starts keep running.
 set -euo pipefail
 
@@ -35,3 +36,11 @@ else
   fi
 fi
 echo "services: Docker API $(docker version --format '{{.Server.APIVersion}}')"
+
+# The Slurm backend's cluster (issue 9): its own daemons, ports and folder
+# (/run/yonder-slurm), no containers, so it leaves dockerd alone.
+if command -v slurmctld >/dev/null && command -v slurmd >/dev/null; then
+  "$(cd "$(dirname "$0")" && pwd)/slurm.sh" start
+else
+  echo "services: Slurm is not installed; the Slurm tests will skip (scripts/setup.sh installs it)"
+fi

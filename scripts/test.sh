@@ -14,6 +14,7 @@ scripts/setup.sh
 scripts/services.sh
 scripts/build-test-image.sh  # the executor tests' image (docker import; no registry)
 export YONDER_REQUIRE_DOCKER=1
+export YONDER_REQUIRE_SLURM=1  # services.sh started scripts/slurm.sh's cluster: the Slurm tests must run
 
 run_preset() {
   local preset=$1

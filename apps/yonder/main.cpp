@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/dashboard_command.h"
 #include "cli/doctor.h"
 #include "cli/exit_codes.h"
 #include "cli/exec_command.h"
@@ -35,6 +36,8 @@ int main(int argc, char** argv) {
   auto* doctor = app.add_subcommand("doctor", "Check Docker, the NVIDIA runtime and driver, runsc, the daemon, the key");
   doctor->add_flag("--json", json, "Machine-readable output");
   auto* shutdown = app.add_subcommand("shutdown", "Stop the running yonderd");
+  auto* dashboard = app.add_subcommand("dashboard", "Print a one-time login URL for the web dashboard (works once, 60 s)");
+  dashboard->add_flag("--json", json, "Machine-readable output");
 
   auto* cfg = app.add_subcommand("config", "Read and change settings (docs/config.md)");
   cfg->require_subcommand(1);
@@ -220,6 +223,7 @@ int main(int argc, char** argv) {
   if (*gpu) return cmd_gpu(*ctx);
   if (*doctor) return cmd_doctor(*ctx);
   if (*shutdown) return cmd_shutdown(*ctx);
+  if (*dashboard) return cmd_dashboard(*ctx);
   if (*share) return cmd_share(*ctx, share_args);
   if (*links_revoke) return cmd_links_revoke(*ctx, link_id);
   if (*links) return cmd_links(*ctx);

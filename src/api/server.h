@@ -1,6 +1,8 @@
 // The local API server: HTTP/1.1 with JSON bodies on a unix socket (mode
-// 0600) that only the node's user can open. The CLI and, later, the loopback
-// dashboard speak the same routes: one API, not two.
+// 0600) that only the node's user can open and, when api.listen allows, on
+// a loopback TCP port for browsers, scripts and Prometheus. Both listeners
+// serve the same router behind the same gate (api/auth.h): one API, not two,
+// and every route needs the API token.
 //
 // Threading: the server runs on the daemon's io_context thread. Handlers are
 // called on that thread and must call `reply` exactly once, on that thread
@@ -12,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -24,16 +27,38 @@ class io_context;
 
 namespace yonder::api {
 
+class Router;
+
+enum class Transport { kUnix, kTcp };
+// How a request proved it may use the API (set by the gate before routing).
+enum class AuthKind { kNone, kToken, kSession };
+
 struct Request {
   std::string method;
   std::string path;   // without the query
   std::string query;  // after '?', raw
   std::string body;
+  // The headers the gate reads, as sent (untrusted).
+  std::string authorization;
+  std::string cookie;
+  std::string origin;
+  std::string host;
+  std::string sec_fetch_site;
+  Transport transport = Transport::kUnix;
+  AuthKind auth = AuthKind::kNone;
+  // The router dispatching this request, for handlers that compose other
+  // routes (metrics); null outside the server.
+  const Router* router = nullptr;
 };
 
 struct Response {
+  Response() = default;
+  Response(int status_code, std::string body_text, std::string type = "application/json")
+      : status(status_code), body(std::move(body_text)), content_type(std::move(type)) {}
   int status = 200;
-  std::string body;  // JSON text
+  std::string body;  // JSON text unless content_type says otherwise
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;  // extra: Set-Cookie, Location, ...
   static Response json(int status, const nlohmann::json& body);
   // {"error": {"code": ..., "message": ...}} with the HTTP status for the code.
   static Response error(const Error& e);
@@ -55,6 +80,9 @@ class Router {
   void add(std::string method, std::string path, Handler handler);
   // Finds the handler; a 404/405 Response otherwise.
   void dispatch(const Request& req, Reply reply) const;
+  // Every registered route as (method, path), in registration order: the
+  // OpenAPI document and the security tests are checked against it.
+  std::vector<std::pair<std::string, std::string>> routes() const;
 
  private:
   struct Route {
@@ -71,13 +99,21 @@ struct ServerLimits {
   int request_timeout_s = 30;
 };
 
+class ApiAuth;
+
 class LocalApiServer {
  public:
-  LocalApiServer(boost::asio::io_context& io, std::string socket_path, Router router, ServerLimits limits = {});
+  // Adds the API's own routes (api/builtin_routes.h) to `router`. `auth`
+  // gates every request and must outlive the server.
+  LocalApiServer(boost::asio::io_context& io, std::string socket_path, Router router, ApiAuth& auth,
+                 ServerLimits limits = {});
   ~LocalApiServer();
 
   // Binds (replacing a stale socket file), sets mode 0600 and starts accepting.
   Status start();
+  // Also listens on host:port (port 0 picks one); returns the bound port and
+  // tells `auth` (origins). The caller has checked the address (loopback).
+  Result<int> listen_tcp(const std::string& host, uint16_t port);
   // Stops accepting and removes the socket file. Idempotent.
   void stop();
 

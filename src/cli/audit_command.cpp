@@ -44,7 +44,9 @@ std::string summary(const json& e) {
 
 int cmd_audit(const Context& ctx, bool verify, int64_t limit) {
   std::string path = "/v1/audit?limit=" + std::to_string(limit) + (verify ? "&verify=1" : "");
-  auto r = os::unix_http_request(ctx.socket_path(), "GET", path, "", {});
+  os::HttpRequestOptions opts;
+  opts.bearer_token = ctx.api_token;
+  auto r = os::unix_http_request(ctx.socket_path(), "GET", path, "", opts);
   if (!r) return report_daemon_error(ctx, r.error());
   auto j = json::parse(r->body, nullptr, false);
   if (r->status != 200 || !j.is_object()) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "api/auth.h"
 #include "cli/exit_codes.h"
 
 namespace yonder::cli {
@@ -22,6 +23,7 @@ Result<Context> make_context() {
   if (!cfg) return std::move(cfg).error();
   ctx.cfg = std::move(*cfg);
   YONDER_TRY(ctx.cfg.apply_env(ctx.env));
+  if (auto token = api::read_api_token(ctx.paths.api_token_file())) ctx.api_token = std::move(*token);
   return ctx;
 }
 
@@ -32,7 +34,9 @@ int print_error(const Error& e, int exit_code) {
 
 Result<DaemonReply> call_daemon(const Context& ctx, std::string_view method, std::string_view path,
                                 std::string_view body) {
-  auto r = os::unix_http_request(ctx.socket_path(), method, path, body);
+  os::HttpRequestOptions opts;
+  opts.bearer_token = ctx.api_token;
+  auto r = os::unix_http_request(ctx.socket_path(), method, path, body, opts);
   if (!r) return std::move(r).error();
   return DaemonReply{r->status, std::move(r->body)};
 }

@@ -16,6 +16,9 @@ struct Context {
   config::Config cfg;
   config::EnvFn env;
   bool json = false;
+  // $YONDER_HOME/api-token, sent with every request to yonderd; empty when
+  // the file does not exist yet (yonderd then answers 401 with what to do).
+  std::string api_token;
 
   std::string socket_path() const;
 };

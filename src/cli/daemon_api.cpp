@@ -23,6 +23,7 @@ Result<json> api(const Context& ctx, const std::string& method, const std::strin
   os::HttpRequestOptions opts;
   opts.timeout = timeout;
   opts.interrupt_fd = interrupt_fd;
+  opts.bearer_token = ctx.api_token;
   auto r = os::unix_http_request(ctx.socket_path(), method, path, body.is_null() ? std::string() : body.dump(), opts);
   if (!r) return std::move(r).error();
   auto j = json::parse(r->body, nullptr, false);

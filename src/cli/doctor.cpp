@@ -37,6 +37,7 @@ CheckResult check_key(const Context& ctx) {
 CheckResult check_api(const Context& ctx) {
   os::HttpRequestOptions opts;
   opts.timeout = std::chrono::seconds(3);
+  opts.bearer_token = ctx.api_token;
   auto r = os::unix_http_request(ctx.socket_path(), "GET", "/v1/status", {}, opts);
   if (!r) {
     return fail("local API", "yonderd is not answering on " + ctx.socket_path(), "start it with `yonderd &`");

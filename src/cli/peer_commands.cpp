@@ -18,6 +18,7 @@ Result<nlohmann::json> post(const Context& ctx, const std::string& path, const n
                             std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   os::HttpRequestOptions opts;
   opts.timeout = timeout;
+  opts.bearer_token = ctx.api_token;
   auto r = os::unix_http_request(ctx.socket_path(), body.is_null() ? "GET" : "POST", path,
                                  body.is_null() ? std::string() : body.dump(), opts);
   if (!r) return std::move(r).error();

@@ -76,6 +76,7 @@ Result<nlohmann::json> with_transfer_progress(const Context& ctx, const std::str
       lock.unlock();
       os::HttpRequestOptions opts;
       opts.timeout = std::chrono::seconds(2);
+      opts.bearer_token = ctx.api_token;
       auto r = os::unix_http_request(ctx.socket_path(), "GET", "/v1/transfers?id=" + id, "", opts);
       lock.lock();
       if (stop || !r || r->status != 200) continue;
@@ -111,6 +112,7 @@ Result<nlohmann::json> with_transfer_progress(const Context& ctx, const std::str
 int cmd_transfers(const Context& ctx) {
   os::HttpRequestOptions opts;
   opts.timeout = std::chrono::seconds(10);
+  opts.bearer_token = ctx.api_token;
   auto r = os::unix_http_request(ctx.socket_path(), "GET", "/v1/transfers", "", opts);
   if (!r) return report_daemon_error(ctx, r.error());
   auto j = nlohmann::json::parse(r->body, nullptr, false);

@@ -49,6 +49,9 @@ struct Paths {
   std::string database() const { return home + "/state.db"; }
   std::string default_socket() const { return home + "/yonderd.sock"; }
   std::string lock_file() const { return home + "/yonderd.lock"; }
+  std::string api_token_file() const { return home + "/api-token"; }
+  // Where yonderd writes the loopback API's URL while it listens (clients read it).
+  std::string api_url_file() const { return home + "/api-url"; }
 };
 Result<Paths> resolve_paths(const EnvFn& env);
 

@@ -109,6 +109,12 @@ constexpr std::array kSettings = {
                 "through `nc` exec'd in the job. Read when yonderd starts."},
     SettingSpec{"api.request_timeout_s", T::kInt, "30", "30", "", "",
                 "Seconds the local API waits for a request before closing the connection."},
+    SettingSpec{"api.listen", T::kString, "127.0.0.1:7860", "127.0.0.1:7860", "YONDER_API_LISTEN", "",
+                "Loopback HOST:PORT where the local API (and the dashboard, `yonder dashboard`) also listens over "
+                "TCP; port 0 picks a free one; `off`: unix socket only. Every request needs the API token "
+                "($YONDER_HOME/api-token). Non-loopback addresses are refused: TLS serving is not available yet."},
+    SettingSpec{"api.login_code_ttl_s", T::kInt, "60", "60", "YONDER_API_LOGIN_CODE_TTL_S", "",
+                "Seconds a one-time dashboard login URL from `yonder dashboard` stays valid."},
 };
 
 }  // namespace

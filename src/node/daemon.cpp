@@ -10,9 +10,11 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "api/auth.h"
 #include "api/server.h"
 #include "config/config.h"
 #include "gpu/inventory.h"
@@ -25,6 +27,7 @@
 #include "node/forward_provider.h"
 #include "node/host_forward.h"
 #include "node/logging.h"
+#include "node/metrics_routes.h"
 #include "node/peer_link.h"
 #include "node/provider_service.h"
 #include "node/remote_consumer.h"
@@ -83,6 +86,15 @@ int run_daemon(const DaemonOptions& options) {
   std::string node_id = identity->node_id().to_string();
   std::string socket_path = cfg->get("api.socket");
   if (socket_path.empty()) socket_path = paths->default_socket();
+  // --- local API access (issue 8): the token every request needs, the loopback TCP listener.
+  auto api_listen = api::parse_api_listen(cfg->get("api.listen"));
+  if (!api_listen) return fail(api_listen.error());
+  auto api_token = api::ensure_api_token(paths->api_token_file(), api::system_random);
+  if (!api_token) return fail(api_token.error());
+  api::AuthLimits auth_limits;
+  auth_limits.login_code_ttl = std::chrono::seconds(cfg->get_int("api.login_code_ttl_s"));
+  api::ApiAuth api_auth(std::move(*api_token), paths->api_token_file(), api::system_random, auth_limits);
+  // --- end local API access
   auto started = std::chrono::steady_clock::now();
   auto started_wall = std::chrono::system_clock::now();
 
@@ -166,7 +178,9 @@ int run_daemon(const DaemonOptions& options) {
               {"backends", nlohmann::json::array({cfg->get("executor.backend")})},
               {"gpu_inventory", cfg->get("gpu.inventory")},
               {"peers", peer_link->peer_count()},
-              {"link_port", peer_link->port()}}));
+              {"link_port", peer_link->port()},
+              {"api_port", api_auth.tcp_port()},
+              {"api_url", api_auth.base_url()}}));
   });
   router.add("GET", "/v1/gpus", [&](const api::Request&, api::Reply reply) {
     asio::post(pool, [&io, &inventory, reply = std::move(reply)]() mutable {
@@ -182,11 +196,28 @@ int run_daemon(const DaemonOptions& options) {
     // Let the reply go out before the loop stops.
     asio::post(io, shutdown);
   });
+  add_metrics_routes(router, io, pool, *peer_link, remote_consumer.store());  // issue 8
 
-  server = std::make_unique<api::LocalApiServer>(io, socket_path, std::move(router),
+  server = std::make_unique<api::LocalApiServer>(io, socket_path, std::move(router), api_auth,
                                                  api::ServerLimits{16 * 1024, 1 << 20,
                                                                    static_cast<int>(cfg->get_int("api.request_timeout_s"))});
   if (auto st = server->start(); !st) return fail(st.error());
+  ::unlink(paths->api_url_file().c_str());  // a previous run's, whatever this one listens on
+  if (*api_listen) {  // issue 8: the same API on loopback TCP
+    auto port = server->listen_tcp((*api_listen)->host, (*api_listen)->port);
+    if (!port && (cfg->source("api.listen") != config::Source::kDefault ||
+                  port.error().code() != ErrorCode::kAlreadyExists)) {
+      return fail(port.error());
+    }
+    if (!port) {
+      // Only the default port, taken (another node on this host): the CLI
+      // still works over the unix socket.
+      spdlog::warn("{}; the API stays on the unix socket only", port.error().to_string());
+    } else {
+      std::ofstream(paths->api_url_file(), std::ios::trunc) << api_auth.base_url() << "\n";
+      spdlog::info("API also on {} (token in {})", api_auth.base_url(), paths->api_token_file());
+    }
+  }
 
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](boost::system::error_code ec, int sig) {
@@ -204,6 +235,7 @@ int run_daemon(const DaemonOptions& options) {
   pool.join();
   provider->shutdown();  // issue 4: stops watching jobs; their containers keep running
   server.reset();
+  if (api_auth.tcp_port() > 0) ::unlink(paths->api_url_file().c_str());
   spdlog::info("stopped");
   return 0;
 }

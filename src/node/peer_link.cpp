@@ -185,7 +185,11 @@ void PeerLink::start_port_mapping() {
 }
 
 void PeerLink::on_port_mapping(const portmap::PortMapperStatus& st) {
+  std::string before = port_mapping_state_.value("state", "") + port_mapping_state_.value("reason", "");
   port_mapping_state_ = st.to_json();
+  if (st.state == portmap::MapState::kUnavailable && before != port_mapping_state_.value("state", "") + st.reason) {
+    spdlog::info("port mapping unavailable: {}", st.reason);
+  }
   std::string was = mapped_;
   mapped_.clear();
   if (st.state == portmap::MapState::kMapped && st.mapping) {
@@ -222,7 +226,8 @@ void PeerLink::on_signal(const PublicKeyBytes& from, Bytes data) {
 
 void PeerLink::recheck() {
   if (lan_) lan_->query_now();
-  if (port_mapper_) port_mapper_->refresh_now();
+  // A held mapping is renewed on its own schedule; ask again only otherwise.
+  if (port_mapper_ && port_mapper_->status().state != portmap::MapState::kMapped) port_mapper_->refresh_now();
 }
 
 Status PeerLink::start() {

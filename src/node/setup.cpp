@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "api/auth.h"
 #include "os/files.h"
 #include "os/terminal.h"
 #include "store/database.h"
@@ -44,6 +45,10 @@ Result<InitResult> init_node(const config::Paths& paths, config::Config& cfg, co
     YONDER_TRY(cfg.save(paths.config_file));
   }
   YONDER_TRY(prepare_database(paths.database()));
+  // The local API's token (api/auth.h): every client of yonderd sends it.
+  if (auto token = api::ensure_api_token(paths.api_token_file(), api::system_random); !token) {
+    return std::move(token).error();
+  }
   return InitResult{identity->node_id(), paths.key_file(), options.passphrase.has_value()};
 }
 

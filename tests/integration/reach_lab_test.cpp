@@ -6,6 +6,8 @@
 //     plaintext (its own byte dump holds none of a marker the job carries).
 //   - A relayed link moves to the LAN path when the peers find each other,
 //     while a job's log stream goes on without a gap.
+//   - A relayed link moves to a mapped port when home A's router starts
+//     forwarding (a real miniupnpd comes up in it), again without a gap.
 //   - Killing the relay on a relayed path: the link comes back through the
 //     restarted relay and the logs resume from the provider; on a direct
 //     path nothing notices.
@@ -23,6 +25,7 @@
 
 #include "support/docker_env.h"
 #include "support/job_node.h"
+#include "support/lab_gateway.h"
 #include "support/live_process.h"
 #include "support/nat_lab.h"
 #include "support/subprocess.h"
@@ -124,11 +127,13 @@ TEST_P(ReachLabNats, PairAndRunAJobThroughTheRelayWithNoInboundPort) {
   NatLab lab({.nat_a = mode_a, .nat_b = mode_b});
   TempDir dir;
   LabRelay relay(lab, dir);
-  Node studio(dir, "studio", true, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_RELAYS", relay.pinned()}},
+  Node studio(dir, "studio", true,
+              {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_RELAYS", relay.pinned()}, {"YONDER_API_LISTEN", "off"}},
               "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
   Node laptop(dir, "laptop", false, {}, "", in_lab(lab, "a1"));
 
-  // No listening socket in b1's namespace, where the provider runs.
+  // No listening socket in b1's namespace, where the provider runs (its
+  // local API on the unix socket only).
   auto listening = lab.run_in("b1", {"ss", "-Hltn"});
   EXPECT_EQ(listening.out, "") << "the provider listens: " << listening.out;
 
@@ -306,6 +311,89 @@ TEST_F(ReachLab, KillingTheRelayOnADirectPathDoesNotDropTheSession) {
   EXPECT_EQ(follow.err().find("lost contact"), std::string::npos) << follow.err();
   auto after = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
   EXPECT_EQ(after.value("path", ""), path_before) << after.dump();
+}
+
+// Home A's router has no gateway daemon at first: the provider in a1 asks
+// for a port mapping in vain, and the consumer in home B (which cannot reach
+// a1's LAN address) is paired through the relay. With a job's `logs -f`
+// running, miniupnpd comes up in nat-a; `yonder netcheck` makes the provider
+// ask again, it gets the mapping and tells the consumer over the relay (a
+// path hint); the consumer dials nat-a's public address and the link moves
+// there: no line lost or repeated, no lost contact. When the provider stops,
+// it removes the mapping from the router.
+TEST_F(ReachLab, ARelayedLinkMovesToAMappedPortWhileLogsFollow) {
+  if (auto why = LabGateway::unavailable_reason()) FAIL() << *why;
+  NatLab lab;
+  TempDir dir;
+  LabRelay relay(lab, dir);
+  Node studio(dir, "studio", true,
+              {{"YONDER_LOG_LEVEL", "debug"},
+               {"YONDER_LINK_LISTEN", "0.0.0.0:0"},
+               {"YONDER_LINK_RELAYS", relay.pinned()},
+               {"YONDER_LINK_PORT_MAPPING", "true"}},
+              "", in_lab(lab, "a1"));
+  Node laptop(dir, "laptop", false, {{"YONDER_LOG_LEVEL", "debug"}}, "", in_lab(lab, "b1"));
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
+  ASSERT_EQ(pair.exit_code, 0) << pair.err << "\n" << laptop.daemon().log();
+  auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
+  ASSERT_EQ(peer.value("path_kind", ""), "relay") << peer.dump();
+
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                          "i=0; while [ $i -lt 60 ]; do echo tick-$i; i=$((i+1)); sleep 0.1; done"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string job = d.out.substr(0, d.out.find('\n'));
+  LiveProcess follow(std::vector<std::string>{program_path("yonder"), "logs", "-f", job}, laptop.env());
+  ASSERT_TRUE(follow.wait_for("tick-5\n", 60s)) << follow.output();
+
+  // netcheck's "port_mapping" (an empty object if netcheck failed: its
+  // failure is reported by yonder_json).
+  auto port_mapping = [](const json& nc) {
+    return nc.is_object() && nc.contains("port_mapping") ? nc["port_mapping"] : json::object();
+  };
+  // No gateway yet: no mapping. The first round of asking the router (NAT-
+  // PMP refused, then a 2 s SSDP search) may still run: "mapping".
+  auto nc = studio.yonder_json({"netcheck"});
+  std::string state = port_mapping(nc).value("state", "");
+  EXPECT_TRUE(state == "unavailable" || state == "mapping") << nc.dump();
+  if (state == "unavailable") {
+    EXPECT_NE(port_mapping(nc).value("reason", "").find("no UPnP-IGD or NAT-PMP gateway answered"), std::string::npos)
+        << nc.dump();
+  }
+
+  LabGateway gateway(lab, "nat-a");
+  // Each netcheck makes the provider ask the router again at once.
+  for (int i = 0; i < 150; ++i) {
+    nc = studio.yonder_json({"netcheck"});
+    if (port_mapping(nc).value("state", "") == "mapped") break;
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_EQ(port_mapping(nc).value("state", ""), "mapped") << nc.dump() << "\ngateway:\n" << gateway.log();
+  std::string mapped = port_mapping(nc).value("external", "");
+  EXPECT_EQ(mapped.rfind(lab.address("nat-a") + ":", 0), 0u) << nc.dump();
+  std::string port = mapped.substr(mapped.rfind(':') + 1);
+
+  peer = wait_peer(laptop, [](const json& p) { return p.value("path_kind", "") == "mapped"; });
+  ASSERT_EQ(peer.value("path_kind", ""), "mapped") << peer.dump() << "\nLAPTOP\n"
+                                                   << laptop.daemon().log() << "\nSTUDIO\n"
+                                                   << studio.daemon().log();
+  EXPECT_EQ(peer.value("path", ""), "mapped to " + mapped) << peer.dump();
+
+  EXPECT_EQ(follow.wait(60s), 0) << follow.output();
+  expect_lines_once_in_order(follow.out(), "tick", 60);
+  EXPECT_EQ(follow.err().find("lost contact"), std::string::npos) << follow.err() << "\nLAPTOP\n"
+                                                                  << laptop.daemon().log() << "\nSTUDIO\n"
+                                                                  << studio.daemon().log();
+  // The old relayed session drained and closed once its last request ended.
+  peer = wait_peer(laptop, [](const json& p) { return p["paths"].size() == 1; });
+  EXPECT_EQ(peer["paths"].size(), 1u) << peer.dump();
+
+  // The router forwards the port while the provider runs, and no longer
+  // once it has stopped (it removes the mapping on its way out).
+  std::string dport = "dport " + port + " ";
+  EXPECT_NE(gateway.forwards().find(dport), std::string::npos) << gateway.forwards();
+  EXPECT_EQ(studio.daemon().stop(), 0) << studio.daemon().log();
+  EXPECT_EQ(gateway.forwards().find(dport), std::string::npos) << gateway.forwards() << "\n" << gateway.log();
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ std::string PipedProcess::wait_for_line(const std::function<bool(const std::stri
   return found;
 }
 
-std::string PipedProcess::output() {
+std::string PipedProcess::output() const {
   std::lock_guard lock(mu_);
   std::string all;
   for (auto& l : lines_) all += l + "\n";

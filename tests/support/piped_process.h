@@ -36,7 +36,7 @@ class PipedProcess {
   std::string wait_for_line(const std::function<bool(const std::string&)>& pred,
                             std::chrono::milliseconds timeout = std::chrono::minutes(2));
   // Every line so far.
-  std::string output();
+  std::string output() const;
   void close_stdin();
   void terminate();  // SIGTERM, if it still runs
   // Waits for the exit; the exit status, or -1 if a signal ended it.
@@ -50,7 +50,7 @@ class PipedProcess {
   bool waited_ = false;
   int status_ = -1;
   int stdin_ = -1, out_ = -1;
-  std::mutex mu_;  // guards lines_ and eof_
+  mutable std::mutex mu_;  // guards lines_ and eof_
   std::condition_variable cv_;
   std::vector<std::string> lines_;
   bool eof_ = false;

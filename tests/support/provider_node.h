@@ -13,6 +13,7 @@
 
 #include "base/bytes.h"
 #include "os/unix_http.h"
+#include "support/api_token.h"
 #include "support/docker_env.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -75,6 +76,7 @@ class ProviderNode {
   ApiResult api(const std::string& method, const std::string& target, const nlohmann::json& body = nullptr) const {
     os::HttpRequestOptions o;
     o.timeout = std::chrono::seconds(90);
+    o.bearer_token = api_token(dir_ / "home");
     auto r = os::unix_http_request(dir_ / "home/yonderd.sock", method, target, body.is_null() ? "" : body.dump(), o);
     if (!r) return {0, {{"error", r.error().to_string()}}};
     return {r->status, nlohmann::json::parse(r->body, nullptr, false)};

@@ -174,7 +174,11 @@ Daemon::Daemon(const Env& env, const std::vector<std::string>& extra_args,
   std::vector<std::string> argv = argv_prefix;
   argv.insert(argv.end(), {program_path("yonderd"), "--ready-fd", "3"});
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  std::vector<std::string> envv = merged_env(env);
+  // The loopback API on a free port unless the test chose (parallel tests
+  // would race for the default 7860).
+  Env daemon_env = env;
+  daemon_env.emplace("YONDER_API_LISTEN", "127.0.0.1:0");
+  std::vector<std::string> envv = merged_env(daemon_env);
   auto a = c_strings(argv);
   auto e = c_strings(envv);
   int rc = ::posix_spawn(&pid_, a[0], &fa, nullptr, a.data(), e.data());

@@ -1,0 +1,23 @@
+// The API's own routes, added to every server's router:
+//   GET  /                    the dashboard (a placeholder page until the
+//                             dashboard lands; a session cookie or the token)
+//   POST /v1/dashboard/login  a one-time login URL (bearer token only)
+//   GET  /v1/routes           every route, for clients and the tests that keep
+//                             docs/openapi.yaml honest
+// GET /login itself is answered by the gate (api/auth.h), before routing.
+#pragma once
+
+#include "api/server.h"
+
+namespace yonder::api {
+
+class ApiAuth;
+
+// `auth` must outlive the router.
+void add_builtin_routes(Router& router, ApiAuth& auth);
+
+// The dashboard's entry page. The dashboard phase replaces this with the
+// served assets (and may add Router prefix routes for /assets/...).
+Response dashboard_page();
+
+}  // namespace yonder::api

@@ -1,0 +1,31 @@
+// GET /metrics: Prometheus text (api/prometheus.h) for this node, behind the
+// same token as every route (scrape config: docs/metrics.md).
+//
+// Cheap by construction: it reads what the other routes already serve
+// (GET /v1/peers and GET /v1/provider/jobs, dispatched in-process without
+// any network call) plus the consumer's job table (one SQLite read on the
+// pool) and the relay registrations PeerLink reports.
+#pragma once
+
+#include <memory>
+
+#include "api/server.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}  // namespace boost::asio
+
+namespace yonder::jobs::consumer {
+class ConsumerJobStore;
+}
+
+namespace yonder::node {
+
+class PeerLink;
+
+// Handlers run on `io`; `link` and `pool` must outlive the router.
+void add_metrics_routes(api::Router& router, boost::asio::io_context& io, boost::asio::thread_pool& pool,
+                        PeerLink& link, std::shared_ptr<jobs::consumer::ConsumerJobStore> consumer_jobs);
+
+}  // namespace yonder::node
