@@ -183,8 +183,11 @@ int run_daemon(const DaemonOptions& options) {
               {"api_url", api_auth.base_url()}}));
   });
   router.add("GET", "/v1/gpus", [&](const api::Request&, api::Reply reply) {
-    asio::post(pool, [&io, &inventory, reply = std::move(reply)]() mutable {
-      auto report = (*inventory)->probe();
+    // A provider in front of a Slurm cluster shows the cluster's GPUs.
+    gpu::GpuInventory* shown = provider->cluster_inventory();
+    if (shown == nullptr) shown = inventory->get();
+    asio::post(pool, [&io, shown, reply = std::move(reply)]() mutable {
+      auto report = shown->probe();
       asio::post(io, [report = std::move(report), reply = std::move(reply)] {
         reply(api::Response::json(200, gpu::to_json(report)));
       });

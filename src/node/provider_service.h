@@ -56,6 +56,9 @@ class ProviderService {
   // The manager once started; otherwise the error saying why it is not.
   // Blocking (it retries the start): worker threads only.
   Result<jobs::provider::ProviderJobs*> ready();
+  // The GPUs jobs are placed on, when they are not this host's own: a Slurm
+  // cluster's (from sinfo); nullptr for the Docker backend.
+  gpu::GpuInventory* cluster_inventory() { return cluster_inventory_.get(); }
 
  private:
   ProviderService() = default;

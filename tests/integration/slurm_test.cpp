@@ -56,6 +56,10 @@ TEST_F(SlurmProvider, RunOnTheClusterStreamsLogsAndReadoptsAfterRestart) {
   Node cluster(dir, "cluster", true, provider_env(), "max_memory_mib = 2000000\n"), laptop(dir, "laptop", false);
   provider_id_ = cluster.node_id();
   laptop.pair_with(cluster, {"--max-jobs", "4", "--gpus", "1"});
+  // `yonder gpu` on the provider shows the cluster's GPUs, from sinfo.
+  auto gpus = cluster.yonder_json({"gpu"});
+  EXPECT_EQ(gpus.value("source", ""), "slurm") << gpus.dump();
+  EXPECT_EQ(gpus["devices"].size(), 2u) << gpus.dump();
 
   std::string work = dir / "work";
   std::filesystem::create_directories(work);
