@@ -2,24 +2,51 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "api/auth.h"
+#include "api/dashboard_assets.h"
 
 namespace yonder::api {
 
+namespace {
+
+// The dashboard's pages run only our own script and talk only to this API:
+// no inline script or style, no framing, no referrer. (The server adds
+// X-Frame-Options DENY, nosniff and no-store to every response.)
+void add_page_headers(Response& r) {
+  r.headers.emplace_back("Content-Security-Policy",
+                         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                         "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+                         "frame-ancestors 'none'");
+  r.headers.emplace_back("Referrer-Policy", "no-referrer");
+}
+
+Response asset_response(std::string_view name) {
+  for (const DashboardAsset& a : dashboard_assets()) {
+    if (a.name == name) {
+      Response r(200, std::string(a.body), std::string(a.content_type));
+      add_page_headers(r);
+      return r;
+    }
+  }
+  return Response::json(404, {{"error",
+                               {{"code", "not_found"},
+                                {"message", "the dashboard has no file " + std::string(name) +
+                                                "; rebuild yonderd (web/dashboard is compiled in)"}}}});
+}
+
+}  // namespace
+
 Response dashboard_page() {
-  return Response(200,
-                  "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-                  "<title>Yonder</title></head><body>"
-                  "<h1>Yonder</h1><p id=\"placeholder\">You are logged in to this node's yonderd. "
-                  "The dashboard is not built yet; the API is documented in docs/openapi.yaml.</p>"
-                  "</body></html>\n",
-                  "text/html; charset=utf-8");
+  return asset_response("index.html");
 }
 
 void add_builtin_routes(Router& router, ApiAuth& auth) {
   router.add("GET", "/", [](const Request&, Reply reply) { reply(dashboard_page()); });
+  // One route per file: the router matches exact paths (api/server.h).
+  router.add("GET", "/assets/app.js", [](const Request&, Reply reply) { reply(asset_response("app.js")); });
+  router.add("GET", "/assets/style.css", [](const Request&, Reply reply) { reply(asset_response("style.css")); });
 
   router.add("POST", "/v1/dashboard/login", [&auth](const Request& req, Reply reply) {
     if (req.auth != AuthKind::kToken) {
