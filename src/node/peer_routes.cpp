@@ -5,6 +5,8 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
+#include <qrencode.h>
+
 #include "node/peer_link.h"
 
 namespace yonder::node {
@@ -23,6 +25,26 @@ std::string string_field(const nlohmann::json& b, const char* name) {
 uint64_t uint_field(const nlohmann::json& b, const char* name, uint64_t fallback) {
   auto it = b.find(name);
   return it != b.end() && it->is_number_unsigned() ? it->get<uint64_t>() : fallback;
+}
+
+// The link as a QR code in SVG (one <rect> per dark module, a 4-module
+// quiet zone), for the dashboard; empty if it cannot be encoded.
+std::string qr_svg(const std::string& text) {
+  QRcode* qr = QRcode_encodeString(text.c_str(), 0, QR_ECLEVEL_L, QR_MODE_8, 1);
+  if (qr == nullptr) return "";
+  int w = qr->width;
+  int size = w + 8;
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + std::to_string(size) + " " +
+                    std::to_string(size) + "\" shape-rendering=\"crispEdges\"><rect width=\"100%\" height=\"100%\" " +
+                    "fill=\"#fff\"/><path fill=\"#000\" d=\"";
+  for (int y = 0; y < w; ++y) {
+    for (int x = 0; x < w; ++x) {
+      if ((qr->data[y * w + x] & 1) != 0) svg += "M" + std::to_string(x + 4) + " " + std::to_string(y + 4) + "h1v1h-1z";
+    }
+  }
+  svg += "\"/></svg>";
+  QRcode_free(qr);
+  return svg;
 }
 
 }  // namespace
@@ -92,7 +114,8 @@ void PeerLink::add_routes(api::Router& router) {
                                {"scope", scope_to_json(scope)},
                                {"summary", scope.summary()},
                                {"addresses", link.addresses},
-                               {"relays", link.relays}}));
+                               {"relays", link.relays},
+                               {"qr_svg", qr_svg(*text)}}));
   });
 
   router.add("GET", "/v1/links", [this](const Request&, Reply reply) {

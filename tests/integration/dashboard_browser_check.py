@@ -208,6 +208,11 @@ def main(wd):
     wait_until("link %s revoked" % link_id, lambda: wd.text(lrow + " .state") in (None, "revoked"))
     check(wd.js("return document.querySelector(arguments[0]) === null", lrow + " button.revoke"),
           "no revoke button on a revoked link")
+    # A new link from the page: its text and its QR code (the daemon's SVG).
+    wd.click("#link-new")
+    wait_until("a new link with its QR code", lambda: wd.js(
+        "return document.querySelector('#link-qr svg path') !== null"))
+    check((wd.text("#link-text") or "").startswith("yonder://"), "the new link's text is shown")
     wd.screenshot("06-links.png")
 
     wd.click('#tabs a[data-tab="audit"]')

@@ -196,6 +196,13 @@ async function newLink() {
   try {
     const r = await api("/v1/share", {});
     $("link-text").textContent = r.link;
+    // The daemon's own SVG (rects only), parsed as SVG, never as HTML.
+    const qr = $("link-qr");
+    qr.replaceChildren();
+    if (r.qr_svg) {
+      const doc = new DOMParser().parseFromString(r.qr_svg, "image/svg+xml");
+      if (doc.documentElement && doc.documentElement.nodeName === "svg") qr.appendChild(document.importNode(doc.documentElement, true));
+    }
     $("link-made").hidden = false;
     showBanner("");
   } catch (e) {
