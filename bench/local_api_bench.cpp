@@ -2,6 +2,9 @@
 // anchor: the same request and reply bytes over a raw unix socket to a
 // minimal blocking echo server, i.e. the floor for one round trip.
 //
+// Then the same request over loopback TCP with the token on a keep-alive
+// connection (what a browser, a script or Prometheus pays), as p50/p99.
+//
 // Measured A B A B over --pairs pairs (default 7), each a fixed number of
 // round trips, reporting the ratio per pair and the median, because this
 // machine's speed drifts by tens of percent over minutes.
@@ -23,6 +26,7 @@
 
 #include "api/auth.h"
 #include "api/server.h"
+#include "bench_http.h"
 #include "os/unix_http.h"
 
 namespace {
@@ -111,6 +115,24 @@ int main(int argc, char** argv) {
   std::sort(ratios.begin(), ratios.end());
   std::printf("median ratio (local API / raw unix socket): %.2f over %d pairs of %d requests\n",
               ratios[ratios.size() / 2], pairs, requests);
+
+  // Loopback TCP, token, keep-alive: per-request latency percentiles.
+  auto port = server.listen_tcp("127.0.0.1", 0);
+  if (!port) return 1;
+  {
+    yonder::bench::KeepAliveClient client(*port, kToken);
+    std::vector<double> us;
+    for (int i = 0; i < requests; ++i) {
+      auto start = Clock::now();
+      if (client.get("/v1/status") != 200) {
+        std::fprintf(stderr, "TCP request failed\n");
+        return 1;
+      }
+      us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+    std::printf("GET /v1/status over TCP (token, keep-alive): p50 %.1f us, p99 %.1f us over %d requests\n",
+                yonder::bench::quantile(us, 0.5), yonder::bench::quantile(us, 0.99), requests);
+  }
 
   ::shutdown(lfd, SHUT_RDWR);
   ::close(lfd);

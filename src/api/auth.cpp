@@ -212,8 +212,12 @@ std::optional<Response> ApiAuth::admit(Request& req, Clock::time_point now) {
       }
       // A session rides on a cookie the browser adds by itself, so changes
       // must also show they come from our own page.
-      if (req.method != "GET" && req.method != "HEAD" && req.origin.empty()) {
-        return forbidden("a dashboard session must send its Origin header with " + req.method + " requests");
+      // Browsers always send Origin on WebSocket handshakes (RFC 6455 4.1), and
+      // a socket outlives the request: the same rule as for changes.
+      bool upgrade = ws::wants_upgrade(req.websocket);
+      if (((req.method != "GET" && req.method != "HEAD") || upgrade) && req.origin.empty()) {
+        return forbidden("a dashboard session must send its Origin header with " +
+                         (upgrade ? std::string("WebSocket") : req.method) + " requests");
       }
       req.auth = AuthKind::kSession;
       return std::nullopt;

@@ -18,6 +18,10 @@ Request request_from_message(HttpRequestMessage& msg, Transport transport) {
   req.origin = std::string(msg[http::field::origin]);
   req.host = std::string(msg[http::field::host]);
   req.sec_fetch_site = std::string(msg["Sec-Fetch-Site"]);
+  req.websocket.upgrade = std::string(msg[http::field::upgrade]);
+  req.websocket.connection = std::string(msg[http::field::connection]);
+  req.websocket.key = std::string(msg[http::field::sec_websocket_key]);
+  req.websocket.version = std::string(msg[http::field::sec_websocket_version]);
   req.transport = transport;
   return req;
 }

@@ -14,11 +14,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <nlohmann/json.hpp>
 
 #include "api/auth.h"
@@ -86,6 +89,17 @@ std::vector<std::pair<std::string, std::string>> Router::routes() const {
   return out;
 }
 
+void Router::add_websocket(std::string path, WsOpener open) {
+  websockets_.emplace_back(std::move(path), std::move(open));
+}
+
+const WsOpener* Router::websocket(std::string_view path) const {
+  for (const auto& [p, open] : websockets_) {
+    if (p == path) return &open;
+  }
+  return nullptr;
+}
+
 void Router::dispatch(const Request& req, Reply reply) const {
   bool path_known = false;
   for (const auto& r : routes_) {
@@ -118,6 +132,163 @@ struct LocalApiServer::Impl : std::enable_shared_from_this<Impl> {
   asio::local::stream_protocol::acceptor acceptor;
   asio::ip::tcp::acceptor tcp_acceptor;
   bool stopped = false;
+  size_t websockets_open = 0;
+
+  // One upgraded connection. The session coroutine writes (messages, pongs,
+  // the close frame, in order, one at a time); a reader coroutine decodes
+  // the client's frames. They meet here, on the io thread.
+  template <class Sock>
+  struct WsConn {
+    WsConn(Sock s, asio::io_context& io, size_t max_frame) : sock(std::move(s)), wake(io), decoder(max_frame) {}
+    Sock sock;
+    asio::steady_timer wake;  // cancelled when there is something to do
+    ws::FrameDecoder decoder;
+    std::deque<std::string> outbox;  // encoded frames
+    bool close_queued = false;  // our close frame is in the outbox or sent
+    bool peer_closed = false;   // the client's close frame came, or it went away
+    bool pulling = false;       // a WsNext is in flight
+    bool done = false;          // the session has ended: drop late messages
+    void notify() { wake.cancel(); }
+    void queue_close(uint16_t code, std::string_view reason) {
+      if (close_queued) return;
+      close_queued = true;
+      outbox.push_back(ws::encode_close(code, reason));
+      notify();
+    }
+  };
+
+  template <class Sock>
+  static asio::awaitable<void> ws_read(std::shared_ptr<WsConn<Sock>> c) {
+    char buf[4096];
+    for (;;) {
+      // Frames already fed (bytes that came with the handshake) first.
+      for (;;) {
+        auto frame = c->decoder.next();
+        if (!frame) {
+          c->queue_close(c->decoder.close_code(), frame.error().message());
+          c->peer_closed = true;  // nothing more is read from it
+          co_return;
+        }
+        if (!*frame) break;
+        const ws::Frame& f = **frame;
+        if (f.opcode == ws::Opcode::kPing && !c->close_queued) {
+          c->outbox.push_back(ws::encode_frame(ws::Opcode::kPong, f.payload));
+          c->notify();
+        } else if (f.opcode == ws::Opcode::kClose) {
+          // Echo the status (5.5.1), or 1000 when none came.
+          c->queue_close(f.close_code != 0 ? f.close_code : ws::kCloseNormal, "");
+          c->peer_closed = true;
+          c->notify();
+          co_return;
+        }
+        // Data frames and pongs from the client mean nothing here.
+      }
+      boost::system::error_code ec;
+      size_t n = co_await c->sock.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        c->peer_closed = true;
+        c->notify();
+        co_return;
+      }
+      c->decoder.feed(std::string_view(buf, n));
+    }
+  }
+
+  template <class Sock>
+  asio::awaitable<void> websocket(Sock& sock, std::string_view early_bytes, const Request& req, const WsOpener& open) {
+    auto self = shared_from_this();
+    auto c = std::make_shared<WsConn<Sock>>(std::move(sock), io, limits.max_websocket_frame_bytes);
+    c->decoder.feed(early_bytes);
+    ++websockets_open;
+    WsNext next = open(req);
+    asio::co_spawn(io, ws_read(c), asio::detached);
+    asio::steady_timer close_wait(io);
+    asio::steady_timer write_deadline(io);
+    bool close_sent = false;
+    bool close_wait_armed = false;
+    for (;;) {
+      if (!c->outbox.empty()) {
+        std::string frame = std::move(c->outbox.front());
+        c->outbox.pop_front();
+        boost::system::error_code ec;
+        // A client that stops reading must not hold the connection forever.
+        write_deadline.expires_after(std::chrono::seconds(limits.request_timeout_s));
+        write_deadline.async_wait([c](boost::system::error_code e) {
+          if (!e) c->sock.close(e);
+        });
+        co_await asio::async_write(c->sock, asio::buffer(frame), asio::redirect_error(asio::use_awaitable, ec));
+        write_deadline.cancel();
+        if (ec) break;
+        if (c->close_queued && c->outbox.empty()) close_sent = true;
+        continue;
+      }
+      if (close_sent) {
+        if (c->peer_closed) break;
+        if (!close_wait_armed) {
+          // Wait a little for the client's close (7.1.1), then drop the TCP connection.
+          close_wait_armed = true;
+          close_wait.expires_after(std::chrono::seconds(5));
+          close_wait.async_wait([c](boost::system::error_code ec) {
+            if (!ec) {
+              c->peer_closed = true;
+              c->notify();
+            }
+          });
+        }
+      } else if (c->peer_closed && !c->close_queued) {
+        break;  // the client vanished without a close frame
+      } else if (!c->pulling && !c->close_queued && !stopped) {
+        c->pulling = true;
+        next([c](WsMessage m) {
+          if (c->done) return;
+          c->pulling = false;
+          if (!c->close_queued) {
+            c->outbox.push_back(ws::encode_frame(ws::Opcode::kText, m.text));
+            if (m.last) c->queue_close(m.close_code, "");
+          }
+          c->notify();
+        });
+        continue;  // it may have answered at once
+      } else if (stopped && !c->close_queued) {
+        c->queue_close(ws::kCloseGoingAway, "yonderd is stopping");
+        continue;
+      }
+      c->wake.expires_at(asio::steady_timer::time_point::max());
+      boost::system::error_code ec;
+      co_await c->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    c->done = true;
+    close_wait.cancel();
+    write_deadline.cancel();
+    boost::system::error_code ignored;
+    c->sock.close(ignored);  // ends the reader too
+    --websockets_open;
+  }
+
+  // The 101 answer, or the refusal, to an admitted upgrade request.
+  template <class Sock>
+  asio::awaitable<bool> websocket_handshake(Sock& sock, const Request& req, boost::system::error_code& ec) {
+    if (auto checked = ws::check_upgrade(req.websocket); !checked) {
+      Response bad = Response::error(checked.error());
+      bad.headers.emplace_back("Sec-WebSocket-Version", "13");
+      co_await write(sock, bad, false, ec);
+      co_return false;
+    }
+    if (websockets_open >= limits.max_websocket_connections) {
+      co_await write(sock, Response::error(make_error(ErrorCode::kUnavailable,
+                                                      "too many WebSocket connections are open; close a "
+                                                      "dashboard tab, or long-poll instead")),
+                     false, ec);
+      co_return false;
+    }
+    http::response<http::empty_body> res{http::status::switching_protocols, 11};
+    res.set(http::field::server, "yonderd");
+    res.set(http::field::upgrade, "websocket");
+    res.set(http::field::connection, "Upgrade");
+    res.set(http::field::sec_websocket_accept, ws::accept_key(req.websocket.key));
+    co_await http::async_write(sock, res, asio::redirect_error(asio::use_awaitable, ec));
+    co_return !ec;
+  }
 
   template <class Acceptor>
   asio::awaitable<void> accept_loop(Acceptor& from, Transport transport) {
@@ -162,6 +333,16 @@ struct LocalApiServer::Impl : std::enable_shared_from_this<Impl> {
 
       // The gate first: token, session cookie, origin; GET /login.
       std::optional<Response> response = auth.admit(req, std::chrono::steady_clock::now());
+      const WsOpener* ws_route = router.websocket(req.path);
+      if (!response && ws_route != nullptr && req.method == "GET" && ws::wants_upgrade(req.websocket)) {
+        // The gate has admitted it like any request; the socket is the WebSocket's from here.
+        if (co_await websocket_handshake(sock, req, ec)) {
+          auto early = buffer.data();
+          std::string_view early_bytes(static_cast<const char*>(early.data()), early.size());
+          co_await websocket(sock, early_bytes, req, *ws_route);
+        }
+        co_return;
+      }
       if (!response) {
         // Wait for the handler's reply: the timer is the event it fires.
         asio::steady_timer done(io, asio::steady_timer::time_point::max());

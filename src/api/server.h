@@ -19,6 +19,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "api/websocket.h"
 #include "base/error.h"
 
 namespace boost::asio {
@@ -44,6 +45,8 @@ struct Request {
   std::string origin;
   std::string host;
   std::string sec_fetch_site;
+  // Upgrade, Connection, Sec-WebSocket-Key/-Version (api/websocket.h).
+  ws::UpgradeHeaders websocket;
   Transport transport = Transport::kUnix;
   AuthKind auth = AuthKind::kNone;
   // The router dispatching this request, for handlers that compose other
@@ -75,6 +78,22 @@ Result<nlohmann::json> parse_json_body(std::string_view body);
 using Reply = std::function<void(Response)>;
 using Handler = std::function<void(const Request&, Reply)>;
 
+// A WebSocket route streams text messages from the server to the client.
+// After the gate has admitted the upgrade request and the handshake is
+// done, the server calls the route's opener once with the request, then
+// calls the returned WsNext for each next message, after the previous one
+// has been written (one in flight: the stream paces itself by the socket).
+// WsNext must call its callback once, on the io thread; a `last` message is
+// followed by a close frame with `close_code`. A WsNext may still answer
+// after the client has gone; the server then drops the message.
+struct WsMessage {
+  std::string text;
+  bool last = false;
+  uint16_t close_code = ws::kCloseNormal;
+};
+using WsNext = std::function<void(std::function<void(WsMessage)>)>;
+using WsOpener = std::function<WsNext(const Request&)>;
+
 class Router {
  public:
   void add(std::string method, std::string path, Handler handler);
@@ -83,6 +102,11 @@ class Router {
   // Every registered route as (method, path), in registration order: the
   // OpenAPI document and the security tests are checked against it.
   std::vector<std::pair<std::string, std::string>> routes() const;
+  // Registers `path` as a WebSocket route. Also add a GET route for it (it
+  // answers requests that do not upgrade): see add_websocket_follow.
+  void add_websocket(std::string path, WsOpener open);
+  // The opener for `path`, or null when it is not a WebSocket route.
+  const WsOpener* websocket(std::string_view path) const;
 
  private:
   struct Route {
@@ -91,12 +115,25 @@ class Router {
     Handler handler;
   };
   std::vector<Route> routes_;
+  std::vector<std::pair<std::string, WsOpener>> websockets_;
 };
+
+// Serves the long-poll route `poll_path` (a JSON object with "next_offset"
+// and "ended", as GET /v1/jobs/logs) as the WebSocket route `ws_path`: GET
+// ws_path?QUERY upgrades, then the server dispatches poll_path?QUERY with
+// offset=N&wait_ms=`wait_ms` in-process under the same auth, sends each 200
+// body as one text message, follows next_offset, and closes (1000) after
+// the body that says ended. Any other answer is sent as the last message
+// and the socket is closed with 1011. A plain GET of ws_path is 426.
+void add_websocket_follow(Router& router, const std::string& ws_path, const std::string& poll_path,
+                          int wait_ms = 10000);
 
 struct ServerLimits {
   size_t max_header_bytes = 16 * 1024;
   size_t max_body_bytes = 1 << 20;
   int request_timeout_s = 30;
+  size_t max_websocket_frame_bytes = 4096;  // from clients (they only ping and close)
+  size_t max_websocket_connections = 32;    // open at once; more are refused with 503
 };
 
 class ApiAuth;

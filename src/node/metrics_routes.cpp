@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/prometheus.h"
+#include "crypto/node_id.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "node/peer_link.h"
 #include "node/version.h"
@@ -25,6 +26,15 @@ struct Scrape {
   std::map<std::string, int> consumer_jobs;  // by state
   bool consumer_ok = false;
   json relays;
+  json gpus;  // GET /v1/gpus body (the inventory report), or null
+  // Bytes of each link session, from PeerLink's service (io thread).
+  struct Traffic {
+    std::string peer;
+    std::string path_kind;
+    uint64_t bytes_in = 0;
+    uint64_t bytes_out = 0;
+  };
+  std::vector<Traffic> traffic;
 };
 
 api::Response render(const Scrape& s) {
@@ -79,6 +89,41 @@ api::Response render(const Scrape& s) {
     for (const auto& r : s.relays) ++relays[r.value("state", "unknown")];
   }
   for (const auto& [state, n] : relays) m.sample("yonder_relay_registrations", {{"state", state}}, n);
+
+  // Per device, as GET /v1/gpus reports them (a Slurm provider: the cluster's).
+  m.family("yonder_gpu_utilization_ratio", "gauge", "GPU utilisation (0-1) per device; absent when not reported.");
+  m.family("yonder_gpu_memory_used_bytes", "gauge", "GPU memory in use per device.");
+  m.family("yonder_gpu_memory_total_bytes", "gauge", "GPU memory per device.");
+  if (s.gpus.is_object() && s.gpus.contains("devices") && s.gpus["devices"].is_array()) {
+    for (const auto& d : s.gpus["devices"]) {
+      if (!d.is_object()) continue;
+      api::Labels labels = {
+          {"gpu", std::to_string(d.value("index", 0))}, {"uuid", d.value("uuid", "")}, {"name", d.value("name", "")}};
+      int util = d.value("utilization_percent", -1);
+      if (util >= 0) m.sample("yonder_gpu_utilization_ratio", labels, util / 100.0);
+      m.sample("yonder_gpu_memory_used_bytes", labels, static_cast<double>(d.value("memory_used_bytes", uint64_t{0})));
+      m.sample("yonder_gpu_memory_total_bytes", labels,
+               static_cast<double>(d.value("memory_total_bytes", uint64_t{0})));
+    }
+  }
+
+  // Counted per link session, so a path that ended takes its bytes with it.
+  std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> bytes;
+  for (const auto& t : s.traffic) {
+    auto& b = bytes[{t.peer, t.path_kind}];
+    b.first += t.bytes_in;
+    b.second += t.bytes_out;
+  }
+  m.family("yonder_link_received_bytes", "gauge",
+           "Bytes received on the link sessions open now, by peer and path kind (a session's count ends with it).");
+  for (const auto& [key, b] : bytes) {
+    m.sample("yonder_link_received_bytes", {{"peer", key.first}, {"path_kind", key.second}},
+             static_cast<double>(b.first));
+  }
+  m.family("yonder_link_sent_bytes", "gauge", "Bytes sent on the link sessions open now, by peer and path kind.");
+  for (const auto& [key, b] : bytes) {
+    m.sample("yonder_link_sent_bytes", {{"peer", key.first}, {"path_kind", key.second}}, static_cast<double>(b.second));
+  }
   return m.response();
 }
 
@@ -100,17 +145,25 @@ void add_metrics_routes(api::Router& router, asio::io_context& io, asio::thread_
   router.add("GET", "/metrics", [&io, &pool, &link, consumer_jobs](const api::Request& req, api::Reply reply) {
     auto s = std::make_shared<Scrape>();
     s->relays = link.relay_status();
+    for (const auto& session : link.service().sessions()) {
+      if (!session.established) continue;
+      s->traffic.push_back({NodeId(session.peer).to_string(), session.path.substr(0, session.path.find(' ')),
+                            session.bytes_in, session.bytes_out});
+    }
     internal_get(req, "/v1/peers", [&io, &pool, consumer_jobs, req, s, reply](api::Response peers) mutable {
       if (peers.status == 200) s->peers = json::parse(peers.body, nullptr, false);
-      internal_get(req, "/v1/provider/jobs", [&io, &pool, consumer_jobs, s, reply](api::Response jobs) mutable {
+      internal_get(req, "/v1/provider/jobs", [&io, &pool, consumer_jobs, req, s, reply](api::Response jobs) mutable {
         if (jobs.status == 200) s->provider_jobs = json::parse(jobs.body, nullptr, false);
-        asio::post(pool, [&io, consumer_jobs, s, reply]() mutable {
-          if (consumer_jobs) {
-            if (auto list = consumer_jobs->list()) {
-              for (const auto& j : *list) ++s->consumer_jobs[j.state.empty() ? "unknown" : j.state];
+        internal_get(req, "/v1/gpus", [&io, &pool, consumer_jobs, s, reply](api::Response gpus) mutable {
+          if (gpus.status == 200) s->gpus = json::parse(gpus.body, nullptr, false);
+          asio::post(pool, [&io, consumer_jobs, s, reply]() mutable {
+            if (consumer_jobs) {
+              if (auto list = consumer_jobs->list()) {
+                for (const auto& j : *list) ++s->consumer_jobs[j.state.empty() ? "unknown" : j.state];
+              }
             }
-          }
-          asio::post(io, [s, reply] { reply(render(*s)); });
+            asio::post(io, [s, reply] { reply(render(*s)); });
+          });
         });
       });
     });

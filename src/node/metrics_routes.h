@@ -2,9 +2,10 @@
 // same token as every route (scrape config: docs/metrics.md).
 //
 // Cheap by construction: it reads what the other routes already serve
-// (GET /v1/peers and GET /v1/provider/jobs, dispatched in-process without
-// any network call) plus the consumer's job table (one SQLite read on the
-// pool) and the relay registrations PeerLink reports.
+// (GET /v1/peers, GET /v1/provider/jobs and GET /v1/gpus, dispatched
+// in-process without any network call) plus the consumer's job table (one
+// SQLite read on the pool), the relay registrations PeerLink reports and
+// the bytes of its link sessions.
 #pragma once
 
 #include <memory>

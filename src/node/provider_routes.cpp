@@ -222,6 +222,8 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
     };
     (*attempt)(true);
   });
+  // The same records pushed over a WebSocket (the dashboard's live logs).
+  api::add_websocket_follow(router, "/v1/provider/jobs/logs/ws", "/v1/provider/jobs/logs");
 }
 
 }  // namespace yonder::node

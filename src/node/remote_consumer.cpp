@@ -61,6 +61,8 @@ void RemoteConsumer::add_routes(api::Router& router) {
     nlohmann::json params = {{"offset", query_u64(q, "offset")}, {"wait_ms", std::min<uint64_t>(query_u64(q, "wait_ms"), 20000)}};
     forward(q["id"], "run.logs", params, false, std::move(reply));
   });
+  // The same records pushed over a WebSocket (the dashboard's live logs).
+  api::add_websocket_follow(router, "/v1/jobs/logs/ws", "/v1/jobs/logs");
 }
 
 void RemoteConsumer::run(const Request& req, Reply reply) {

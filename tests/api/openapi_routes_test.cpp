@@ -60,6 +60,14 @@ std::set<Route> registered_routes() {
       if (path.empty() || path[0] != '/') continue;
       out.insert({lower(method), path});
     }
+    // WebSocket routes (api/server.h) are GET routes too.
+    constexpr std::string_view kWs = "add_websocket_follow(";
+    for (size_t at = text.find(kWs); at != std::string::npos; at = text.find(kWs, at + 1)) {
+      size_t i = text.find(',', at);
+      std::string path;
+      if (i == std::string::npos || !literal(text, ++i, path) || path.empty() || path[0] != '/') continue;
+      out.insert({"get", path});
+    }
   }
   return out;
 }

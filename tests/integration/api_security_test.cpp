@@ -142,6 +142,56 @@ TEST_F(ApiSecurity, EveryRouteRefusesRequestsWithoutTheRightToken) {
   EXPECT_NE(metrics.body.find("# TYPE yonder_peers gauge"), std::string::npos) << metrics.body;
 }
 
+// The series /metrics adds for GPUs (the node's fake inventory: 2 devices,
+// idle) and link traffic (families present; no peer here, so no samples).
+TEST_F(ApiSecurity, MetricsExportGpusPerDeviceAndLinkBytes) {
+  auto metrics = tcp("GET", "/metrics", bearer());
+  ASSERT_EQ(metrics.status, 200);
+  const std::string& m = metrics.body;
+  for (const char* family : {"yonder_gpu_utilization_ratio", "yonder_gpu_memory_used_bytes",
+                             "yonder_gpu_memory_total_bytes", "yonder_link_received_bytes", "yonder_link_sent_bytes"}) {
+    EXPECT_NE(m.find(std::string("# TYPE ") + family + " gauge"), std::string::npos) << family << "\n" << m;
+  }
+  // One sample per device, with a sane value.
+  for (const char* gpu : {"0", "1"}) {
+    std::string prefix = std::string("yonder_gpu_memory_total_bytes{gpu=\"") + gpu + "\"";
+    size_t at = m.find(prefix);
+    ASSERT_NE(at, std::string::npos) << prefix << "\n" << m;
+    size_t value = m.find("} ", at);
+    ASSERT_NE(value, std::string::npos);
+    EXPECT_GT(std::stod(m.substr(value + 2, m.find('\n', value) - value - 2)), 1e9) << m;
+    std::string util = std::string("yonder_gpu_utilization_ratio{gpu=\"") + gpu + "\"";
+    at = m.find(util);
+    ASSERT_NE(at, std::string::npos) << util << "\n" << m;
+    double ratio = std::stod(m.substr(m.find("} ", at) + 2));
+    EXPECT_GE(ratio, 0.0);
+    EXPECT_LE(ratio, 1.0);
+  }
+}
+
+// The live-log WebSocket of the running daemon is behind the same gate: no
+// token 401, a foreign Origin 403 (cross-site WebSocket hijacking), and with
+// the token the handshake completes.
+TEST_F(ApiSecurity, LogWebSocketsPassTheGate) {
+  auto upgrade = [this](const std::string& path, const std::string& extra) {
+    std::string req = "GET " + path + "?id=nope&offset=0 HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) +
+                      "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" + extra + "\r\n";
+    return parse_reply(round_trip(port_, req).value_or(""));
+  };
+  for (const char* path : {"/v1/jobs/logs/ws", "/v1/provider/jobs/logs/ws"}) {
+    SCOPED_TRACE(path);
+    EXPECT_EQ(upgrade(path, "").status, 401);
+    EXPECT_EQ(upgrade(path, bearer() + "Origin: http://evil.example\r\n").status, 403);
+    auto ok = upgrade(path, bearer() + "Origin: http://127.0.0.1:" + std::to_string(port_) + "\r\n");
+    EXPECT_EQ(ok.status, 101) << ok.head;
+    EXPECT_EQ(header(ok, "Sec-WebSocket-Accept"), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    // The unknown job's error comes as the one message, then a close frame.
+    EXPECT_NE(ok.body.find("error"), std::string::npos);
+    EXPECT_EQ(tcp("GET", std::string(path) + "?id=nope", bearer()).status, 426);
+  }
+}
+
 TEST_F(ApiSecurity, ForeignOriginOrHostIsRefused) {
   auto evil = tcp("GET", "/v1/status", bearer() + "Origin: http://evil.example\r\n");
   EXPECT_EQ(evil.status, 403) << evil.body;

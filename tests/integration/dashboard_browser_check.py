@@ -2,7 +2,7 @@
 """Drives the web dashboard of a live consumer yonderd (YONDER_HOME, paired
 with PROVIDER) in headless Chromium over the WebDriver protocol (chromedriver,
 standard library only): logs in through the one-time URL of `yonder
-dashboard --json`, watches a running job's logs arrive live, stops the job,
+dashboard --json`, watches a running job's logs arrive live (over the WebSocket), stops the job,
 revokes a share link, checks the audit chain, and saves screenshots of the
 main pages into OUT_DIR. Exits 0 when everything held.
 
@@ -188,6 +188,9 @@ def main(wd):
     wait_until("more log lines arriving live",
                lambda: wd.text("#log-output").count("tick") >= first + 2)
     check(wd.js("return window.__sameDocument === true"), "logs arrived without reloading the page")
+    transport = wd.js("return document.getElementById('log-output').dataset.transport")
+    check(transport == "websocket",
+          "the live logs came over the WebSocket (/v1/jobs/logs/ws), not the long-poll fallback: %r" % transport)
     check(wd.js("return document.getElementById('log-output').dataset.ended") == "false",
           "the log is still open while the job runs")
     wd.screenshot("04-jobs-logs.png")

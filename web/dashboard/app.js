@@ -3,7 +3,11 @@
 // file, so nothing here may be inline. Every request rides on the session
 // cookie set by /login (credentials same-origin); the browser adds the
 // Origin header to POSTs, which the API requires of cookie sessions.
-// Live job logs long-poll GET /v1/jobs/logs with wait_ms, as the CLI does.
+// Live job logs arrive over a WebSocket (GET /v1/jobs/logs/ws, one JSON
+// message per batch); if the socket cannot be opened or drops before the
+// log ends, they long-poll GET /v1/jobs/logs with wait_ms, as the CLI does.
+// #log-output's data-transport says which one delivered ("websocket" or
+// "longpoll"); the browser test reads it.
 "use strict";
 
 const POLL_MS = 2000;
@@ -266,22 +270,83 @@ function openLogs(id, provider) {
   out.replaceChildren();
   out.dataset.ended = "false";
   out.dataset.job = id;
+  delete out.dataset.transport;
   followLogs(logView).catch(() => {});
   loadJobs().catch(() => {});
 }
 
-// Long-polls the log from offset 0 until the job's log ends or another job
-// is opened; each answer carries base64 records and the next offset.
+// Appends one batch ({"records", "next_offset", "ended"}) to the log view;
+// returns true when the log has ended.
+function showBatch(view, r) {
+  const out = $("log-output");
+  const atBottom = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
+  for (const rec of r.records || []) {
+    const bin = atob(rec.data || "");
+    const bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
+    out.append(el("span", { class: rec.stream === "stderr" ? "stderr" : "stdout" }, view.decoder.decode(bytes)));
+  }
+  if (atBottom) out.scrollTop = out.scrollHeight;
+  if (typeof r.next_offset === "number") view.offset = r.next_offset;
+  if (!r.ended) return false;
+  out.dataset.ended = "true";
+  out.append(el("span", { class: "muted" }, "[end of log]\n"));
+  loadJobs().catch(() => {});
+  return true;
+}
+
+// Follows the log from offset 0 until it ends or another job is opened:
+// over a WebSocket first, then by long-polling from where it stopped.
 async function followLogs(view) {
+  view.offset = 0;
+  view.decoder = new TextDecoder();
+  if (await followOverWebSocket(view)) return;
+  if (logView === view) await followByLongPoll(view);
+}
+
+// Resolves true when the log ended (or another job was opened), false when
+// the socket failed first and long-polling should take over.
+function followOverWebSocket(view) {
+  return new Promise((resolve) => {
+    if (typeof WebSocket !== "function") return resolve(false);
+    const route = view.provider ? "/v1/provider/jobs/logs/ws" : "/v1/jobs/logs/ws";
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    let ws;
+    try {
+      ws = new WebSocket(scheme + "//" + location.host + route + "?id=" + encodeURIComponent(view.id) + "&offset=" + view.offset);
+    } catch (_) {
+      return resolve(false);
+    }
+    let finished = false;
+    const finish = (ended) => { if (!finished) { finished = true; resolve(ended); } };
+    view.controller.signal.addEventListener("abort", () => { ws.close(1000); finish(true); });
+    ws.onmessage = (ev) => {
+      if (logView !== view) { ws.close(1000); return finish(true); }
+      let r;
+      try { r = JSON.parse(ev.data); } catch (_) { return; }
+      if (r.error) {
+        $("log-output").append(el("span", { class: "stderr" }, "\n[log stream failed: " + r.error.message + "]\n"));
+        return finish(true);
+      }
+      $("log-output").dataset.transport = "websocket";
+      if (showBatch(view, r)) finish(true);
+    };
+    // A close before the log ended (the daemon restarted, a proxy, a CSP
+    // that refuses ws:) hands over to long-polling from the last offset.
+    ws.onclose = () => finish(logView !== view);
+    ws.onerror = () => {};
+  });
+}
+
+// Long-polls the log from view.offset; each answer carries base64 records
+// and the next offset.
+async function followByLongPoll(view) {
   const route = view.provider ? "/v1/provider/jobs/logs" : "/v1/jobs/logs";
   const out = $("log-output");
-  const decoder = new TextDecoder();
-  let offset = 0;
   let failures = 0;
   while (logView === view) {
     let r;
     try {
-      r = await api(route + "?id=" + encodeURIComponent(view.id) + "&offset=" + offset + "&wait_ms=" + LOG_WAIT_MS,
+      r = await api(route + "?id=" + encodeURIComponent(view.id) + "&offset=" + view.offset + "&wait_ms=" + LOG_WAIT_MS,
                     undefined, view.controller.signal);
       failures = 0;
     } catch (e) {
@@ -291,20 +356,8 @@ async function followLogs(view) {
       continue;
     }
     if (logView !== view) return;
-    const atBottom = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
-    for (const rec of r.records || []) {
-      const bin = atob(rec.data || "");
-      const bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
-      out.append(el("span", { class: rec.stream === "stderr" ? "stderr" : "stdout" }, decoder.decode(bytes)));
-    }
-    if (atBottom) out.scrollTop = out.scrollHeight;
-    if (typeof r.next_offset === "number") offset = r.next_offset;
-    if (r.ended) {
-      out.dataset.ended = "true";
-      out.append(el("span", { class: "muted" }, "[end of log]\n"));
-      loadJobs().catch(() => {});
-      return;
-    }
+    out.dataset.transport = "longpoll";
+    if (showBatch(view, r)) return;
   }
 }
 

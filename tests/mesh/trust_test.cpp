@@ -1,0 +1,191 @@
+// Credits and tit-for-tat, EigenTrust against a clique, the quorum, gossip.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "mesh/gossip.h"
+#include "mesh/ledger.h"
+#include "mesh/quorum.h"
+#include "mesh/reputation.h"
+#include "mesh_test_util.h"
+
+namespace yonder::mesh {
+namespace {
+
+using testing::identity;
+using testing::receipt;
+constexpr UnixMs kNow = 1'800'000'000'000;
+constexpr UnixMs kDay = 24ll * 3600 * 1000;
+
+TEST(Ledger, BalancesAreGivenMinusTakenTimesTheModelFactor) {
+  auto me = identity(1), a = identity(2), b = identity(3);
+  CreditParams params;
+  Ledger ledger(me.public_key(), params);
+  EXPECT_DOUBLE_EQ(ledger.balance(a.public_key(), kNow), params.starting_allowance);
+  // a served us an hour on an A100 (factor 2); we served a half an hour on a 4090 (1).
+  ASSERT_TRUE(ledger.add(receipt(a, me, "j1", 3600, kNow, "NVIDIA A100-SXM4-80GB")).ok());
+  ASSERT_TRUE(ledger.add(receipt(me, a, "j2", 1800, kNow)).ok());
+  EXPECT_DOUBLE_EQ(ledger.net(a.public_key()), 7200.0 - 1800.0);
+  EXPECT_DOUBLE_EQ(ledger.balance(a.public_key(), kNow), params.starting_allowance + 5400.0);
+  // Unknown model: the default factor.
+  ASSERT_TRUE(ledger.add(receipt(me, b, "j3", 1000, kNow, "Mystery GPU")).ok());
+  EXPECT_DOUBLE_EQ(ledger.net(b.public_key()), -1000.0 * params.default_factor);
+  // Counted once; not ours; tampered.
+  EXPECT_EQ(ledger.add(receipt(a, me, "j1", 3600, kNow, "NVIDIA A100-SXM4-80GB")).error().code(),
+            ErrorCode::kAlreadyExists);
+  EXPECT_EQ(ledger.add(receipt(a, b, "j4", 10, kNow)).error().code(), ErrorCode::kFailedPrecondition);
+  Receipt forged = receipt(a, me, "j5", 10, kNow);
+  forged.gpu_seconds = 100000;
+  EXPECT_FALSE(ledger.add(forged).ok());
+}
+
+TEST(Ledger, LongIdleBalancesDecayTowardsTheAllowance) {
+  auto me = identity(1), a = identity(2);
+  CreditParams params;
+  Ledger ledger(me.public_key(), params);
+  ASSERT_TRUE(ledger.add(receipt(a, me, "j1", 10000, kNow, "NVIDIA GeForce RTX 4090")).ok());
+  EXPECT_DOUBLE_EQ(ledger.balance(a.public_key(), kNow + 7 * kDay), params.starting_allowance + 10000);
+  EXPECT_NEAR(ledger.balance(a.public_key(), kNow + 7 * kDay + params.half_life_ms), params.starting_allowance + 5000,
+              1e-6);
+  EXPECT_NEAR(ledger.balance(a.public_key(), kNow + 3650 * kDay), params.starting_allowance, 1.0);
+}
+
+TEST(Ledger, QueueServesContributorsFirstThenNewcomersThenDebtorsEachByArrival) {
+  auto me = identity(1), giver = identity(2), newcomer = identity(3), taker = identity(4), giver2 = identity(5);
+  Ledger ledger(me.public_key(), CreditParams{});
+  ASSERT_TRUE(ledger.add(receipt(giver, me, "g1", 500, kNow)).ok());
+  ASSERT_TRUE(ledger.add(receipt(giver2, me, "g2", 50000, kNow)).ok());
+  ASSERT_TRUE(ledger.add(receipt(me, taker, "t1", 10000, kNow)).ok());  // past the allowance
+  std::vector<QueuedRequest> q = {
+      {1, taker.public_key(), kNow + 1}, {2, newcomer.public_key(), kNow + 2}, {3, giver.public_key(), kNow + 3},
+      {4, taker.public_key(), kNow + 4}, {5, giver2.public_key(), kNow + 5},   {6, newcomer.public_key(), kNow + 2},
+  };
+  auto ordered = order_queue(q, ledger, kNow + 10);
+  std::vector<uint64_t> ids;
+  for (const auto& r : ordered) ids.push_back(r.request_id);
+  EXPECT_EQ(ids, (std::vector<uint64_t>{3, 5, 2, 6, 1, 4}));
+}
+
+// Honest: owner O (pre-trusted) and peers H1..H4 serve each other. Clique:
+// C1..C5 sign huge fake receipts among themselves, never serving honest peers.
+TEST(Reputation, ACliqueOfFakeReceiptsGainsNoStanding) {
+  std::vector<Identity> honest, clique;
+  for (uint32_t i = 0; i < 5; ++i) honest.push_back(identity(100 + i));
+  for (uint32_t i = 0; i < 5; ++i) clique.push_back(identity(200 + i));
+  std::vector<Receipt> rs;
+  int job = 0;
+  std::mt19937_64 rng(5);
+  for (int k = 0; k < 40; ++k) {
+    size_t p = rng() % 5, c = rng() % 5;
+    if (p == c) continue;
+    rs.push_back(receipt(honest[p], honest[c], "h" + std::to_string(job++), 600 + rng() % 3600, kNow));
+  }
+  for (int k = 0; k < 200; ++k) {
+    size_t p = rng() % 5, c = rng() % 5;
+    if (p == c) continue;
+    rs.push_back(receipt(clique[p], clique[c], "c" + std::to_string(job++), 1'000'000, kNow));
+  }
+  // A clique member also consumed from honest peers (that earns it nothing).
+  rs.push_back(receipt(honest[1], clique[0], "x" + std::to_string(job++), 3600, kNow));
+  auto result = compute_trust(rs, {}, {honest[0].public_key()}, TrustParams{});
+  ASSERT_TRUE(result.converged);
+  double min_honest = 1, max_clique = 0;
+  for (size_t i = 1; i < honest.size(); ++i) min_honest = std::min(min_honest, result.global[honest[i].public_key()]);
+  for (const auto& c : clique) max_clique = std::max(max_clique, result.global[c.public_key()]);
+  EXPECT_GT(min_honest, 0.01);
+  EXPECT_LT(max_clique, 1e-9);
+  EXPECT_LT(max_clique, min_honest);
+  EXPECT_EQ(result.normalised(clique[0].public_key()),
+            result.global[clique[0].public_key()] /
+                std::max_element(result.global.begin(), result.global.end(), [](auto& a, auto& b) {
+                  return a.second < b.second;
+                })->second);
+}
+
+TEST(Reputation, OutvotedProvidersLoseTrustAndResultsAreDeterministic) {
+  auto o = identity(1), good = identity(2), liar = identity(3);
+  std::vector<Receipt> rs = {receipt(good, o, "a", 3600, kNow), receipt(liar, o, "b", 3600, kNow)};
+  auto before = compute_trust(rs, {}, {o.public_key()}, TrustParams{});
+  EXPECT_NEAR(before.global[good.public_key()], before.global[liar.public_key()], 1e-12);
+  std::vector<VerificationOutcome> outcomes = {{o.public_key(), liar.public_key(), false},
+                                               {o.public_key(), good.public_key(), true}};
+  auto after = compute_trust(rs, outcomes, {o.public_key()}, TrustParams{});
+  EXPECT_GT(after.global[good.public_key()], after.global[liar.public_key()]);
+  // Same inputs in another order: bit-for-bit the same.
+  std::vector<Receipt> reversed(rs.rbegin(), rs.rend());
+  std::vector<VerificationOutcome> rev_out(outcomes.rbegin(), outcomes.rend());
+  auto again = compute_trust(reversed, rev_out, {o.public_key()}, TrustParams{});
+  EXPECT_EQ(again.global, after.global);
+  EXPECT_EQ(again.iterations, after.iterations);
+}
+
+TEST(Quorum, OneLyingProviderIsOutvoted) {
+  PeerKey a = identity(1).public_key(), b = identity(2).public_key(), c = identity(3).public_key();
+  auto d = decide_quorum({{a, testing::hash_of(1)}, {b, testing::hash_of(2)}, {c, testing::hash_of(1)}});
+  ASSERT_TRUE(d.accepted.has_value());
+  EXPECT_EQ(*d.accepted, testing::hash_of(1));
+  EXPECT_EQ(d.outvoted, std::vector<PeerKey>{b});
+  EXPECT_EQ(d.agreeing.size(), 2u);
+}
+
+TEST(Quorum, TiesAndNoMajorityAreUndecided) {
+  PeerKey a = identity(1).public_key(), b = identity(2).public_key(), c = identity(3).public_key(),
+          e = identity(4).public_key();
+  auto tie = decide_quorum({{a, testing::hash_of(1)}, {b, testing::hash_of(2)}});
+  EXPECT_FALSE(tie.accepted.has_value());
+  EXPECT_TRUE(tie.outvoted.empty());
+  auto spread = decide_quorum(
+      {{a, testing::hash_of(1)}, {b, testing::hash_of(1)}, {c, testing::hash_of(2)}, {e, testing::hash_of(3)}});
+  EXPECT_FALSE(spread.accepted.has_value());
+  // A provider that answers twice, differently, does not get two votes and is outvoted.
+  auto hedge = decide_quorum(
+      {{a, testing::hash_of(1)}, {b, testing::hash_of(1)}, {c, testing::hash_of(1)}, {c, testing::hash_of(2)}});
+  ASSERT_TRUE(hedge.accepted.has_value());
+  EXPECT_EQ(hedge.outvoted, std::vector<PeerKey>{c});
+  EXPECT_FALSE(decide_quorum({}).accepted.has_value());
+}
+
+TEST(Gossip, AMembershipChangeReachesEveryMemberDeterministically) {
+  auto run = [](uint64_t seed) {
+    auto owner = identity(1);
+    const uint32_t n = 50;
+    Membership m;
+    m.group_id = "0123456789abcdef0123456789abcdef";
+    m.name = "club";
+    m.version = 1;
+    m.owner = owner.public_key();
+    for (uint32_t i = 2; i <= n; ++i) {
+      Member mem;
+      mem.id = identity(i).public_key();
+      m.members.push_back(mem);
+    }
+    sign_membership(m, owner);
+    std::mt19937_64 rng(seed);
+    auto random = [&rng](uint64_t k) { return rng() % k; };
+    std::map<PeerKey, GossipMember> nodes;
+    nodes.emplace(owner.public_key(), GossipMember(owner.public_key(), owner.public_key(), GossipParams{}, random));
+    for (const auto& mem : m.members) {
+      nodes.emplace(mem.id, GossipMember(mem.id, owner.public_key(), GossipParams{}, random));
+    }
+    EXPECT_TRUE(nodes.at(owner.public_key()).on_membership(m));
+    int rounds = 0;
+    for (; rounds < 50; ++rounds) {
+      size_t have = 0;
+      for (auto& [k, node] : nodes) have += node.held().has_value();
+      if (have == nodes.size()) break;
+      std::vector<GossipSend> wire;
+      for (auto& [k, node] : nodes) {
+        auto out = node.tick();
+        wire.insert(wire.end(), out.begin(), out.end());
+      }
+      for (const auto& s : wire) nodes.at(s.to).on_membership(s.membership);
+    }
+    return rounds;
+  };
+  int r = run(6);
+  EXPECT_LT(r, 20);
+  EXPECT_EQ(run(6), r);
+}
+
+}  // namespace
+}  // namespace yonder::mesh
