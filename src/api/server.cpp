@@ -353,8 +353,11 @@ struct LocalApiServer::Impl : std::enable_shared_from_this<Impl> {
         if (!response) co_await done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
         if (!response) co_return;  // cannot happen: handlers always reply
       }
-      co_await write(sock, *response, msg.keep_alive(), ec);
-      if (ec || !msg.keep_alive()) co_return;
+      // A refused upgrade ends the connection: the client asked to leave
+      // HTTP, and what it sends next is not ours to guess.
+      bool keep = msg.keep_alive() && !ws::wants_upgrade(req.websocket);
+      co_await write(sock, *response, keep, ec);
+      if (ec || !keep) co_return;
     }
   }
 
