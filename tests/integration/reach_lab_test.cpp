@@ -104,6 +104,27 @@ std::string random_marker() {
   return out;
 }
 
+// A job on "studio" printing tick-0..tick-(n-1), one every 0.1 s, followed
+// by `yonder logs -f` from `consumer` until its first lines arrived; nullptr
+// (the failure recorded) if it did not get that far.
+std::unique_ptr<LiveProcess> follow_ticking_job(const Node& consumer, int n) {
+  auto d = consumer.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                            "i=0; while [ $i -lt " + std::to_string(n) +
+                                " ]; do echo tick-$i; i=$((i+1)); sleep 0.1; done"});
+  if (d.exit_code != 0) {
+    ADD_FAILURE() << "the job did not start: " << d.err;
+    return nullptr;
+  }
+  std::string job = d.out.substr(0, d.out.find('\n'));
+  auto follow =
+      std::make_unique<LiveProcess>(std::vector<std::string>{program_path("yonder"), "logs", "-f", job}, consumer.env());
+  if (!follow->wait_for("tick-5\n", 60s)) {
+    ADD_FAILURE() << "no log lines: " << follow->output();
+    return nullptr;
+  }
+  return follow;
+}
+
 class ReachLab : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -229,12 +250,9 @@ TEST_F(ReachLab, ARelayedLinkMovesToTheLanWhileLogsFollow) {
   auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
   ASSERT_EQ(peer.value("path_kind", ""), "relay") << peer.dump();
 
-  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
-                          "i=0; while [ $i -lt 60 ]; do echo tick-$i; i=$((i+1)); sleep 0.1; done"});
-  ASSERT_EQ(d.exit_code, 0) << d.err;
-  std::string job = d.out.substr(0, d.out.find('\n'));
-  LiveProcess follow(std::vector<std::string>{program_path("yonder"), "logs", "-f", job}, laptop.env());
-  ASSERT_TRUE(follow.wait_for("tick-5\n", 60s)) << follow.output();
+  auto following = follow_ticking_job(laptop, 60);
+  ASSERT_TRUE(following);
+  LiveProcess& follow = *following;
 
   for (auto rule : block) {
     rule[1] = "-D";
@@ -267,12 +285,9 @@ TEST_F(ReachLab, KillingTheRelayOnARelayedPathReconnectsAndLogsResume) {
   auto share = studio.yonder_json({"share", "--scope", "run"});
   ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
 
-  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
-                          "i=0; while [ $i -lt 80 ]; do echo tick-$i; i=$((i+1)); sleep 0.1; done"});
-  ASSERT_EQ(d.exit_code, 0) << d.err;
-  std::string job = d.out.substr(0, d.out.find('\n'));
-  LiveProcess follow(std::vector<std::string>{program_path("yonder"), "logs", "-f", job}, laptop.env());
-  ASSERT_TRUE(follow.wait_for("tick-5\n", 60s)) << follow.output();
+  auto following = follow_ticking_job(laptop, 80);
+  ASSERT_TRUE(following);
+  LiveProcess& follow = *following;
   relay.kill();
   ASSERT_TRUE(follow.wait_for("lost contact with the provider", 30s)) << follow.output();
   relay.start();
@@ -298,12 +313,9 @@ TEST_F(ReachLab, KillingTheRelayOnADirectPathDoesNotDropTheSession) {
   auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
   ASSERT_EQ(peer.value("path_kind", ""), "direct") << peer.dump();
 
-  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
-                          "i=0; while [ $i -lt 40 ]; do echo tick-$i; i=$((i+1)); sleep 0.1; done"});
-  ASSERT_EQ(d.exit_code, 0) << d.err;
-  std::string job = d.out.substr(0, d.out.find('\n'));
-  LiveProcess follow(std::vector<std::string>{program_path("yonder"), "logs", "-f", job}, laptop.env());
-  ASSERT_TRUE(follow.wait_for("tick-5\n", 60s)) << follow.output();
+  auto following = follow_ticking_job(laptop, 40);
+  ASSERT_TRUE(following);
+  LiveProcess& follow = *following;
   std::string path_before = peer.value("path", "");
   relay.kill();
   EXPECT_EQ(follow.wait(60s), 0) << follow.output();
@@ -339,12 +351,9 @@ TEST_F(ReachLab, ARelayedLinkMovesToAMappedPortWhileLogsFollow) {
   auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
   ASSERT_EQ(peer.value("path_kind", ""), "relay") << peer.dump();
 
-  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
-                          "i=0; while [ $i -lt 60 ]; do echo tick-$i; i=$((i+1)); sleep 0.1; done"});
-  ASSERT_EQ(d.exit_code, 0) << d.err;
-  std::string job = d.out.substr(0, d.out.find('\n'));
-  LiveProcess follow(std::vector<std::string>{program_path("yonder"), "logs", "-f", job}, laptop.env());
-  ASSERT_TRUE(follow.wait_for("tick-5\n", 60s)) << follow.output();
+  auto following = follow_ticking_job(laptop, 60);
+  ASSERT_TRUE(following);
+  LiveProcess& follow = *following;
 
   // netcheck's "port_mapping" (an empty object if netcheck failed: its
   // failure is reported by yonder_json).
