@@ -17,4 +17,13 @@ const char* error_code_name(ErrorCode code) {
   return "unknown";
 }
 
+ErrorCode error_code_from_name(std::string_view name, ErrorCode fallback) {
+  for (ErrorCode c : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kAlreadyExists,
+                      ErrorCode::kPermissionDenied, ErrorCode::kUnavailable, ErrorCode::kFailedPrecondition,
+                      ErrorCode::kDataLoss, ErrorCode::kResourceExhausted, ErrorCode::kInternal}) {
+    if (name == error_code_name(c)) return c;
+  }
+  return fallback;
+}
+
 }  // namespace yonder

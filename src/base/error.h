@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -26,6 +27,9 @@ enum class ErrorCode {
 };
 
 const char* error_code_name(ErrorCode code);
+// The code a name from error_code_name stands for (as peers and the local
+// API send it); `fallback` for a name this version does not know.
+ErrorCode error_code_from_name(std::string_view name, ErrorCode fallback = ErrorCode::kFailedPrecondition);
 
 class Error {
  public:

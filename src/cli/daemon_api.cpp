@@ -7,15 +7,6 @@ namespace {
 
 using nlohmann::json;
 
-ErrorCode code_from_name(const std::string& name) {
-  if (name == "permission_denied") return ErrorCode::kPermissionDenied;
-  if (name == "not_found") return ErrorCode::kNotFound;
-  if (name == "invalid_argument") return ErrorCode::kInvalidArgument;
-  if (name == "resource_exhausted") return ErrorCode::kResourceExhausted;
-  if (name == "unavailable") return ErrorCode::kUnavailable;
-  return ErrorCode::kFailedPrecondition;
-}
-
 }  // namespace
 
 Result<json> api(const Context& ctx, const std::string& method, const std::string& path, const json& body,
@@ -29,7 +20,7 @@ Result<json> api(const Context& ctx, const std::string& method, const std::strin
   auto j = json::parse(r->body, nullptr, false);
   if (r->status != 200) {
     if (j.is_object() && j.contains("error") && j["error"].is_object()) {
-      return make_error(code_from_name(j["error"].value("code", "")),
+      return make_error(error_code_from_name(j["error"].value("code", "")),
                         j["error"].value("message", "yonderd refused the request"));
     }
     return make_error(ErrorCode::kInternal, "yonderd answered HTTP " + std::to_string(r->status));

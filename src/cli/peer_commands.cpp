@@ -26,10 +26,7 @@ Result<nlohmann::json> post(const Context& ctx, const std::string& path, const n
   if (r->status != 200) {
     if (j.is_object() && j.contains("error") && j["error"].is_object()) {
       std::string code = j["error"].value("code", "");
-      ErrorCode ec = code == "permission_denied" ? ErrorCode::kPermissionDenied
-                     : code == "not_found"       ? ErrorCode::kNotFound
-                     : code == "invalid_argument" ? ErrorCode::kInvalidArgument
-                                                  : ErrorCode::kFailedPrecondition;
+      ErrorCode ec = error_code_from_name(code);
       return make_error(ec, j["error"].value("message", "yonderd refused the request"));
     }
     return make_error(ErrorCode::kInternal, "yonderd answered HTTP " + std::to_string(r->status));

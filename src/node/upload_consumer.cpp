@@ -149,10 +149,7 @@ void UploadConsumer::on_message(const std::shared_ptr<State>& s, const nlohmann:
   if (!m.is_object()) return ended(s, make_error(ErrorCode::kInternal, "the provider sent a malformed upload message"), false);
   if (m.contains("error")) {
     std::string code = m.value("code", "");
-    ErrorCode c = code == "permission_denied"    ? ErrorCode::kPermissionDenied
-                  : code == "resource_exhausted" ? ErrorCode::kResourceExhausted
-                  : code == "invalid_argument"   ? ErrorCode::kInvalidArgument
-                                                 : ErrorCode::kFailedPrecondition;
+    ErrorCode c = error_code_from_name(code);
     return ended(s, make_error(c, m["error"].is_string() ? m["error"].get<std::string>() : "the provider refused the upload"), false);
   }
   if (++s->messages == 1) {

@@ -24,6 +24,10 @@ Result<ProcessOutput> run_capture(const std::vector<std::string>& argv, std::chr
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  // Nothing else crosses into the child: Asio opens its sockets without
+  // close-on-exec, so a child would otherwise hold the daemon's listening
+  // ports and peer connections (and keep a port busy after a crash).
+  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

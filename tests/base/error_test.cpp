@@ -42,5 +42,17 @@ TEST(Error, ContextNestsOutermostFirst) {
   EXPECT_STREQ(error_code_name(e.code()), "not_found");
 }
 
+// Names travel between nodes and through the local API: every code comes
+// back from its name, and a name from a newer version falls back.
+TEST(Error, CodesComeBackFromTheirNames) {
+  for (ErrorCode c : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kAlreadyExists,
+                      ErrorCode::kPermissionDenied, ErrorCode::kUnavailable, ErrorCode::kFailedPrecondition,
+                      ErrorCode::kDataLoss, ErrorCode::kResourceExhausted, ErrorCode::kInternal}) {
+    EXPECT_EQ(error_code_from_name(error_code_name(c)), c) << error_code_name(c);
+  }
+  EXPECT_EQ(error_code_from_name("some_new_code"), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(error_code_from_name("", ErrorCode::kUnavailable), ErrorCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace yonder

@@ -137,11 +137,7 @@ void LinkService::Impl::on_stream_closed(Conn& c, uint32_t id) {
       const nlohmann::json& m = **msg;
       if (m.contains("error") && m["error"].is_string()) {
         std::string name = m.value("code", "");
-        ErrorCode code = name == "permission_denied"    ? ErrorCode::kPermissionDenied
-                         : name == "not_found"          ? ErrorCode::kNotFound
-                         : name == "resource_exhausted" ? ErrorCode::kResourceExhausted
-                         : name == "unavailable"        ? ErrorCode::kUnavailable
-                                                        : ErrorCode::kFailedPrecondition;
+        ErrorCode code = error_code_from_name(name);
         return reply(make_error(code, m["error"].get<std::string>()));
       }
       return reply(m.contains("result") ? m["result"] : nlohmann::json::object());

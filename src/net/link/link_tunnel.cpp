@@ -29,12 +29,7 @@ wire::StreamId sid(uint32_t id) {
 
 Error reply_error(const nlohmann::json& m) {
   std::string name = m.value("code", "");
-  ErrorCode code = name == "permission_denied"    ? ErrorCode::kPermissionDenied
-                   : name == "not_found"          ? ErrorCode::kNotFound
-                   : name == "resource_exhausted" ? ErrorCode::kResourceExhausted
-                   : name == "unavailable"        ? ErrorCode::kUnavailable
-                   : name == "invalid_argument"   ? ErrorCode::kInvalidArgument
-                                                  : ErrorCode::kFailedPrecondition;
+  ErrorCode code = error_code_from_name(name);
   return make_error(code, m["error"].get<std::string>());
 }
 
