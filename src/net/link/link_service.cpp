@@ -489,6 +489,36 @@ void LinkService::accept_carrier(Carrier carrier, const PublicKeyBytes& peer) {
   impl_->start_acceptor(std::move(socket), carrier.path, peer, nullptr);
 }
 
+void LinkService::adopt_channel(std::shared_ptr<Channel> channel, const PublicKeyBytes& peer, bool dialer,
+                                std::string path, std::function<void(Status)> done) {
+  Impl& m = *impl_;
+  auto fail = [&](const std::string& why) {
+    channel->close();
+    if (done) done(make_error(ErrorCode::kUnavailable, why));
+  };
+  if (m.stopped) return fail("the node is shutting down");
+  if (m.policy.classify(peer) != KeyVerdict::kPinned) {
+    return fail("peer " + short_id(peer) + " is not paired with this node: a " + path + " carrier is only for paired peers");
+  }
+  auto session = std::make_shared<Session>(std::move(channel), dialer ? Role::kDialer : Role::kAcceptor, peer,
+                                           KeyVerdict::kPinned, &m, path);
+  Conn& c = m.conns[session.get()];
+  c.session = session;
+  c.dialed = dialer;
+  c.tokens = m.config.rate_burst;
+  c.refilled = Clock::now();
+  if (done) c.waiters.push_back(std::move(done));
+  c.establish_timer = std::make_unique<asio::steady_timer>(m.io, m.config.connect_timeout);
+  std::weak_ptr<Session> weak = session;
+  c.establish_timer->async_wait([weak](boost::system::error_code e) {
+    auto s = weak.lock();
+    if (!e && s && !s->established()) s->abort("the peer did not answer on the new path in time");
+  });
+  session->start();
+  m.send_control(c, {{"type", "hello"}, {"v", 1}, {"name", m.config.name}});
+  if (!dialer) m.policy.seen(peer);
+}
+
 void LinkService::try_path(const PublicKeyBytes& peer, const std::string& address, const std::string& kind) {
   Impl& m = *impl_;
   if (m.stopped) return;

@@ -43,6 +43,8 @@ class io_context;
 
 namespace yonder::link {
 
+class Channel;  // net/link/channel.h
+
 // Stream kinds this service speaks (wire::StreamKind values are open-ended).
 enum class AppStreamKind : uint16_t {
   kRpc = 100,
@@ -202,6 +204,14 @@ class LinkService {
   // our side of the handshake on it, with the same trust checks as an
   // accepted connection (or as a dialer when carrier.tls_client).
   void accept_carrier(Carrier carrier, const PublicKeyBytes& peer);
+  // A carrier that authenticated `peer` itself (a QUIC channel on a punched
+  // path, whose handshake pinned the peer's raw key): it becomes a session
+  // as if dialled (`dialer`: this side sends hello first and owns the dial)
+  // or accepted. Only for paired (pinned) peers; anything else is closed.
+  // When it is established, a worse session to the peer drains, as with
+  // try_path. `done` (optional) hears when it is established or failed.
+  void adopt_channel(std::shared_ptr<Channel> channel, const PublicKeyBytes& peer, bool dialer, std::string path,
+                     std::function<void(Status)> done = nullptr);
   // A possibly better path to a pinned peer (a LAN announcement, a mapped
   // port): dials `address` if our best session to the peer is worse than
   // `kind` ("lan", "direct", "mapped"). When it comes up, new streams use it

@@ -14,6 +14,7 @@
 #include "net/link/link_service.h"
 #include "net/link/message.h"
 #include "net/link/session.h"
+#include "net/link/tls_channel.h"
 
 namespace yonder::link {
 

@@ -1,5 +1,7 @@
 #include "net/link/session.h"
 
+#include <boost/asio/post.hpp>
+
 
 namespace yonder::link {
 namespace asio = boost::asio;
@@ -9,7 +11,7 @@ MonoTime mono_now() { return std::chrono::steady_clock::now(); }
 constexpr size_t kWriteChunk = 256 * 1024;
 }  // namespace
 
-Session::Session(std::shared_ptr<TlsChannel> stream, Role role, PublicKeyBytes peer, KeyVerdict verdict,
+Session::Session(std::shared_ptr<Channel> stream, Role role, PublicKeyBytes peer, KeyVerdict verdict,
                  SessionObserver* observer, std::string path)
     : stream_(std::move(stream)),
       mux_(role, mono_now()),
@@ -17,7 +19,7 @@ Session::Session(std::shared_ptr<TlsChannel> stream, Role role, PublicKeyBytes p
       verdict_(verdict),
       observer_(observer),
       path_(std::move(path)),
-      timer_(stream_->socket().get_executor()) {}
+      timer_(stream_->get_executor()) {}
 
 Session::~Session() = default;
 
@@ -28,8 +30,7 @@ void Session::start() {
 }
 
 std::string Session::short_auth_string() {
-  auto sas = TlsContext::short_auth_string(stream_->native_handle());
-  return sas ? *sas : std::string("unavailable");
+  return link::short_auth_string(*stream_);
 }
 
 void Session::read_some() {

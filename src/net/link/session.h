@@ -1,4 +1,4 @@
-// One TLS connection to a peer carrying a Mux (internal to net/link: the
+// One authenticated carrier (a Channel: TLS over TCP, or QUIC) to a peer carrying a Mux (internal to net/link: the
 // rest of the code uses LinkService). Owns the socket; runs on the event
 // loop thread; every Mux call happens there.
 //
@@ -18,7 +18,7 @@
 
 #include "crypto/identity.h"
 #include "net/link/mux.h"
-#include "net/link/tls_channel.h"
+#include "net/link/channel.h"
 #include "net/link/tls_context.h"
 
 namespace yonder::link {
@@ -36,7 +36,7 @@ class SessionObserver {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(std::shared_ptr<TlsChannel> stream, Role role, PublicKeyBytes peer, KeyVerdict verdict,
+  Session(std::shared_ptr<Channel> stream, Role role, PublicKeyBytes peer, KeyVerdict verdict,
           SessionObserver* observer, std::string path);
   ~Session();
 
@@ -77,7 +77,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void drain_events();
   void finish(const std::string& why);
 
-  std::shared_ptr<TlsChannel> stream_;
+  std::shared_ptr<Channel> stream_;
   Mux mux_;
   PublicKeyBytes peer_;
   KeyVerdict verdict_;

@@ -28,6 +28,10 @@ TlsChannel::TlsChannel(asio::ip::tcp::socket socket, SSL_CTX* ctx, bool server)
 
 TlsChannel::~TlsChannel() { SSL_free(ssl_); }
 
+bool TlsChannel::export_keying_material(std::string_view label, uint8_t* out, size_t size) {
+  return SSL_export_keying_material(ssl_, out, size, label.data(), label.size(), nullptr, 0, 0) == 1;
+}
+
 error_code TlsChannel::ssl_error(const char*) {
   ERR_clear_error();
   return ssl_category_error();

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/bytes.h"
+#include "net/link/channel.h"
 
 using SSL_CTX = struct ssl_ctx_st;
 using SSL = struct ssl_st;
@@ -26,28 +27,29 @@ using BIO = struct bio_st;
 
 namespace yonder::link {
 
-class TlsChannel : public std::enable_shared_from_this<TlsChannel> {
+class TlsChannel final : public Channel, public std::enable_shared_from_this<TlsChannel> {
  public:
-  using Handler = std::function<void(boost::system::error_code)>;
-  using IoHandler = std::function<void(boost::system::error_code, size_t)>;
 
   TlsChannel(boost::asio::ip::tcp::socket socket, SSL_CTX* ctx, bool server);
-  ~TlsChannel();
+  ~TlsChannel() override;
   TlsChannel(const TlsChannel&) = delete;
   TlsChannel& operator=(const TlsChannel&) = delete;
 
   SSL* native_handle() const { return ssl_; }
   boost::asio::ip::tcp::socket& socket() { return socket_; }
 
+  boost::asio::any_io_executor get_executor() override { return socket_.get_executor(); }
+  bool export_keying_material(std::string_view label, uint8_t* out, size_t size) override;
+
   void async_handshake(Handler done);
   // Completes with 1..buffer.size() plaintext bytes, or an error (asio eof
   // once the peer closed the TLS session or the socket).
-  void async_read_some(uint8_t* buffer, size_t size, IoHandler done);
+  void async_read_some(uint8_t* buffer, size_t size, IoHandler done) override;
   // Encrypts all of `data` now; completes once its records reached the socket.
-  void async_write(ByteView data, IoHandler done);
+  void async_write(ByteView data, IoHandler done) override;
   // Sends close_notify, then closes the socket.
-  void async_shutdown(Handler done);
-  void close();
+  void async_shutdown(Handler done) override;
+  void close() override;
 
  private:
   void handshake_step();

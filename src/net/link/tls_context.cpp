@@ -119,18 +119,4 @@ KeyVerdict TlsContext::verdict(SSL* ssl) {
   return c ? c->verdict : KeyVerdict::kReject;
 }
 
-Result<std::string> TlsContext::short_auth_string(SSL* ssl) {
-  uint8_t out[8];
-  static constexpr char kLabel[] = "EXPORTER-yonder-short-auth-string";
-  if (SSL_export_keying_material(ssl, out, sizeof out, kLabel, sizeof kLabel - 1, nullptr, 0, 0) != 1) {
-    return make_error(ErrorCode::kInternal, "TLS exporter failed: " + openssl_error());
-  }
-  uint64_t v = 0;
-  for (uint8_t b : out) v = (v << 8) | b;
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%03u %03u %03u", static_cast<unsigned>(v % 1000), static_cast<unsigned>(v / 1000 % 1000),
-                static_cast<unsigned>(v / 1000000 % 1000));
-  return std::string(buf);
-}
-
 }  // namespace yonder::link

@@ -51,8 +51,6 @@ class TlsContext {
   // After the handshake: the peer's key and the verdict the policy gave.
   static std::optional<PublicKeyBytes> peer_key(SSL* ssl);
   static KeyVerdict verdict(SSL* ssl);
-  // Nine digits in three groups derived from the session, e.g. "482 917 305".
-  static Result<std::string> short_auth_string(SSL* ssl);
 
  private:
   explicit TlsContext(SSL_CTX* ctx) : ctx_(ctx) {}
