@@ -8,6 +8,7 @@
 #include "cli/exec_command.h"
 #include "cli/forward_commands.h"
 #include "cli/audit_command.h"
+#include "cli/credits_commands.h"
 #include "cli/job_commands.h"
 #include "cli/peer_commands.h"
 #include "cli/progress.h"
@@ -201,6 +202,12 @@ int main(int argc, char** argv) {
   audit->add_flag("--verify", audit_verify, "Check the hash chain; exit 6 if an entry was changed or deleted");
   audit->add_option("-n,--limit", audit_limit, "Newest N entries (default 100)");
   audit->add_flag("--json", json, "Machine-readable output");
+  auto* credits = app.add_subcommand("credits", "Per-peer credits from signed job receipts: GPU-seconds given, taken, balance");
+  credits->add_flag("--json", json, "Machine-readable output");
+  bool receipts_verify = false;
+  auto* receipts = app.add_subcommand("receipts", "Receipts of finished jobs on both sides (provider-signed, countersigned)");
+  receipts->add_flag("--verify", receipts_verify, "Check both signatures of every receipt; exit 7 if one does not verify");
+  receipts->add_flag("--json", json, "Machine-readable output");
 
   try {
     app.parse(argc, argv);
@@ -255,6 +262,8 @@ int main(int argc, char** argv) {
     return cmd_forward(*ctx, job_id, forward_ports);
   }
   if (*audit) return cmd_audit(*ctx, audit_verify, audit_limit);
+  if (*credits) return cmd_credits(*ctx);
+  if (*receipts) return cmd_receipts(*ctx, receipts_verify);
   if (*cp) return cmd_cp(*ctx, cp_from, cp_to);
   if (*cfg_get) return cmd_config_get(*ctx, key);
   if (*cfg_set) return cmd_config_set(*ctx, key, value);

@@ -1,6 +1,7 @@
 """A small client for yonderd's local API, standard library only.
 
-It talks to the loopback TCP API (api.listen, default 127.0.0.1:7860) with
+It talks to the TCP API (api.listen, default 127.0.0.1:7860; https:// when
+yonderd serves TLS, docs/api.md) with
 the node's API token, the one line of $YONDER_HOME/api-token, exactly as the
 `yonder` CLI does over the unix socket. Routes: docs/openapi.yaml.
 
@@ -18,6 +19,7 @@ import base64
 import http.client
 import json
 import os
+import ssl
 import sys
 import time
 import urllib.parse
@@ -55,10 +57,12 @@ class YonderError(Exception):
 
 
 class YonderClient:
-    def __init__(self, url=None, token=None, home=None, timeout=60.0):
+    def __init__(self, url=None, token=None, home=None, timeout=60.0, cafile=None):
         """url: the API's base URL (default: $YONDER_API_URL, then the URL
         yonderd wrote to $YONDER_HOME/api-url, then http://127.0.0.1:7860).
-        token: the API token (default: $YONDER_HOME/api-token)."""
+        token: the API token (default: $YONDER_HOME/api-token).
+        cafile: for an https:// URL whose certificate is not publicly
+        trusted, the PEM file to trust (default: $YONDER_API_CAFILE)."""
         self.home = home or default_home()
         self.url = (url or os.environ.get("YONDER_API_URL") or _read_line(os.path.join(self.home, "api-url"))
                     or DEFAULT_URL)
@@ -68,10 +72,13 @@ class YonderClient:
                               "no API token at %s; run `yonder init` (or start yonderd once)"
                               % os.path.join(self.home, "api-token"))
         parts = urllib.parse.urlsplit(self.url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError("the API URL must be http://HOST:PORT, not %r" % self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("the API URL must be http://HOST:PORT or https://HOST:PORT, not %r" % self.url)
         self._host = parts.hostname
-        self._port = parts.port or 80
+        self._tls = None
+        if parts.scheme == "https":
+            self._tls = ssl.create_default_context(cafile=cafile or os.environ.get("YONDER_API_CAFILE") or None)
+        self._port = parts.port or (443 if self._tls else 80)
         self.timeout = timeout
 
     # --- transport
@@ -84,7 +91,11 @@ class YonderClient:
         if body is not None or method == "POST":
             data = json.dumps({} if body is None else body).encode()
             headers["Content-Type"] = "application/json"
-        conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout or self.timeout)
+        if self._tls:
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout or self.timeout,
+                                               context=self._tls)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout or self.timeout)
         try:
             conn.request(method, path, body=data, headers=headers)
             res = conn.getresponse()

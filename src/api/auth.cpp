@@ -107,19 +107,36 @@ Response forbidden(const std::string& message) {
 ApiAuth::ApiAuth(std::string token, std::string token_file, RandomFn random, AuthLimits limits)
     : token_(std::move(token)), token_file_(std::move(token_file)), random_(std::move(random)), limits_(limits) {}
 
+void ApiAuth::set_tcp_port(int port) { set_tcp_listener(port, false, {"127.0.0.1", "localhost", "[::1]"}); }
+
+void ApiAuth::set_tcp_listener(int port, bool tls, std::vector<std::string> hosts) {
+  tcp_port_ = port;
+  tls_ = tls;
+  hosts_ = std::move(hosts);
+}
+
 std::string ApiAuth::base_url() const {
-  return tcp_port_ > 0 ? "http://127.0.0.1:" + std::to_string(tcp_port_) : std::string();
+  if (tcp_port_ <= 0) return "";
+  return std::string(tls_ ? "https://" : "http://") + (hosts_.empty() ? "127.0.0.1" : hosts_.front()) + ":" +
+         std::to_string(tcp_port_);
 }
 
 bool ApiAuth::origin_allowed(std::string_view origin) const {
   if (tcp_port_ <= 0) return false;
-  std::string port = std::to_string(tcp_port_);
-  return origin == "http://127.0.0.1:" + port || origin == "http://localhost:" + port;
+  std::string scheme = tls_ ? "https://" : "http://";
+  if (origin.substr(0, scheme.size()) != scheme) return false;
+  return host_allowed(origin.substr(scheme.size()));
 }
 
 bool ApiAuth::host_allowed(std::string_view host) const {
+  if (tcp_port_ <= 0) return false;
   std::string port = std::to_string(tcp_port_);
-  return host == "127.0.0.1:" + port || host == "localhost:" + port || host == "[::1]:" + port;
+  // Browsers leave out the scheme's default port.
+  bool default_port = tcp_port_ == (tls_ ? 443 : 80);
+  for (const auto& h : hosts_) {
+    if (host == h + ":" + port || (default_port && host == h)) return true;
+  }
+  return false;
 }
 
 void ApiAuth::expire(std::vector<Entry>& entries, Clock::time_point now) {
@@ -226,7 +243,7 @@ std::optional<Response> ApiAuth::admit(Request& req, Clock::time_point now) {
   return unauthenticated("this API needs the node's API token; " + how);
 }
 
-Result<std::optional<ListenAddress>> parse_api_listen(std::string_view text) {
+Result<std::optional<ListenAddress>> parse_api_listen(std::string_view text, bool tls) {
   if (text == "off" || text.empty()) return std::optional<ListenAddress>();
   size_t colon = text.rfind(':');
   if (colon == std::string_view::npos || colon + 1 == text.size()) {
@@ -249,14 +266,17 @@ Result<std::optional<ListenAddress>> parse_api_listen(std::string_view text) {
     return make_error(ErrorCode::kInvalidArgument,
                       "api.listen: " + host + " is not an IP address; use 127.0.0.1:PORT, or off");
   }
-  if (!address.is_loopback()) {
+  if (!address.is_loopback() && !tls) {
     return make_error(ErrorCode::kPermissionDenied,
                       "api.listen = " + std::string(text) +
-                          " is not a loopback address: the API would be reachable from the network, which needs "
-                          "TLS, and TLS serving is not available yet in yonderd. Use 127.0.0.1:PORT (reach it "
-                          "from elsewhere through an SSH tunnel: ssh -L 7860:127.0.0.1:7860 THIS-HOST) or off");
+                          " is not a loopback address: the API would be reachable from the network, which "
+                          "yonderd allows only over TLS. Set api.tls_cert and api.tls_key to a PEM certificate "
+                          "and its private key (docs/api.md, \"Serving beyond this host\"), or use "
+                          "127.0.0.1:PORT (reach it from elsewhere through an SSH tunnel: ssh -L "
+                          "7860:127.0.0.1:7860 THIS-HOST) or off");
   }
   ListenAddress out;
+  out.loopback = address.is_loopback();
   out.host = address.to_string();
   out.port = static_cast<uint16_t>(std::stoi(port_text));
   return std::optional<ListenAddress>(out);

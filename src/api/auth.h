@@ -10,10 +10,12 @@
 //     (single use, short-lived) for `yonder_session` (HttpOnly,
 //     SameSite=Strict), then redirects to the dashboard at /.
 // Browsers are also held to the API's own origin: a request whose Origin
-// is not http://127.0.0.1:PORT or http://localhost:PORT is refused (403),
-// as is one whose Host is not this API's (DNS rebinding) or that a browser
-// marks cross-site (Sec-Fetch-Site); a cookie session must send a
-// matching Origin on anything but GET/HEAD.
+// is not SCHEME://HOST:PORT for one of the TCP listener's host names
+// (http://127.0.0.1:PORT or http://localhost:PORT on loopback; with TLS,
+// https:// and the bound address or the names in the certificate) is
+// refused (403), as is one whose Host is not this API's (DNS rebinding) or
+// that a browser marks cross-site (Sec-Fetch-Site); a cookie session must
+// send a matching Origin on anything but GET/HEAD.
 //
 // Sans-I/O: the caller passes `now` and the random source; the server calls
 // `admit` on its io thread only (not thread-safe).
@@ -61,10 +63,16 @@ class ApiAuth {
   // `token_file` is only named in refusals, never read here.
   ApiAuth(std::string token, std::string token_file, RandomFn random, AuthLimits limits = {});
 
-  // The bound loopback TCP port (0: no TCP listener); sets the allowed origins.
-  void set_tcp_port(int port) { tcp_port_ = port; }
+  // The bound loopback TCP port (0: no TCP listener), plain HTTP; sets the
+  // allowed origins (127.0.0.1, localhost, [::1]).
+  void set_tcp_port(int port);
+  // The TCP listener: its port, whether it speaks TLS, and the host names
+  // (as in a Host header: IPv6 in brackets, no port) that Host and Origin
+  // may name; the first is the one base_url() shows.
+  void set_tcp_listener(int port, bool tls, std::vector<std::string> hosts);
   int tcp_port() const { return tcp_port_; }
-  // http://127.0.0.1:PORT, or "" without a TCP listener.
+  bool tls() const { return tls_; }
+  // http://127.0.0.1:PORT (https://HOST:PORT with TLS), or "" without a TCP listener.
   std::string base_url() const;
 
   // The gate. Returns the response when the request is answered here (a
@@ -91,6 +99,8 @@ class ApiAuth {
   RandomFn random_;
   AuthLimits limits_;
   int tcp_port_ = 0;
+  bool tls_ = false;
+  std::vector<std::string> hosts_;
   std::vector<Entry> codes_;
   std::vector<Entry> sessions_;
 };
@@ -99,13 +109,16 @@ class ApiAuth {
 // saying where the token is and how to send it.
 Response unauthenticated(const std::string& message);
 
-// api.listen: "off" (nullopt), or a loopback HOST:PORT ("127.0.0.1:7860",
-// "localhost:0", "[::1]:7860"). Anything else is refused with the reason:
-// serving beyond this host would need TLS, which yonderd does not offer yet.
+// api.listen: "off" (nullopt), or HOST:PORT with HOST an IP literal or
+// localhost ("127.0.0.1:7860", "localhost:0", "[::1]:7860"). A non-loopback
+// address ("0.0.0.0:7860", "192.0.2.7:7860") would make the API reachable
+// from the network: it is accepted only when `tls` (api.tls_cert and
+// api.tls_key are set), and refused otherwise with the reason.
 struct ListenAddress {
   std::string host;  // an IP literal
   uint16_t port = 0;
+  bool loopback = true;
 };
-Result<std::optional<ListenAddress>> parse_api_listen(std::string_view text);
+Result<std::optional<ListenAddress>> parse_api_listen(std::string_view text, bool tls = false);
 
 }  // namespace yonder::api

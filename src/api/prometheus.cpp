@@ -46,6 +46,21 @@ void MetricsText::sample(const std::string& name, const Labels& labels, double v
   text_ += buf;
 }
 
+void MetricsText::histogram(const std::string& name, const Labels& labels, const LatencyHistogram::Snapshot& h) {
+  Labels with_le = labels;
+  with_le.emplace_back("le", "");
+  for (size_t i = 0; i < LatencyHistogram::kBounds.size(); ++i) {
+    char bound[32];
+    std::snprintf(bound, sizeof bound, "%g", LatencyHistogram::kBounds[i]);
+    with_le.back().second = bound;
+    sample(name + "_bucket", with_le, static_cast<double>(h.cumulative[i]));
+  }
+  with_le.back().second = "+Inf";
+  sample(name + "_bucket", with_le, static_cast<double>(h.count));
+  sample(name + "_sum", labels, h.sum_seconds);
+  sample(name + "_count", labels, static_cast<double>(h.count));
+}
+
 Response MetricsText::response() const {
   return Response(200, text_, "text/plain; version=0.0.4; charset=utf-8");
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api/server.h"
+#include "base/latency_histogram.h"
 
 namespace yonder::api {
 
@@ -16,9 +17,12 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 
 class MetricsText {
  public:
-  // Starts a family; `type` is "gauge" or "counter". Samples follow.
+  // Starts a family; `type` is "gauge", "counter" or "histogram". Samples follow.
   void family(const std::string& name, const std::string& type, const std::string& help);
   void sample(const std::string& name, const Labels& labels, double value);
+  // A histogram family's series for `labels`: NAME_bucket{...,le="B"} for
+  // each bound and +Inf (cumulative), NAME_sum (seconds) and NAME_count.
+  void histogram(const std::string& name, const Labels& labels, const LatencyHistogram::Snapshot& h);
   const std::string& text() const { return text_; }
   // 200 text/plain; version=0.0.4.
   Response response() const;

@@ -11,28 +11,51 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/stream_traits.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "api/auth.h"
 #include "api/builtin_routes.h"
 #include "api/request_parse.h"
+#include "api/tls.h"
 
 namespace yonder::api {
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using Socket = asio::local::stream_protocol::socket;
 using TcpSocket = asio::ip::tcp::socket;
+using TlsStream = asio::ssl::stream<TcpSocket>;
+
+namespace {
+
+// The socket under any of the three stream types (a TLS stream's TCP socket).
+template <class Sock>
+void close_socket(Sock& sock) {
+  boost::system::error_code ignored;
+  boost::beast::get_lowest_layer(sock).close(ignored);
+}
+
+template <class Sock>
+bool socket_open(Sock& sock) {
+  return boost::beast::get_lowest_layer(sock).is_open();
+}
+
+}  // namespace
 
 // Messages echo request bytes (paths, Origin, Host) that need not be UTF-8:
 // replaced, never thrown on.
@@ -131,6 +154,7 @@ struct LocalApiServer::Impl : std::enable_shared_from_this<Impl> {
   ServerLimits limits;
   asio::local::stream_protocol::acceptor acceptor;
   asio::ip::tcp::acceptor tcp_acceptor;
+  std::shared_ptr<ApiTls> tls;  // set: the TCP listener speaks only HTTPS
   bool stopped = false;
   size_t websockets_open = 0;
 
@@ -214,7 +238,7 @@ struct LocalApiServer::Impl : std::enable_shared_from_this<Impl> {
         // A client that stops reading must not hold the connection forever.
         write_deadline.expires_after(std::chrono::seconds(limits.request_timeout_s));
         write_deadline.async_wait([c](boost::system::error_code e) {
-          if (!e) c->sock.close(e);
+          if (!e) close_socket(c->sock);
         });
         co_await asio::async_write(c->sock, asio::buffer(frame), asio::redirect_error(asio::use_awaitable, ec));
         write_deadline.cancel();
@@ -260,8 +284,7 @@ struct LocalApiServer::Impl : std::enable_shared_from_this<Impl> {
     c->done = true;
     close_wait.cancel();
     write_deadline.cancel();
-    boost::system::error_code ignored;
-    c->sock.close(ignored);  // ends the reader too
+    close_socket(c->sock);  // ends the reader too
     --websockets_open;
   }
 
@@ -300,6 +323,12 @@ struct LocalApiServer::Impl : std::enable_shared_from_this<Impl> {
         if (stopped || ec == asio::error::operation_aborted) co_return;
         continue;  // EMFILE and friends: keep serving the connections we have
       }
+      if constexpr (std::is_same_v<std::decay_t<decltype(sock)>, TcpSocket>) {
+        if (tls) {
+          asio::co_spawn(io, self->tls_session(std::move(sock)), asio::detached);
+          continue;
+        }
+      }
       asio::co_spawn(io, self->session(std::move(sock), transport), asio::detached);
     }
   }
@@ -314,13 +343,13 @@ struct LocalApiServer::Impl : std::enable_shared_from_this<Impl> {
       limit_parser(parser, limits);
       deadline.expires_after(std::chrono::seconds(limits.request_timeout_s));
       deadline.async_wait([&sock](boost::system::error_code ec) {
-        if (!ec) sock.close();
+        if (!ec) close_socket(sock);
       });
       boost::system::error_code ec;
       co_await http::async_read(sock, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
       deadline.cancel();
       if (ec) {
-        if (ec != http::error::end_of_stream && ec != asio::error::eof && sock.is_open()) {
+        if (ec != http::error::end_of_stream && ec != asio::error::eof && socket_open(sock)) {
           Response bad = Response::json(400, {{"error", {{"code", "invalid_argument"},
                                                         {"message", "bad HTTP request: " + ec.message()}}}});
           co_await write(sock, bad, false, ec);
@@ -357,8 +386,71 @@ struct LocalApiServer::Impl : std::enable_shared_from_this<Impl> {
       // HTTP, and what it sends next is not ours to guess.
       bool keep = msg.keep_alive() && !ws::wants_upgrade(req.websocket);
       co_await write(sock, *response, keep, ec);
+      if (!ec && !keep) co_await finish(sock);
       if (ec || !keep) co_return;
     }
+  }
+
+  // A connection to the TLS listener: the handshake, then the same session
+  // as plain HTTP. A client speaking plain HTTP here is told to use https
+  // (in plain HTTP, since that is what it reads) and the connection ends.
+  asio::awaitable<void> tls_session(TcpSocket raw) {
+    auto self = shared_from_this();
+    TlsStream stream(std::move(raw), tls->context());
+    boost::beast::flat_buffer buffer;
+    asio::steady_timer deadline(io);
+    deadline.expires_after(std::chrono::seconds(limits.request_timeout_s));
+    deadline.async_wait([&stream](boost::system::error_code ec) {
+      if (!ec) close_socket(stream);
+    });
+    boost::system::error_code ec;
+    bool is_tls = co_await boost::beast::async_detect_ssl(stream.next_layer(), buffer,
+                                                          asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec && !is_tls) {
+      http::request_parser<http::string_body> parser;
+      limit_parser(parser, limits);
+      co_await http::async_read(stream.next_layer(), buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
+      deadline.cancel();
+      if (ec) co_return;
+      // Built outside the co_await: GCC 12 miscompiles braced lists in one.
+      Response https_only = plain_http_refusal();
+      co_await write(stream.next_layer(), https_only, false, ec);
+      co_return;
+    }
+    size_t used = 0;
+    if (!ec) {
+      used = co_await stream.async_handshake(asio::ssl::stream_base::server, buffer.data(),
+                                             asio::redirect_error(asio::use_awaitable, ec));
+    }
+    deadline.cancel();
+    if (ec) co_return;  // not TLS we can speak, or the client gave up: nothing to answer
+    buffer.consume(used);
+    co_await session(std::move(stream), Transport::kTcp);
+  }
+
+  Response plain_http_refusal() const {
+    std::string url = auth.base_url();
+    return Response::json(400, {{"error",
+                                 {{"code", "invalid_argument"},
+                                  {"message", "this port serves the yonderd API over HTTPS only; use " +
+                                                  (url.empty() ? std::string("https://HOST:PORT") : url)}}}});
+  }
+
+  // Before a connection closes by our choice: TLS says so (close_notify,
+  // and a short wait for the client's); plain sockets need nothing.
+  template <class Sock>
+  asio::awaitable<void> finish(Sock& sock) {
+    if constexpr (std::is_same_v<Sock, TlsStream>) {
+      asio::steady_timer deadline(io);
+      deadline.expires_after(std::chrono::seconds(2));
+      deadline.async_wait([&sock](boost::system::error_code ec) {
+        if (!ec) close_socket(sock);
+      });
+      boost::system::error_code ec;
+      co_await sock.async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
+      deadline.cancel();
+    }
+    co_return;
   }
 
   template <class Sock>
@@ -408,7 +500,7 @@ Status LocalApiServer::start() {
   return ok_status();
 }
 
-Result<int> LocalApiServer::listen_tcp(const std::string& host, uint16_t port) {
+Result<int> LocalApiServer::listen_tcp(const std::string& host, uint16_t port, std::shared_ptr<ApiTls> tls) {
   boost::system::error_code ec;
   auto address = asio::ip::make_address(host, ec);
   if (ec) return make_error(ErrorCode::kInvalidArgument, "api.listen: " + host + " is not an IP address");
@@ -428,7 +520,29 @@ Result<int> LocalApiServer::listen_tcp(const std::string& host, uint16_t port) {
                                 : ""));
   }
   int bound = a.local_endpoint().port();
-  impl_->auth.set_tcp_port(bound);
+  // The names Host and Origin may carry: those that reach this socket.
+  std::vector<std::string> hosts;
+  auto add = [&hosts](const std::string& h) {
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  };
+  auto add_loopback = [&add] {
+    for (const char* h : {"127.0.0.1", "localhost", "[::1]"}) add(h);
+  };
+  auto add_certificate_names = [&add, &tls] {
+    if (tls) {
+      for (const auto& n : tls->names()) add(n);
+    }
+  };
+  if (address.is_unspecified()) {
+    add_certificate_names();  // the name to show first: clients verify it
+    add_loopback();
+  } else {
+    add(address.is_v6() ? "[" + address.to_string() + "]" : address.to_string());
+    if (address.is_loopback()) add_loopback();
+    add_certificate_names();
+  }
+  impl_->tls = std::move(tls);
+  impl_->auth.set_tcp_listener(bound, impl_->tls != nullptr, std::move(hosts));
   asio::co_spawn(impl_->io, impl_->accept_loop(impl_->tcp_acceptor, Transport::kTcp), asio::detached);
   return bound;
 }

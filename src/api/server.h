@@ -1,6 +1,7 @@
 // The local API server: HTTP/1.1 with JSON bodies on a unix socket (mode
 // 0600) that only the node's user can open and, when api.listen allows, on
-// a loopback TCP port for browsers, scripts and Prometheus. Both listeners
+// a TCP port for browsers, scripts and Prometheus (loopback, or with TLS
+// any address: api/tls.h). Both listeners
 // serve the same router behind the same gate (api/auth.h): one API, not two,
 // and every route needs the API token.
 //
@@ -137,6 +138,7 @@ struct ServerLimits {
 };
 
 class ApiAuth;
+class ApiTls;  // api/tls.h
 
 class LocalApiServer {
  public:
@@ -149,8 +151,13 @@ class LocalApiServer {
   // Binds (replacing a stale socket file), sets mode 0600 and starts accepting.
   Status start();
   // Also listens on host:port (port 0 picks one); returns the bound port and
-  // tells `auth` (origins). The caller has checked the address (loopback).
-  Result<int> listen_tcp(const std::string& host, uint16_t port);
+  // tells `auth` (origins: the bound address, loopback names on a loopback
+  // or wildcard bind, and with TLS the certificate's names). With `tls`
+  // every connection must complete a TLS handshake first (HTTPS, and
+  // WebSockets as wss://); a plain HTTP request there gets a 400 that says
+  // to use https, then the connection closes. The caller has checked the
+  // address (parse_api_listen: non-loopback only with TLS).
+  Result<int> listen_tcp(const std::string& host, uint16_t port, std::shared_ptr<ApiTls> tls = nullptr);
   // Stops accepting and removes the socket file. Idempotent.
   void stop();
 

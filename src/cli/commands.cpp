@@ -96,6 +96,8 @@ int cmd_status(const Context& ctx) {
   std::printf("Backends  %s\n", backends.c_str());
   std::printf("GPUs      %s (details: yonder gpu)\n", j->value("gpu_inventory", "?").c_str());
   std::printf("Peers     %lld\n", static_cast<long long>(j->value("peers", 0)));
+  std::string api_url = j->value("api_url", "");
+  std::printf("API       %s\n", api_url.empty() ? "unix socket only (api.listen is off)" : api_url.c_str());
   std::printf("State     %s\n", j->value("home", "?").c_str());
   return kExitOk;
 }

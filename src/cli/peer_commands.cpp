@@ -199,6 +199,13 @@ int cmd_peers(const Context& ctx) {
     std::string seen = p["last_seen_at"].is_number() ? when(p["last_seen_at"].get<int64_t>()) : "never";
     std::string path = p.value("path", "");
     if (p.contains("rtt_ms")) path += " (" + std::to_string(static_cast<int>(p["rtt_ms"].get<double>() * 1000) / 1000.0).substr(0, 5) + " ms)";
+    // On the relay: why there is no direct path (or that one is being punched).
+    if (p.contains("punch") && p.value("path_kind", "") == "relay") {
+      const auto& pu = p["punch"];
+      std::string st = pu.value("state", "");
+      if (st == "failed") path += "; no direct path: " + pu.value("reason", "");
+      else if (!st.empty() && st != "punched") path += "; direct path: " + st;
+    }
     std::printf("%-16s  %-7s  %-9s  %-16s  %-40s  %s\n", p.value("name", "").substr(0, 16).c_str(),
                 p.value("node_id", "").substr(0, 7).c_str(), state.c_str(), seen.c_str(),
                 p.value("grant_summary", "").substr(0, 40).c_str(), path.c_str());
@@ -237,11 +244,24 @@ int cmd_netcheck(const Context& ctx) {
     std::printf("Relay       %s\n", line.c_str());
   }
   std::string nat = r->value("nat", "unknown");
-  std::printf("NAT         %s%s\n", nat.c_str(),
-              nat == "port_preserving" ? ": hole punching should work"
-              : nat == "symmetric"     ? ": hole punching is unlikely; relayed when no direct path"
+  std::printf("NAT (TCP)   %s%s\n", nat.c_str(),
+              nat == "port_preserving" ? ": keeps source ports"
+              : nat == "symmetric"     ? ": picks new source ports"
               : nat == "none"          ? ": this node has a public address"
                                        : ": register with a relay (link.relays) to find out");
+  if (r->contains("udp")) {
+    const auto& u = (*r)["udp"];
+    if (u.value("state", "") != "on") {
+      std::printf("UDP         %s\n", u.value("state", "").c_str());
+    } else {
+      std::string line = u.value("local", "");
+      if (u.contains("public")) line += ", public " + u.value("public", "");
+      line += ", NAT " + u.value("nat", "unknown");
+      if (u.contains("why")) line += " (" + u.value("why", "") + ")";
+      std::printf("UDP         %s\n", line.c_str());
+      std::printf("Punching    %s\n", u.value("punching", "unknown").c_str());
+    }
+  }
   if (r->contains("lan_discovery")) {
     const auto& lan = (*r)["lan_discovery"];
     std::printf("LAN         %s\n", lan.value("state", "").c_str());

@@ -73,6 +73,28 @@ constexpr std::array kSettings = {
     SettingSpec{"jobs.stop_grace_s", T::kInt, "10", "10", "", "", "Seconds between SIGTERM and SIGKILL when a job is stopped."},
     SettingSpec{"jobs.log_max_bytes", T::kInt, "16777216", "16777216", "YONDER_JOBS_LOG_MAX_BYTES", "",
                 "Bytes of output kept per job on the provider; later output is dropped with a notice."},
+    // Metering and credits (issue 10): receipts of finished jobs feed them (`yonder credits`).
+    SettingSpec{"credits.starting_allowance", T::kInt, "3600", "3600", "", "",
+                "Credit (reference GPU-seconds) a peer starts with, so newcomers are served before they could "
+                "contribute; a peer's balance is this plus what it gave minus what it took."},
+    SettingSpec{"credits.idle_after_s", T::kInt, "604800", "604800 (7 days)", "", "",
+                "Seconds without a receipt with a peer after which its credit or debt starts to decay."},
+    SettingSpec{"credits.half_life_s", T::kInt, "2592000", "2592000 (30 days)", "", "",
+                "Once decaying, a peer's credit or debt halves every this many seconds (0: no decay)."},
+    SettingSpec{"credits.model_factors", T::kString,
+                "NVIDIA A100-SXM4-80GB=2.0,NVIDIA H100 80GB HBM3=3.0,NVIDIA GeForce RTX 4090=1.0,"
+                "NVIDIA GeForce RTX 3090=0.6,Tesla T4=0.25",
+                "A100 80GB 2.0, H100 80GB 3.0, RTX 4090 1.0, RTX 3090 0.6, T4 0.25", "", "",
+                "Published per-model factors: a GPU-second on MODEL counts FACTOR reference GPU-seconds; "
+                "comma-separated MODEL=FACTOR with MODEL as the GPU inventory names it."},
+    SettingSpec{"credits.default_factor", T::kString, "0.5", "0.5", "", "",
+                "Factor of a GPU model not in `credits.model_factors`, and of receipts naming several models."},
+    SettingSpec{"credits.fetch_interval_s", T::kInt, "300", "300", "", "",
+                "How often (seconds) a consumer asks providers for job receipts it is still missing (also once soon "
+                "after yonderd starts); 0: only when a job's end is seen and on `yonder credits` / `yonder receipts`."},
+    SettingSpec{"credits.queue_order", T::kBool, "true", "true", "", "",
+                "Serve waiting jobs tit-for-tat: peers that gave more than they took first, then peers within their "
+                "allowance, then debtors (each by arrival); false: first come, first served."},
     SettingSpec{"gpu.vram_check_interval_ms", T::kInt, "2000", "2000", "", "",
                 "How often running jobs' GPU memory is sampled (NVML per-process accounting) against their VRAM limit."},
     SettingSpec{"gpu.fake_without_runtime", T::kBool, "false", "false", "YONDER_GPU_FAKE_WITHOUT_RUNTIME", "",
@@ -92,6 +114,13 @@ constexpr std::array kSettings = {
     SettingSpec{"link.port_mapping", T::kBool, "true", "true", "YONDER_LINK_PORT_MAPPING", "",
                 "Ask the router (NAT-PMP, then UPnP-IGD) to forward the link port while yonderd runs, so peers "
                 "outside the LAN can reach this node directly; the mapping is removed when yonderd stops."},
+    SettingSpec{"link.hole_punching", T::kBool, "true", "true", "YONDER_LINK_HOLE_PUNCHING", "",
+                "When a paired peer is reached only through a relay, punch a direct UDP path through both NATs "
+                "(coordinated through the relay) and move the link onto QUIC over it; the link stays on the relay "
+                "when either NAT is symmetric or the punch fails."},
+    SettingSpec{"link.udp_listen", T::kString, "", "the link port's number on 0.0.0.0 if free, else any", "YONDER_LINK_UDP_LISTEN", "",
+                "IP:PORT of the UDP socket that asks relays (STUN) for this node's public UDP address and carries "
+                "punched paths (QUIC)."},
     SettingSpec{"relay.listen", T::kString, "", "off", "YONDER_RELAY_LISTEN", "",
                 "IP:PORT where this yonderd also serves as a relay (the yonder-relay protocol) for its own paired "
                 "peers, e.g. a provider with a public address relaying for peers behind NATs; empty: off."},
@@ -110,9 +139,16 @@ constexpr std::array kSettings = {
     SettingSpec{"api.request_timeout_s", T::kInt, "30", "30", "", "",
                 "Seconds the local API waits for a request before closing the connection."},
     SettingSpec{"api.listen", T::kString, "127.0.0.1:7860", "127.0.0.1:7860", "YONDER_API_LISTEN", "",
-                "Loopback HOST:PORT where the local API (and the dashboard, `yonder dashboard`) also listens over "
-                "TCP; port 0 picks a free one; `off`: unix socket only. Every request needs the API token "
-                "($YONDER_HOME/api-token). Non-loopback addresses are refused: TLS serving is not available yet."},
+                "HOST:PORT where the local API (and the dashboard, `yonder dashboard`) also listens over TCP; "
+                "port 0 picks a free one; `off`: unix socket only. Every request needs the API token "
+                "($YONDER_HOME/api-token). A non-loopback address (0.0.0.0, a LAN address) is refused unless "
+                "api.tls_cert and api.tls_key are set: beyond loopback the API speaks only HTTPS."},
+    SettingSpec{"api.tls_cert", T::kString, "", "none", "YONDER_API_TLS_CERT", "",
+                "PEM certificate chain the API's TCP listener serves HTTPS with (with api.tls_key); needed for a "
+                "non-loopback api.listen, optional on loopback. Its subjectAltNames are the host names browsers "
+                "may use. Read when yonderd starts."},
+    SettingSpec{"api.tls_key", T::kString, "", "none", "YONDER_API_TLS_KEY", "",
+                "PEM private key of api.tls_cert (unencrypted; keep it mode 0600). Read when yonderd starts."},
     SettingSpec{"api.login_code_ttl_s", T::kInt, "60", "60", "YONDER_API_LOGIN_CODE_TTL_S", "",
                 "Seconds a one-time dashboard login URL from `yonder dashboard` stays valid."},
 };

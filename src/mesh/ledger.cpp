@@ -25,12 +25,20 @@ Status Ledger::add(const Receipt& r) {
     auto& a = accounts_[r.consumer];
     a.taken += amount;
     a.last_ms = std::max(a.last_ms, r.end_ms);
+    ++a.receipts;
   } else {
     auto& a = accounts_[r.provider];
     a.given += amount;
     a.last_ms = std::max(a.last_ms, r.end_ms);
+    ++a.receipts;
   }
   return ok_status();
+}
+
+std::map<PeerKey, Ledger::PeerTotals> Ledger::totals() const {
+  std::map<PeerKey, PeerTotals> out;
+  for (const auto& [peer, a] : accounts_) out[peer] = PeerTotals{a.given, a.taken, a.last_ms, a.receipts};
+  return out;
 }
 
 double Ledger::net(const PeerKey& peer) const {

@@ -59,11 +59,23 @@ class Ledger {
   double factor(const std::string& model) const;
   const CreditParams& params() const { return params_; }
 
+  // Per peer with a counted receipt: normalised GPU-seconds it gave us and
+  // took from us (no allowance, no decay), its last receipt's end, and how
+  // many receipts were counted.
+  struct PeerTotals {
+    double given = 0;
+    double taken = 0;
+    UnixMs last_ms = 0;
+    int receipts = 0;
+  };
+  std::map<PeerKey, PeerTotals> totals() const;
+
  private:
   struct Account {
     double given = 0;  // the peer provided to us
     double taken = 0;  // the peer consumed from us
     UnixMs last_ms = 0;
+    int receipts = 0;
   };
   PeerKey self_;
   CreditParams params_;

@@ -16,6 +16,7 @@
 
 #include "api/auth.h"
 #include "api/server.h"
+#include "api/tls.h"
 #include "config/config.h"
 #include "gpu/inventory.h"
 #include "node/audit_routes.h"
@@ -33,6 +34,10 @@
 #include "node/remote_consumer.h"
 #include "node/remote_provider.h"
 #include "node/upload_provider.h"
+#include "node/credits.h"
+#include "node/receipts_consumer.h"
+#include "node/receipts_provider.h"
+#include "jobs/receipts/receipt_store.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "node/setup.h"
 #include "node/version.h"
@@ -87,7 +92,14 @@ int run_daemon(const DaemonOptions& options) {
   std::string socket_path = cfg->get("api.socket");
   if (socket_path.empty()) socket_path = paths->default_socket();
   // --- local API access (issue 8): the token every request needs, the loopback TCP listener.
-  auto api_listen = api::parse_api_listen(cfg->get("api.listen"));
+  // HTTPS on the TCP listener when api.tls_cert/api.tls_key are set (required off loopback).
+  std::shared_ptr<api::ApiTls> api_tls;
+  if (!cfg->get("api.tls_cert").empty() || !cfg->get("api.tls_key").empty()) {
+    auto loaded = api::ApiTls::load(cfg->get("api.tls_cert"), cfg->get("api.tls_key"));
+    if (!loaded) return fail(loaded.error());
+    api_tls = std::move(*loaded);
+  }
+  auto api_listen = api::parse_api_listen(cfg->get("api.listen"), api_tls != nullptr);
   if (!api_listen) return fail(api_listen.error());
   auto api_token = api::ensure_api_token(paths->api_token_file(), api::system_random);
   if (!api_token) return fail(api_token.error());
@@ -165,6 +177,25 @@ int run_daemon(const DaemonOptions& options) {
   ForwardConsumer forward_consumer(io, pool, *peer_link, remote_consumer.store());
   forward_consumer.add_routes(router);
   // --- end remote jobs
+  // --- metering (issue 10): receipts at every job's end, both sides; credits; tit-for-tat queue order.
+  auto receipt_store = jobs::receipts::ReceiptStore::open(paths->database());
+  if (!receipt_store) return fail(receipt_store.error());
+  auto credit_params = credit_params_from_config(*cfg);
+  if (!credit_params) return fail(credit_params.error());
+  Credits credits(identity->public_key(), std::move(*credit_params), **receipt_store, cfg->get_bool("credits.queue_order"));
+  ReceiptsProvider receipts_provider(io, pool, *peer_link, *provider, remote_provider, *identity, **receipt_store, credits);
+  receipts_provider.register_methods();
+  remote_provider.set_on_job_end([&](const nlohmann::json& view) { receipts_provider.on_job_end(view); });
+  if (credits.orders_queue()) {
+    provider->set_queue_order([&](const std::vector<jobs::provider::ProviderJobs::QueuedJob>& q) { return credits.order(q); });
+  }
+  ReceiptsConsumer receipts_consumer(io, pool, *peer_link, *identity, remote_consumer.store(), **receipt_store, credits);
+  remote_consumer.set_on_job_ended([&](const std::string& provider_id, const std::string& job_id) {
+    receipts_consumer.job_ended(provider_id, job_id);
+  });
+  receipts_consumer.add_routes(router);
+  receipts_consumer.start(std::chrono::seconds(std::max<int64_t>(0, cfg->get_int("credits.fetch_interval_s"))));
+  // --- end metering
   router.add("GET", "/v1/status", [&](const api::Request&, api::Reply reply) {
     auto uptime = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
     reply(api::Response::json(
@@ -207,7 +238,7 @@ int run_daemon(const DaemonOptions& options) {
   if (auto st = server->start(); !st) return fail(st.error());
   ::unlink(paths->api_url_file().c_str());  // a previous run's, whatever this one listens on
   if (*api_listen) {  // issue 8: the same API on loopback TCP
-    auto port = server->listen_tcp((*api_listen)->host, (*api_listen)->port);
+    auto port = server->listen_tcp((*api_listen)->host, (*api_listen)->port, api_tls);
     if (!port && (cfg->source("api.listen") != config::Source::kDefault ||
                   port.error().code() != ErrorCode::kAlreadyExists)) {
       return fail(port.error());

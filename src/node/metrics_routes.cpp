@@ -10,6 +10,7 @@
 
 #include "api/prometheus.h"
 #include "crypto/node_id.h"
+#include "exec/executor_metrics.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "node/peer_link.h"
 #include "node/version.h"
@@ -35,6 +36,7 @@ struct Scrape {
     uint64_t bytes_out = 0;
   };
   std::vector<Traffic> traffic;
+  std::vector<link::HandshakeCount> handshakes;  // LinkService's counters (io thread)
 };
 
 api::Response render(const Scrape& s) {
@@ -124,6 +126,42 @@ api::Response render(const Scrape& s) {
   for (const auto& [key, b] : bytes) {
     m.sample("yonder_link_sent_bytes", {{"peer", key.first}, {"path_kind", key.second}}, static_cast<double>(b.second));
   }
+
+  // Link handshakes since yonderd started (net/link/link_service.h, HandshakeCount).
+  m.family("yonder_link_handshakes_total", "counter",
+           "Link sessions established (TLS, then hello or pairing) since start, by path kind.");
+  for (const auto& h : s.handshakes) {
+    if (h.outcome == "ok") {
+      m.sample("yonder_link_handshakes_total", {{"path_kind", h.path_kind}}, static_cast<double>(h.count));
+    }
+  }
+  m.family("yonder_link_handshake_failures_total", "counter",
+           "Link connections that did not become a session since start, by path kind and reason (connect, timeout, "
+           "tls, refused, wrong_key, pairing, closed).");
+  for (const auto& h : s.handshakes) {
+    if (h.outcome != "ok") {
+      m.sample("yonder_link_handshake_failures_total", {{"path_kind", h.path_kind}, {"reason", h.outcome}},
+               static_cast<double>(h.count));
+    }
+  }
+
+  // Executor latencies since start (exec/executor_metrics.h); series with no
+  // samples yet are exported too, so dashboards see the families at once.
+  const exec::ExecutorLatencies& x = exec::executor_latencies();
+  m.family("yonder_executor_start_seconds", "histogram",
+           "Time of a successful job start in the executor backend, whole (image, workspace, create and start; or "
+           "script and sbatch).");
+  m.histogram("yonder_executor_start_seconds", {{"backend", "docker"}}, x.docker_task_start.snapshot());
+  m.histogram("yonder_executor_start_seconds", {{"backend", "slurm"}}, x.slurm_task_start.snapshot());
+  m.family("yonder_executor_container_create_seconds", "histogram",
+           "Docker: time of POST /containers/create for a job (image already present).");
+  m.histogram("yonder_executor_container_create_seconds", {}, x.container_create.snapshot());
+  m.family("yonder_executor_container_start_seconds", "histogram",
+           "Docker: time of POST /containers/{id}/start for a job.");
+  m.histogram("yonder_executor_container_start_seconds", {}, x.container_start.snapshot());
+  m.family("yonder_executor_slurm_submit_seconds", "histogram",
+           "Slurm: time sbatch took to accept a job (until it printed the job id).");
+  m.histogram("yonder_executor_slurm_submit_seconds", {}, x.slurm_submit.snapshot());
   return m.response();
 }
 
@@ -145,6 +183,7 @@ void add_metrics_routes(api::Router& router, asio::io_context& io, asio::thread_
   router.add("GET", "/metrics", [&io, &pool, &link, consumer_jobs](const api::Request& req, api::Reply reply) {
     auto s = std::make_shared<Scrape>();
     s->relays = link.relay_status();
+    s->handshakes = link.service().handshakes();
     for (const auto& session : link.service().sessions()) {
       if (!session.established) continue;
       s->traffic.push_back({NodeId(session.peer).to_string(), session.path.substr(0, session.path.find(' ')),

@@ -4,8 +4,9 @@
 // Cheap by construction: it reads what the other routes already serve
 // (GET /v1/peers, GET /v1/provider/jobs and GET /v1/gpus, dispatched
 // in-process without any network call) plus the consumer's job table (one
-// SQLite read on the pool), the relay registrations PeerLink reports and
-// the bytes of its link sessions.
+// SQLite read on the pool), the relay registrations PeerLink reports, the
+// bytes of its link sessions and its handshake counters, and the executor
+// latency histograms (exec/executor_metrics.h).
 #pragma once
 
 #include <memory>

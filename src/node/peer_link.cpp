@@ -15,6 +15,7 @@
 
 #include "discovery/lan_discovery.h"
 #include "portmap/port_mapper.h"
+#include "net/punch/signal.h"
 #include "relay/path_hint.h"
 #include "relay/server.h"
 #include "discovery/pair_key.h"
@@ -135,7 +136,21 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   // A peer reached through a relay learns of our mapped port at once.
   pl->service_->on_established([self](const PublicKeyBytes& peer, const std::string& path) {
     if (link::path_rank(path) > 2) self->send_path_hint(peer);
+    if (self->punch_) self->punch_->on_established(peer, path);
   });
+  if (cfg.get_bool("link.hole_punching")) {
+    PunchPaths::Hooks ph;
+    ph.relays = [self] { return self->relays_->addresses(); };
+    ph.send_signal = [self](const PublicKeyBytes& peer, Bytes data, std::function<void(Status)> done, int rounds) {
+      self->relays_->send_signal(peer, std::move(data), std::move(done), rounds);
+    };
+    ph.pinned = [self](const PublicKeyBytes& key) {
+      const peers::PeerRecord* p = self->store_.find(key);
+      return p != nullptr && !p->denied();
+    };
+    pl->udp_listen_ = cfg.get("link.udp_listen");
+    pl->punch_hooks_ = std::move(ph);
+  }
   pl->configured_relays_ = std::move(*relays);
   pl->service_->set_carrier_dialer(
       [self](const PublicKeyBytes& peer, const std::optional<ShareLink>& pairing,
@@ -215,6 +230,10 @@ void PeerLink::send_path_hint(const PublicKeyBytes& peer) {
 void PeerLink::on_signal(const PublicKeyBytes& from, Bytes data) {
   const peers::PeerRecord* p = store_.find(from);
   if (p == nullptr) return;  // the relay checks mutual declaration; we check the pin
+  if (punch::is_punch_signal(data)) {
+    if (punch_) punch_->on_signal(from, data);
+    return;
+  }
   auto hint = relay::decode_path_hint(data);
   if (!hint) {
     spdlog::info("relay signal from {}: {}", p->id().short_form(), hint.error().message());
@@ -267,6 +286,21 @@ Status PeerLink::start() {
   // Stay connected to the providers we paired with (reconnecting with backoff).
   for (const auto& p : store_.peers()) {
     if (p.granted_to_us && !p.denied() && !p.addresses.empty()) service_->keep_connected(p.key, p.addresses);
+  }
+  if (punch_hooks_) {
+    // Hole punching needs a relay for its signals; the socket is cheap, so
+    // it is there whenever relays may appear (a share link can name one).
+    uint16_t preferred = 0;
+    if (auto pos = listen_.rfind(':'); pos != std::string::npos) {
+      preferred = static_cast<uint16_t>(std::strtoul(listen_.c_str() + pos + 1, nullptr, 10));
+    }
+    punch_ = std::make_unique<PunchPaths>(*io_, identity_, *service_, std::move(*punch_hooks_), udp_listen_, preferred);
+    punch_hooks_.reset();
+    if (auto st = punch_->start(); !st) {
+      if (!udp_listen_.empty()) return st;
+      spdlog::warn("hole punching is off: {}", st.error().message());
+      punch_.reset();
+    }
   }
   if (listen_.empty()) {
     if (lan_wanted_) lan_state_ = "off (this node does not listen: link.listen is empty)";
@@ -343,6 +377,7 @@ void PeerLink::stop() {
     port_mapper_->stop();  // removes the mapping from the router
     port_mapper_.reset();
   }
+  if (punch_) punch_->stop();
   if (relays_) relays_->stop();
   if (service_) service_->stop();
 }

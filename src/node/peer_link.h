@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "api/server.h"
@@ -15,6 +16,7 @@
 #include "config/config.h"
 #include "crypto/identity.h"
 #include "net/link/link_service.h"
+#include "node/punch_paths.h"
 #include "node/relay_paths.h"
 #include "peers/trust_store.h"
 
@@ -86,6 +88,7 @@ class PeerLink final : public link::TrustPolicy {
   PeerLink(const Identity& identity, peers::TrustStore store, std::string name, std::string listen,
            std::string advertise);
   std::vector<std::string> advertised_addresses() const;
+  nlohmann::json netcheck_json() const;
   Result<const peers::PeerRecord*> find_peer(const std::string& text) const;
 
   void relay_peers_changed();
@@ -100,6 +103,9 @@ class PeerLink final : public link::TrustPolicy {
   const Identity& identity_;
   peers::TrustStore store_;
   std::unique_ptr<RelayPaths> relays_;
+  std::unique_ptr<PunchPaths> punch_;  // null: link.hole_punching = false
+  std::string udp_listen_;
+  std::optional<PunchPaths::Hooks> punch_hooks_;  // until start() makes punch_
   std::vector<RelaySpec> configured_relays_;
   boost::asio::io_context* io_ = nullptr;
   bool lan_wanted_ = false;

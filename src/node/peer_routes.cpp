@@ -217,6 +217,10 @@ void PeerLink::add_routes(api::Router& router) {
         j["path_kind"] = best->path.substr(0, best->path.find(' '));
         if (best->rtt) j["rtt_ms"] = std::chrono::duration<double, std::milli>(*best->rtt).count();
       }
+      // Hole punching to this peer: punched, or why the link stays on the relay.
+      if (punch_) {
+        if (auto ps = punch_->peer_state(p.key); !ps.is_null()) j["punch"] = ps;
+      }
       arr.push_back(j);
     }
     reply(Response::json(200, {{"peers", arr}}));
@@ -226,27 +230,15 @@ void PeerLink::add_routes(api::Router& router) {
   // (public address, NAT behaviour), and whether a port mapping exists.
   router.add("GET", "/v1/netcheck", [this](const Request&, Reply reply) {
     recheck();
-    nlohmann::json relays = relay_status();
-    std::string verdict = "unknown";
-    std::string public_addr;
-    for (const auto& r : relays) {
-      if (r.value("state", "") != "registered") continue;
-      public_addr = r.value("observed_addr", "");
-      verdict = r.value("nat", "unknown");
-      break;
+    // The UDP side (hole punching) asks the relays' STUN again first.
+    if (punch_) {
+      std::weak_ptr<bool> alive = alive_;
+      punch_->recheck([this, alive, reply] {
+        if (auto a = alive.lock(); a && *a) reply(Response::json(200, netcheck_json()));
+      });
+      return;
     }
-    nlohmann::json out = {{"node_id", identity_.node_id().to_string()},
-                          {"listen", listen_},
-                          {"port", service_->port()},
-                          {"addresses", listen_.empty() ? std::vector<std::string>{} : advertised_addresses()},
-                          {"relays", relays},
-                          {"public_addr", public_addr},
-                          {"nat", verdict},
-                          {"lan_discovery", {{"state", lan_state()}}},
-                          {"port_mapping", port_mapping_state()},
-                          {"relay_server", relay_server_state()}};
-    if (netcheck_extra_) netcheck_extra_(out);
-    reply(Response::json(200, out));
+    reply(Response::json(200, netcheck_json()));
   });
 
   router.add("POST", "/v1/peers/deny", [this](const Request& req, Reply reply) {
@@ -324,6 +316,31 @@ void PeerLink::add_routes(api::Router& router) {
                      reply(Response::json(200, {{"result", *r}}));
                    });
   });
+}
+
+nlohmann::json PeerLink::netcheck_json() const {
+  nlohmann::json relays = relay_status();
+  std::string verdict = "unknown";
+  std::string public_addr;
+  for (const auto& r : relays) {
+    if (r.value("state", "") != "registered") continue;
+    public_addr = r.value("observed_addr", "");
+    verdict = r.value("nat", "unknown");
+    break;
+  }
+  nlohmann::json out = {{"node_id", identity_.node_id().to_string()},
+                        {"listen", listen_},
+                        {"port", service_->port()},
+                        {"addresses", listen_.empty() ? std::vector<std::string>{} : advertised_addresses()},
+                        {"relays", relays},
+                        {"public_addr", public_addr},
+                        {"nat", verdict},
+                        {"lan_discovery", {{"state", lan_state()}}},
+                        {"port_mapping", port_mapping_state()},
+                        {"relay_server", relay_server_state()}};
+  out["udp"] = punch_ ? punch_->status() : nlohmann::json{{"state", "off (link.hole_punching = false)"}};
+  if (netcheck_extra_) netcheck_extra_(out);
+  return out;
 }
 
 }  // namespace yonder::node

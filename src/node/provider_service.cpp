@@ -104,6 +104,11 @@ Result<jobs::provider::ProviderJobs*> ProviderService::ready() {
   return jobs_.get();
 }
 
+void ProviderService::set_queue_order(
+    std::function<std::vector<std::string>(const std::vector<jobs::provider::ProviderJobs::QueuedJob>&)> order) {
+  if (jobs_) jobs_->set_queue_order(std::move(order));
+}
+
 void ProviderService::shutdown() {
   if (jobs_) jobs_->shutdown();
 }

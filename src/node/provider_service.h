@@ -18,12 +18,14 @@
 #pragma once
 
 #include <memory>
+#include <functional>
 #include <mutex>
 #include <string>
 
 #include "api/server.h"
 #include "config/config.h"
 #include "gpu/inventory.h"
+#include "jobs/provider/provider_jobs.h"
 
 namespace boost::asio {
 class io_context;
@@ -32,9 +34,6 @@ class thread_pool;
 
 namespace yonder::exec {
 class Executor;
-}
-namespace yonder::jobs::provider {
-class ProviderJobs;
 }
 
 namespace yonder::node {
@@ -59,6 +58,9 @@ class ProviderService {
   // The GPUs jobs are placed on, when they are not this host's own: a Slurm
   // cluster's (from sinfo); nullptr for the Docker backend.
   gpu::GpuInventory* cluster_inventory() { return cluster_inventory_.get(); }
+  // The job manager's queue order (ProviderJobs::set_queue_order); a no-op
+  // when this node runs no provider jobs. Blocking (takes the manager's lock).
+  void set_queue_order(std::function<std::vector<std::string>(const std::vector<jobs::provider::ProviderJobs::QueuedJob>&)> order);
 
  private:
   ProviderService() = default;

@@ -110,6 +110,12 @@ std::vector<std::string> RelayPaths::configured() const {
   return out;
 }
 
+std::vector<std::string> RelayPaths::addresses() const {
+  std::vector<std::string> out;
+  for (const auto& [address, e] : entries_) out.push_back(address);
+  return out;
+}
+
 void RelayPaths::connect(Entry& e) {
   if (stopped_) return;
   relay::RelayClientConfig cfg;
@@ -326,14 +332,58 @@ void RelayPaths::try_relay(std::shared_ptr<std::vector<std::string>> order, size
   });
 }
 
-void RelayPaths::send_signal(const PublicKeyBytes& peer, Bytes data) {
-  for (auto& [address, e] : entries_) {
-    if (e->state != Entry::State::kRegistered || !e->client) continue;
-    // One relay is enough; each answers for itself whether the peer is there.
-    e->client->send_signal(peer, data, [address = address, peer](Status st) {
-      if (!st) spdlog::debug("relay {}: signal to {} not delivered: {}", address, short_id(peer), st.error().message());
-    });
+struct RelayPaths::SignalJob {
+  std::vector<std::string> order;
+  PublicKeyBytes peer{};
+  Bytes data;
+  std::function<void(Status)> done;
+  int rounds = 1;
+  std::string last_error = "no relay is registered";
+};
+
+void RelayPaths::send_signal(const PublicKeyBytes& peer, Bytes data, std::function<void(Status)> done, int rounds) {
+  auto job = std::make_shared<SignalJob>();
+  for (auto& [address, e] : entries_) job->order.push_back(address);
+  job->peer = peer;
+  job->data = std::move(data);
+  job->done = std::move(done);
+  job->rounds = std::max(1, rounds);
+  try_signal(std::move(job), 0, 0);
+}
+
+// Through one relay: the first registered one that delivers it. A peer that
+// just paired may not have declared us at the relay yet (`peer_unavailable`
+// for a moment): every relay refusing means try again shortly, a few times.
+void RelayPaths::try_signal(std::shared_ptr<SignalJob> job, size_t index, int round) {
+  if (stopped_) return;
+  constexpr auto kPause = std::chrono::milliseconds(250);
+  for (; index < job->order.size(); ++index) {
+    auto it = entries_.find(job->order[index]);
+    if (it == entries_.end() || it->second->state != Entry::State::kRegistered || !it->second->client) continue;
+    std::weak_ptr<bool> alive = alive_;
+    it->second->client->send_signal(job->peer, job->data,
+                                    [this, alive, job, index, round, address = it->first](Status st) {
+                                      if (st) {
+                                        if (job->done) job->done(ok_status());
+                                        return;
+                                      }
+                                      job->last_error = address + ": " + st.error().message();
+                                      spdlog::debug("relay {}: signal to {} not delivered: {}", address,
+                                                    short_id(job->peer), st.error().message());
+                                      if (auto a = alive.lock(); a && *a) try_signal(job, index + 1, round);
+                                    });
+    return;
   }
+  if (round + 1 >= job->rounds) {
+    spdlog::debug("no relay delivered a signal to {}", short_id(job->peer));
+    if (job->done) job->done(make_error(ErrorCode::kUnavailable, "no relay delivered the signal (" + job->last_error + ")"));
+    return;
+  }
+  auto timer = std::make_shared<asio::steady_timer>(io_, kPause);
+  std::weak_ptr<bool> alive = alive_;
+  timer->async_wait([this, alive, timer, job, round](boost::system::error_code ec) {
+    if (auto a = alive.lock(); !ec && a && *a) try_signal(job, 0, round + 1);
+  });
 }
 
 nlohmann::json RelayPaths::status() const {

@@ -65,6 +65,9 @@ class RelayPaths {
   void add(RelaySpec spec);
   // The configured relays' addresses (what share links carry).
   std::vector<std::string> configured() const;
+  // Every relay's HOST:PORT, configured or learned (their UDP port of the
+  // same number answers STUN: hole punching's NAT check).
+  std::vector<std::string> addresses() const;
   bool empty() const { return entries_.empty(); }
   // Peers or tokens changed (pairing, deny, share, revoke): declare anew.
   void refresh();
@@ -74,8 +77,12 @@ class RelayPaths {
   // Per relay: address, state, last error, and what it observed of us
   // (public address, mapping, NAT verdict), for `yonder netcheck`.
   nlohmann::json status() const;
-  // Sends `data` to `peer` through the first registered relay that takes it.
-  void send_signal(const PublicKeyBytes& peer, Bytes data);
+  // Sends `data` to `peer` through the first registered relay that takes it
+  // (retrying for about 3 s while none does: a new peer's declaration may
+  // still be on its way to the relay).
+  // `done` (optional) hears whether a relay took it; `rounds` 1: no retry.
+  void send_signal(const PublicKeyBytes& peer, Bytes data, std::function<void(Status)> done = nullptr,
+                   int rounds = 12);
   void stop();
 
   struct Entry;
@@ -85,6 +92,8 @@ class RelayPaths {
   void on_closed(const std::string& address, const std::string& why);
   void schedule_retry(Entry& e);
   void when_ready(Entry& e, std::function<void(Status)> ready);
+  struct SignalJob;
+  void try_signal(std::shared_ptr<SignalJob> job, size_t index, int round);
   void on_pipe_wanted(const std::string& address, const PublicKeyBytes& from, std::optional<relay::Rendezvous> token);
   void try_relay(std::shared_ptr<std::vector<std::string>> order, size_t index, PublicKeyBytes peer,
                  std::optional<relay::Rendezvous> token, std::shared_ptr<std::string> errors,

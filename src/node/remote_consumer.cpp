@@ -146,13 +146,29 @@ void RemoteConsumer::list(const Request& req, Reply reply) {
     std::vector<ConsumerJob> jobs;
     std::vector<nlohmann::json> views;
     std::set<std::string> unreachable;
+    std::map<std::string, std::string> unfinished;  // job id -> provider id, before asking
     size_t pending = 0;
   };
   auto g = std::make_shared<Gather>();
   // 3. record what the providers said (pool), list again, reply.
   auto finish = [this, g, all, reply] {
     asio::post(pool_, [this, g, all, reply] {
-      for (const auto& v : g->views) (void)store_->update_from_view(v);
+      std::vector<std::pair<std::string, std::string>> ended;
+      for (const auto& v : g->views) {
+        (void)store_->update_from_view(v);
+        auto was = g->unfinished.find(v.value("job_id", ""));
+        std::string state = v.value("state", "");
+        if (was != g->unfinished.end() && (state == "exited" || state == "stopped" || state == "failed")) {
+          ended.emplace_back(was->second, was->first);
+        }
+      }
+      if (!ended.empty()) {
+        asio::post(io_, [this, ended] {
+          for (const auto& [provider, job] : ended) {
+            if (on_job_ended_) on_job_ended_(provider, job);
+          }
+        });
+      }
       auto jobs = store_->list();
       Result<nlohmann::json> out = [&]() -> Result<nlohmann::json> {
         if (!jobs) return std::move(jobs).error();
@@ -177,7 +193,10 @@ void RemoteConsumer::list(const Request& req, Reply reply) {
       if (!jobs) return reply(Response::error(jobs.error()));
       std::set<std::string> providers;
       for (const auto& j : *jobs) {
-        if (!j.finished()) providers.insert(j.provider_id);
+        if (!j.finished()) {
+          providers.insert(j.provider_id);
+          g->unfinished[j.job_id] = j.provider_id;
+        }
       }
       if (providers.empty()) return finish();
       g->pending = providers.size();
@@ -214,14 +233,22 @@ void RemoteConsumer::forward(const std::string& id, const std::string& method, n
                                                                                      " runs on a provider this node is no longer paired with")));
       }
       params["job_id"] = job->job_id;
-      link_.service().call(t->key, t->addresses, method, params, [this, record, reply](Result<nlohmann::json> r) {
+      link_.service().call(t->key, t->addresses, method, params, [this, record, reply, provider = job->provider_id,
+                                                                  job_id = job->job_id](Result<nlohmann::json> r) {
         if (!r) return reply(Response::error(r.error()));
-        if (!record) return reply(Response::json(200, *r));
-        asio::post(pool_, [this, reply, view = *r] {
+        if (!record) {
+          if (r->is_object() && r->value("ended", false) && on_job_ended_) on_job_ended_(provider, job_id);
+          return reply(Response::json(200, *r));
+        }
+        asio::post(pool_, [this, reply, view = *r, provider, job_id] {
           (void)store_->update_from_view(view);
           auto found = store_->find(view.value("job_id", ""));
           nlohmann::json out = found ? found->to_json() : view;
-          asio::post(io_, [reply, out] { reply(Response::json(200, out)); });
+          bool ended = found && found->finished();
+          asio::post(io_, [this, reply, out, ended, provider, job_id] {
+            if (ended && on_job_ended_) on_job_ended_(provider, job_id);
+            reply(Response::json(200, out));
+          });
         });
       });
     });

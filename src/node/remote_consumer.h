@@ -19,7 +19,9 @@
 // Threading: routes run on the event loop; file and SQLite work on the pool.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "api/server.h"
 #include "node/peer_link.h"
@@ -47,6 +49,12 @@ class RemoteConsumer {
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store() const { return store_; }
   // Uploads and downloads in flight (also used by the fetch routes).
   Transfers& transfers() { return transfers_; }
+  // Called (event loop) when this node learns that a job it submitted ended
+  // (an inspect, stop, list or log read says so), after the end is
+  // recorded: the metering receipt is fetched then (node/receipts_consumer.h).
+  void set_on_job_ended(std::function<void(const std::string& provider_id, const std::string& job_id)> hook) {
+    on_job_ended_ = std::move(hook);
+  }
 
  private:
   void run(const api::Request& req, api::Reply reply);
@@ -61,6 +69,7 @@ class RemoteConsumer {
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
   UploadConsumer uploads_;
   Transfers transfers_;
+  std::function<void(const std::string&, const std::string&)> on_job_ended_;
 };
 
 }  // namespace yonder::node

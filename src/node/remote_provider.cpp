@@ -267,6 +267,7 @@ Result<ProviderJobs*> RemoteProvider::ready() {
   if (!jobs || hooked_.load() == *jobs) return jobs;
   hooked_ = *jobs;
   (*jobs)->set_on_finished([this](const nlohmann::json& v) {
+    if (on_job_end_) on_job_end_(v);
     // A job's end: duration and GPU-seconds for the provider's accounting.
     int64_t started = v.value("started_at", int64_t{0});
     int64_t finished = v.value("finished_at", int64_t{0});

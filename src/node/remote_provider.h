@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -50,6 +51,11 @@ class RemoteProvider {
   void register_methods();
   // Where requests are recorded (owned by the daemon; may be null).
   void set_audit(audit::AuditLog* audit) { audit_ = audit; }
+  // Also called with each finished job's view, on the thread that settled it
+  // and under the job manager's lock (its rules: provider_jobs.h), before
+  // the end is visible to anyone: the metering receipt is written here
+  // (node/receipts_provider.h). Set before the first request.
+  void set_on_job_end(std::function<void(const nlohmann::json& view)> hook) { on_job_end_ = std::move(hook); }
   // Appends an audit entry on the pool (any thread). `peer_id` is the actor.
   void record(const std::string& peer_id, const std::string& action, const std::string& subject, nlohmann::json detail);
 
@@ -72,6 +78,7 @@ class RemoteProvider {
   ProviderService& provider_;
   std::string uploads_dir_;
   audit::AuditLog* audit_ = nullptr;
+  std::function<void(const nlohmann::json&)> on_job_end_;
   std::atomic<jobs::provider::ProviderJobs*> hooked_{nullptr};
 
   struct Upload {

@@ -30,6 +30,12 @@ std::string render_prometheus(const Metrics& m, const Gauges& g) {
          m.bytes_relayed_total);
   metric(out, "yonder_relay_throttled_total", "counter",
          "Times a pipe direction waited for its node's bandwidth budget.", m.throttled_total);
+  metric(out, "yonder_relay_stun_answered_total", "counter", "STUN Binding requests answered over UDP.",
+         m.stun_answered_total);
+  metric(out, "yonder_relay_stun_ignored_total", "counter", "UDP datagrams ignored (not a STUN Binding request).",
+         m.stun_ignored_total);
+  metric(out, "yonder_relay_stun_rate_limited_total", "counter",
+         "STUN Binding requests dropped because the answer budget was spent.", m.stun_rate_limited_total);
   out +=
       "# HELP yonder_relay_refusals_total Requests and connections refused or closed, by reason.\n"
       "# TYPE yonder_relay_refusals_total counter\n";

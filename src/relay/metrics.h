@@ -21,6 +21,9 @@ struct Metrics {
   uint64_t pipes_total = 0;          // pipes joined (both ends connected)
   uint64_t bytes_relayed_total = 0;  // bytes copied between pipe ends, both directions
   uint64_t throttled_total = 0;      // times a pipe direction waited for its node's bandwidth budget
+  uint64_t stun_answered_total = 0;      // STUN Binding requests answered over UDP
+  uint64_t stun_ignored_total = 0;       // UDP datagrams that were no Binding request
+  uint64_t stun_rate_limited_total = 0;  // Binding requests dropped over the answer budget
   std::array<uint64_t, kReasonCount> refusals{};
 
   void refused(Reason r) { ++refusals[static_cast<size_t>(r)]; }

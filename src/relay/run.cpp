@@ -135,6 +135,9 @@ int run_relay(const RelayOptions& options) {
   // What a script needs, on stdout: the key to pin and the bound ports.
   std::printf("node %s\nlisten %s\n", identity->node_id().to_string().c_str(),
               endpoint_text(server.local_endpoint()).c_str());
+  if (auto stun = server.stun_endpoint()) {
+    std::printf("stun %s\n", endpoint_text(asio::ip::tcp::endpoint(stun->address(), stun->port())).c_str());
+  }
   if (options.metrics != "off") std::printf("metrics %s\n", endpoint_text(server.metrics_endpoint()).c_str());
   std::fflush(stdout);
   spdlog::info("yonder-relay ready: node {}, nodes on {}, metrics {}", identity->node_id().to_string(),

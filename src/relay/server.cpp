@@ -7,6 +7,7 @@
 #include <boost/asio/write.hpp>
 
 #include "relay/server_impl.h"
+#include "relay/stun_responder.h"
 
 namespace yonder::relay {
 namespace {
@@ -57,15 +58,34 @@ RelayServer::~RelayServer() {
 Status RelayServer::listen(const std::string& host_port) {
   auto ep = parse_listen_address(host_port, "--listen");
   if (!ep) return std::move(ep).error();
-  auto acc = std::make_unique<tcp::acceptor>(impl_->io);
-  boost::system::error_code ec;
-  acc->open(ep->protocol(), ec);
-  if (!ec) acc->set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acc->bind(*ep, ec);
-  if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return make_error(ErrorCode::kUnavailable, "cannot listen for nodes on " + host_port + ": " + ec.message() +
-                                                   "; choose a free address with --listen (port 0 picks one)");
+  std::unique_ptr<tcp::acceptor> acc;
+  // With port 0 the kernel picks the TCP port, which may be taken on UDP:
+  // try a few pairs before giving up.
+  for (int tries = ep->port() == 0 && impl_->config.stun ? 8 : 1; tries > 0; --tries) {
+    acc = std::make_unique<tcp::acceptor>(impl_->io);
+    boost::system::error_code ec;
+    acc->open(ep->protocol(), ec);
+    if (!ec) acc->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acc->bind(*ep, ec);
+    if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return make_error(ErrorCode::kUnavailable, "cannot listen for nodes on " + host_port + ": " + ec.message() +
+                                                     "; choose a free address with --listen (port 0 picks one)");
+    }
+    if (!impl_->config.stun) break;
+    auto stun = std::make_shared<StunResponder>(impl_->io, impl_->metrics, impl_->config.stun_rate,
+                                                impl_->config.stun_burst);
+    auto bound = acc->local_endpoint(ec);
+    auto st = stun->open(asio::ip::udp::endpoint(bound.address(), bound.port()));
+    if (st) {
+      impl_->stun = std::move(stun);
+      break;
+    }
+    if (tries == 1) {
+      return make_error(ErrorCode::kUnavailable,
+                        st.error().message() + "; the relay answers STUN on the UDP port with the number of its "
+                                               "TCP port: free that UDP port or choose another --listen port");
+    }
   }
   impl_->acceptor = std::move(acc);
   impl_->accept_next();
@@ -87,6 +107,11 @@ Status RelayServer::listen_metrics(const std::string& host_port) {
 tcp::endpoint RelayServer::local_endpoint() const {
   boost::system::error_code ec;
   return impl_->acceptor ? impl_->acceptor->local_endpoint(ec) : tcp::endpoint();
+}
+
+std::optional<asio::ip::udp::endpoint> RelayServer::stun_endpoint() const {
+  if (!impl_->stun) return std::nullopt;
+  return impl_->stun->local_endpoint();
 }
 
 tcp::endpoint RelayServer::metrics_endpoint() const {
@@ -323,6 +348,7 @@ void RelayServer::Impl::stop() {
   boost::system::error_code ignored;
   if (acceptor) acceptor->close(ignored);
   if (metrics_http) metrics_http->stop();
+  if (stun) stun->stop();
   housekeeping.cancel();
   for (auto& [id, in] : incoming) {
     in->timer.cancel();

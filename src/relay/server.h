@@ -11,10 +11,12 @@
 #include <utility>  // before Boost.Asio (GCC 12)
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/udp.hpp>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/bytes.h"
@@ -46,6 +48,11 @@ struct RelayConfig {
   std::chrono::milliseconds idle_timeout{90'000};        // control connection without a message
   std::chrono::milliseconds pipe_idle_timeout{300'000};  // pipe without a byte either way
   size_t pipe_buffer_bytes = 256 * 1024;                 // per direction, allocated when joined
+  // STUN over UDP on the same port number as the TCP listener (stun_responder.h):
+  // answers a second, at most `stun_burst` at once. `stun` false: no UDP socket.
+  bool stun = true;
+  double stun_rate = 500;
+  double stun_burst = 1000;
   // When set, only nodes it accepts may register (a yonderd that relays for
   // its own peers); others are refused with not_allowed after the handshake.
   std::function<bool(const PublicKeyBytes&)> accept_node;
@@ -63,11 +70,15 @@ class RelayServer {
   RelayServer(const RelayServer&) = delete;
   RelayServer& operator=(const RelayServer&) = delete;
 
-  // Binds "ip:port" (port 0 picks one) for nodes.
+  // Binds "ip:port" (port 0 picks one) for nodes: TCP, and UDP for STUN on
+  // the same port number (with config.stun). A UDP port that is taken is
+  // an error when the port was given, and picks another pair with port 0.
   Status listen(const std::string& host_port);
   // Binds "ip:port" for GET /metrics (Prometheus text).
   Status listen_metrics(const std::string& host_port);
   boost::asio::ip::tcp::endpoint local_endpoint() const;
+  // The STUN responder's UDP endpoint; unset without one.
+  std::optional<boost::asio::ip::udp::endpoint> stun_endpoint() const;
   boost::asio::ip::tcp::endpoint metrics_endpoint() const;
   const PublicKeyBytes& key() const;
 

@@ -33,6 +33,7 @@ using tcp = asio::ip::tcp;
 class NodeConn;
 class Pipe;
 class MetricsHttp;
+class StunResponder;
 
 // One open TCP connection, counted against RelayConfig::max_connections
 // for as long as this lives.
@@ -110,6 +111,7 @@ struct RelayServer::Impl : std::enable_shared_from_this<RelayServer::Impl> {
   Tap tap;
   std::unique_ptr<tcp::acceptor> acceptor;
   std::shared_ptr<MetricsHttp> metrics_http;
+  std::shared_ptr<StunResponder> stun;
   asio::steady_timer housekeeping;
   std::optional<MonoTime> housekeeping_at;
   MonoTime last_sweep;

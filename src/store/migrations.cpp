@@ -97,11 +97,32 @@ CREATE TABLE job_gpu_leases (
 CREATE INDEX job_gpu_leases_by_job ON job_gpu_leases (job_id);
 )sql";
 
+// v5: metering receipts (issue 10), one per finished job, kept by both the
+// provider and the consumer. receipt_json is the mesh receipt's wire form
+// (mesh/receipt.h); state: 'signed' (provider-signed, the countersignature
+// has not arrived), 'countersigned' (both signatures), 'refused' (did not
+// verify; `problem` says why; never counted).
+constexpr std::string_view kV5 = R"sql(
+CREATE TABLE receipts (
+  provider_id  TEXT NOT NULL,
+  job_id       TEXT NOT NULL,
+  consumer_id  TEXT NOT NULL,
+  role         TEXT NOT NULL CHECK (role IN ('provider', 'consumer')),
+  state        TEXT NOT NULL CHECK (state IN ('signed', 'countersigned', 'refused')),
+  receipt_json TEXT NOT NULL,
+  problem      TEXT,
+  created_at   INTEGER NOT NULL,
+  updated_at   INTEGER NOT NULL,
+  PRIMARY KEY (provider_id, job_id)
+) STRICT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "peers and share links", kV1},
     {2, "jobs, audit log, peer denial", kV2},
     {3, "peer addresses and granted scopes", kV3},
     {4, "provider job results and GPU leases", kV4},
+    {5, "metering receipts", kV5},
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "add a step when raising kSchemaVersion");
 

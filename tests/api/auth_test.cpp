@@ -186,7 +186,57 @@ TEST(ApiListen, LoopbackOnly) {
     EXPECT_FALSE(parse_api_listen(bad)) << bad;
   }
   auto refused = parse_api_listen("0.0.0.0:7860");
-  EXPECT_NE(refused.error().message().find("TLS serving is not available yet"), std::string::npos);
+  EXPECT_NE(refused.error().message().find("api.tls_cert and api.tls_key"), std::string::npos);
+}
+
+// With TLS configured, any address may be bound; the result says whether it is loopback.
+TEST(ApiListen, NonLoopbackOnlyWithTls) {
+  for (const char* text : {"0.0.0.0:7860", "192.168.1.5:0", "[::]:7860"}) {
+    auto a = parse_api_listen(text, true);
+    ASSERT_TRUE(a && a->has_value()) << text;
+    EXPECT_FALSE((*a)->loopback) << text;
+  }
+  auto local = parse_api_listen("127.0.0.1:0", true);
+  ASSERT_TRUE(local && local->has_value());
+  EXPECT_TRUE((*local)->loopback);
+  EXPECT_FALSE(parse_api_listen("example.com:80", true));
+}
+
+// Over TLS the allowed origins are https:// with the listener's names.
+TEST(ApiListen, TlsOriginsAndHosts) {
+  ApiAuth auth("secret-token", "/t", counting_random());
+  auth.set_tcp_listener(8443, true, {"10.1.2.3", "gpu.example.org"});
+  EXPECT_EQ(auth.base_url(), "https://10.1.2.3:8443");
+  auto req = [](std::string host, std::string origin) {
+    Request r;
+    r.method = "GET";
+    r.path = "/v1/status";
+    r.host = std::move(host);
+    r.origin = std::move(origin);
+    r.authorization = "Bearer secret-token";
+    r.transport = Transport::kTcp;
+    return r;
+  };
+  Clock::time_point now{};
+  for (auto [host, origin] : {std::pair{"10.1.2.3:8443", "https://10.1.2.3:8443"},
+                              std::pair{"gpu.example.org:8443", "https://gpu.example.org:8443"},
+                              std::pair{"gpu.example.org:8443", ""}}) {
+    Request r = req(host, origin);
+    EXPECT_FALSE(auth.admit(r, now)) << host << " " << origin;
+  }
+  for (auto [host, origin] : {std::pair{"10.1.2.3:8443", "http://10.1.2.3:8443"},
+                              std::pair{"127.0.0.1:8443", ""},
+                              std::pair{"evil.example:8443", ""},
+                              std::pair{"10.1.2.3:8443", "https://evil.example:8443"}}) {
+    Request r = req(host, origin);
+    auto refused = auth.admit(r, now);
+    ASSERT_TRUE(refused) << host << " " << origin;
+    EXPECT_EQ(refused->status, 403);
+  }
+  // On 443 browsers leave the port out.
+  auth.set_tcp_listener(443, true, {"gpu.example.org"});
+  Request r = req("gpu.example.org", "https://gpu.example.org");
+  EXPECT_FALSE(auth.admit(r, now));
 }
 
 TEST(RequestParse, CookiesAndBearer) {
@@ -225,6 +275,35 @@ TEST(Token, FileIsMadeOnce0600AndReadBack) {
   ::unlink(path.c_str());
   ::rmdir(dir.c_str());
   EXPECT_FALSE(read_api_token(path));
+}
+
+// Durations land in the first bucket whose bound is not below them; the
+// text has cumulative buckets, +Inf equal to the count, and the sum.
+TEST(Prometheus, LatencyHistogramSeries) {
+  LatencyHistogram h;
+  using std::chrono::milliseconds;
+  h.observe(milliseconds(3));            // <= 0.005
+  h.observe(milliseconds(5));            // <= 0.005 (bounds are inclusive)
+  h.observe(milliseconds(700));          // <= 1
+  h.observe(std::chrono::seconds(400));  // +Inf only
+  auto snap = h.snapshot();
+  EXPECT_EQ(snap.count, 4u);
+  EXPECT_EQ(snap.cumulative[0], 2u);
+  EXPECT_EQ(snap.cumulative[6], 2u);  // <= 0.5
+  EXPECT_EQ(snap.cumulative[7], 3u);  // <= 1
+  EXPECT_EQ(snap.cumulative.back(), 3u);
+  EXPECT_NEAR(snap.sum_seconds, 400.708, 1e-6);
+  MetricsText m;
+  m.family("x_seconds", "histogram", "X.");
+  m.histogram("x_seconds", {{"backend", "docker"}}, snap);
+  const std::string& t = m.text();
+  EXPECT_NE(t.find("# TYPE x_seconds histogram\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("x_seconds_bucket{backend=\"docker\",le=\"0.005\"} 2\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("x_seconds_bucket{backend=\"docker\",le=\"1\"} 3\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("x_seconds_bucket{backend=\"docker\",le=\"300\"} 3\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("x_seconds_bucket{backend=\"docker\",le=\"+Inf\"} 4\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("x_seconds_sum{backend=\"docker\"} 400.708\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("x_seconds_count{backend=\"docker\"} 4\n"), std::string::npos) << t;
 }
 
 TEST(Prometheus, EscapesLabelsAndWritesFamilies) {

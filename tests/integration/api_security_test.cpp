@@ -2,7 +2,8 @@
 // route it registers refuses requests without the token, on the unix socket
 // and on loopback TCP; a wrong token is 401; a foreign Origin is 403; the
 // one-time login URL works once and not after it expires; a non-loopback
-// api.listen stops yonderd at start with the reason. The running daemon's
+// api.listen without TLS stops yonderd at start with the reason (with TLS:
+// api_tls_test.cpp). The running daemon's
 // routes are also checked against docs/openapi.yaml.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -169,6 +170,45 @@ TEST_F(ApiSecurity, MetricsExportGpusPerDeviceAndLinkBytes) {
   }
 }
 
+// The value of one series in Prometheus text ("name{labels}" exactly as
+// rendered), or -1 when there is no such sample.
+double series_value(const std::string& text, const std::string& series) {
+  size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+// Link handshakes are counted (docs/metrics.md): no samples before any
+// connection; bytes that are not TLS on the link port are one failure of
+// class tls; pairing a peer is one handshake on each side.
+TEST_F(ApiSecurity, MetricsCountLinkHandshakes) {
+  auto before = tcp("GET", "/metrics", bearer()).body;
+  EXPECT_NE(before.find("# TYPE yonder_link_handshakes_total counter"), std::string::npos) << before;
+  EXPECT_NE(before.find("# TYPE yonder_link_handshake_failures_total counter"), std::string::npos) << before;
+  EXPECT_EQ(before.find("yonder_link_handshakes_total{"), std::string::npos) << before;
+  EXPECT_EQ(before.find("yonder_link_handshake_failures_total{"), std::string::npos) << before;
+
+  int link_port = node_.yonder_json({"status"}).value("link_port", 0);
+  ASSERT_GT(link_port, 0);
+  // The acceptor counts the failure before it closes the connection.
+  round_trip(link_port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto garbage = tcp("GET", "/metrics", bearer()).body;
+  EXPECT_EQ(series_value(garbage, "yonder_link_handshake_failures_total{path_kind=\"direct\",reason=\"tls\"}"), 1)
+      << garbage;
+  EXPECT_EQ(garbage.find("yonder_link_handshakes_total{"), std::string::npos) << garbage;
+
+  Node bob(dir_, "bob", false);
+  bob.pair_with(node_, {});
+  auto paired = tcp("GET", "/metrics", bearer()).body;
+  EXPECT_GE(series_value(paired, "yonder_link_handshakes_total{path_kind=\"direct\"}"), 1) << paired;
+  os::HttpRequestOptions as_bob;
+  as_bob.bearer_token = api_token(bob.home());
+  auto bob_metrics = os::unix_http_request(bob.home() + "/yonderd.sock", "GET", "/metrics", "", as_bob);
+  ASSERT_TRUE(bob_metrics);
+  EXPECT_GE(series_value(bob_metrics->body, "yonder_link_handshakes_total{path_kind=\"direct\"}"), 1)
+      << bob_metrics->body;
+}
+
 // The live-log WebSocket of the running daemon is behind the same gate: no
 // token 401, a foreign Origin 403 (cross-site WebSocket hijacking), and with
 // the token the handshake completes.
@@ -266,7 +306,7 @@ TEST(ApiSecurityStart, NonLoopbackListenIsRefusedAtStart) {
     EXPECT_FALSE(d.ready()) << listen;
     EXPECT_EQ(d.wait(), 1) << listen;
     EXPECT_NE(d.log().find("is not a loopback address"), std::string::npos) << d.log();
-    EXPECT_NE(d.log().find("TLS serving is not available yet"), std::string::npos) << d.log();
+    EXPECT_NE(d.log().find("Set api.tls_cert and api.tls_key"), std::string::npos) << d.log();
   }
   // "off": the unix socket only, still token-protected; `yonder dashboard`
   // says why it cannot. The home predates API tokens: yonderd makes one.

@@ -3,6 +3,8 @@
 // and clear refusals.
 #include <gtest/gtest.h>
 
+#include "os/unix_http.h"
+#include "support/api_token.h"
 #include "support/provider_node.h"
 
 namespace yonder::testing {
@@ -70,6 +72,42 @@ TEST_F(ProviderApi, WallTimeLimitStopsTheJob) {
   EXPECT_EQ(v["state"], "stopped");
   EXPECT_EQ(v["reason"], "wall_time");
   EXPECT_NE(v["message"].get<std::string>().find("wall-time limit of 1 s"), std::string::npos) << v.dump();
+}
+
+// GET /metrics times the Docker executor's steps (docs/metrics.md): the
+// families are there from the start with no samples, and one job start is
+// one sample in each Docker series (none in Slurm's).
+TEST_F(ProviderApi, MetricsTimeTheDockerStart) {
+  ProviderNode node;
+  auto metrics = [&node] {
+    os::HttpRequestOptions o;
+    o.bearer_token = api_token(node.home());
+    auto r = os::unix_http_request(node.home() + "/yonderd.sock", "GET", "/metrics", "", o);
+    EXPECT_TRUE(r && r->status == 200);
+    return r ? r->body : std::string();
+  };
+  auto value = [](const std::string& text, const std::string& series) {
+    size_t at = text.find("\n" + series + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size() + 2));
+  };
+  std::string before = metrics();
+  for (const char* family : {"yonder_executor_start_seconds", "yonder_executor_container_create_seconds",
+                             "yonder_executor_container_start_seconds", "yonder_executor_slurm_submit_seconds"}) {
+    EXPECT_NE(before.find(std::string("# TYPE ") + family + " histogram"), std::string::npos) << family;
+  }
+  EXPECT_EQ(value(before, "yonder_executor_container_create_seconds_count"), 0) << before;
+  EXPECT_EQ(value(before, "yonder_executor_start_seconds_count{backend=\"docker\"}"), 0) << before;
+
+  std::string id = node.submit({{"command", {"true"}}})["job_id"];
+  node.await_end(id);
+  std::string after = metrics();
+  EXPECT_EQ(value(after, "yonder_executor_container_create_seconds_count"), 1) << after;
+  EXPECT_EQ(value(after, "yonder_executor_container_create_seconds_bucket{le=\"+Inf\"}"), 1) << after;
+  EXPECT_EQ(value(after, "yonder_executor_container_start_seconds_count"), 1) << after;
+  EXPECT_GT(value(after, "yonder_executor_container_start_seconds_sum"), 0) << after;
+  EXPECT_EQ(value(after, "yonder_executor_start_seconds_count{backend=\"docker\"}"), 1) << after;
+  EXPECT_EQ(value(after, "yonder_executor_start_seconds_count{backend=\"slurm\"}"), 0) << after;
+  EXPECT_EQ(value(after, "yonder_executor_slurm_submit_seconds_count"), 0) << after;
 }
 
 TEST_F(ProviderApi, RefusalsSayWhatToDo) {

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -44,11 +45,15 @@ constexpr int kRelayPort = 7851;
 // and address (nodes pin its key).
 class LabRelay {
  public:
-  LabRelay(const NatLab& lab, const TempDir& dir) : lab_(lab), dir_(dir) { start(); }
+  // `second`: on the public router's second address (198.18.0.2), with its own key.
+  LabRelay(const NatLab& lab, const TempDir& dir, bool second = false)
+      : lab_(lab), dir_(dir), name_(second ? "relay2" : "relay"), second_(second) {
+    start();
+  }
   void start() {
     proc_ = std::make_unique<LiveProcess>(
         std::vector<std::string>{ip_program(), "netns", "exec", lab_.netns("pub"), program_path("yonder-relay"),
-                                 "--listen", address(), "--metrics", "off", "--key-file", dir_ / "relay.key",
+                                 "--listen", address(), "--metrics", "off", "--key-file", dir_ / (name_ + ".key"),
                                  "--dump", dump_path(), "--log-level", "debug"},
         Env{});
     ASSERT_TRUE(proc_->wait_for("listen ", 20s)) << proc_->output();
@@ -61,9 +66,11 @@ class LabRelay {
     proc_->signal(SIGKILL);
     proc_->wait(10s);
   }
-  std::string address() const { return lab_.server_address() + ":" + std::to_string(kRelayPort); }
+  std::string address() const {
+    return (second_ ? lab_.server2_address() : lab_.server_address()) + ":" + std::to_string(kRelayPort);
+  }
   std::string pinned() const { return address() + "@" + node_id_; }
-  std::string dump_path() const { return dir_ / "relay.dump"; }
+  std::string dump_path() const { return dir_ / (name_ + ".dump"); }
   std::string dump() const {
     std::ifstream in(dump_path(), std::ios::binary);
     std::stringstream ss;
@@ -75,6 +82,8 @@ class LabRelay {
  private:
   const NatLab& lab_;
   const TempDir& dir_;
+  std::string name_;
+  bool second_ = false;
   std::unique_ptr<LiveProcess> proc_;
   std::string node_id_;
 };
@@ -403,6 +412,153 @@ TEST_F(ReachLab, ARelayedLinkMovesToAMappedPortWhileLogsFollow) {
   EXPECT_NE(gateway.forwards().find(dport), std::string::npos) << gateway.forwards();
   EXPECT_EQ(studio.daemon().stop(), 0) << studio.daemon().log();
   EXPECT_EQ(gateway.forwards().find(dport), std::string::npos) << gateway.forwards() << "\n" << gateway.log();
+}
+
+// Hole punching (issue 7). Both nodes know two relays (at the public
+// router's two addresses), so each can tell from STUN whether its NAT keeps
+// one public UDP port for every destination.
+Env punching_env(const LabRelay& one, const LabRelay& two) {
+  return {{"YONDER_LOG_LEVEL", "debug"},
+          {"YONDER_LINK_HOLE_PUNCHING", "true"},
+          {"YONDER_LINK_RELAYS", one.pinned() + "," + two.pinned()}};
+}
+
+// GET over TCP from inside a lab node (bash's /dev/tcp): the forwarded port
+// listens on that node's loopback.
+std::string http_get_in(const NatLab& lab, std::string_view node, int port) {
+  auto r = lab.run_in(node, {"bash", "-c",
+                             "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) +
+                                 " && printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3"});
+  return r.out;
+}
+
+// Two homes behind port-preserving NATs; the provider listens on no port.
+// Paired through a relay, the link punches a direct UDP path and moves onto
+// QUIC over it; then every command runs over the QUIC carrier (run with
+// upload and exit code, logs -f, exec -i, cp both ways, forward), and
+// killing both relays mid-job changes nothing: the log stream goes on, no
+// lost contact, the path stays punched.
+TEST_F(ReachLab, ConeNatsPunchADirectPathAndEveryCommandRunsOverQuic) {
+  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
+  TempDir dir;
+  LabRelay relay(lab, dir), relay2(lab, dir, true);
+  Env env = punching_env(relay, relay2);
+  Env studio_env = env;
+  studio_env["YONDER_LINK_LISTEN"] = "";
+  Node studio(dir, "studio", true, studio_env, "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
+  Node laptop(dir, "laptop", false, env, "", in_lab(lab, "a1"));
+  auto share = studio.yonder_json({"share", "--scope", "run,exec,files,forward", "--max-jobs", "4"});
+  auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
+  ASSERT_EQ(pair.exit_code, 0) << pair.err;
+
+  auto peer = wait_peer(laptop, [](const json& p) { return p.value("path_kind", "") == "punched" && p.contains("rtt_ms"); });
+  ASSERT_EQ(peer.value("path_kind", ""), "punched") << peer.dump() << "\nLAPTOP\n"
+                                                    << laptop.daemon().log() << "\nSTUDIO\n"
+                                                    << studio.daemon().log();
+  // The path is the provider's home NAT (the punched mapping), over QUIC.
+  EXPECT_NE(peer.value("path", "").find("quic"), std::string::npos) << peer.dump();
+  EXPECT_NE(peer.value("path", "").find(lab.address("nat-b") + ":"), std::string::npos) << peer.dump();
+  EXPECT_TRUE(peer.contains("rtt_ms")) << peer.dump();
+  std::cout << "[ punch    ] both online -> punched path: " << peer["punch"].value("elapsed_ms", 0.0)
+            << " ms (punch only; attempts " << peer["punch"].value("attempts", 0) << ")\n";
+  // Each side's netcheck: punchable, at its home's public address.
+  for (auto [node, nat] : {std::make_pair(&laptop, "nat-a"), std::make_pair(&studio, "nat-b")}) {
+    auto nc = node->yonder_json({"netcheck"});
+    EXPECT_EQ(nc["udp"].value("nat", ""), "punchable") << nc.dump();
+    EXPECT_EQ(nc["udp"].value("public", "").rfind(lab.address(nat) + ":", 0), 0u) << nc.dump();
+    auto text = node->yonder({"netcheck"});
+    EXPECT_NE(text.out.find("Punching    possible"), std::string::npos) << text.out;
+  }
+
+  // run: upload, output, exit code, over QUIC (the relays carry nothing:
+  // their dumps stay as they were).
+  size_t dumped = relay.dump().size() + relay2.dump().size();
+  std::string work = dir / "work";
+  std::filesystem::create_directories(work);
+  std::ofstream(work + "/payload.txt") << "over-quic-in-a-file\n";
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work, "--", "sh", "-c",
+                          "cat payload.txt; echo done > result.txt; exit 5"});
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_NE(r.out.find("over-quic-in-a-file\n"), std::string::npos) << r.out;
+  EXPECT_EQ(relay.dump().size() + relay2.dump().size(), dumped) << "the job went through a relay";
+
+  // A running job for exec, cp and forward.
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                          "mkdir -p /tmp/www && echo hello over quic > /tmp/www/index.html && echo out > out.txt && "
+                          "exec httpd -f -p 8080 -h /tmp/www"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  for (int i = 0; i < 100; ++i) {
+    auto ps = laptop.yonder_json({"ps"});
+    if (ps.is_object() && !ps["jobs"].empty() && ps["jobs"][0]["state"] == "running") break;
+    std::this_thread::sleep_for(100ms);
+  }
+  // exec's stream comes through a port of the consumer daemon's loopback, in a1.
+  auto piped = lab.run_in("a1", {program_path("yonder"), "exec", "-i", id, "--", "sh", "-c", "read x; echo got $x; exit 3"},
+                          laptop.env(), "quic\n");
+  EXPECT_EQ(piped.exit_code, 3) << piped.err;
+  EXPECT_EQ(piped.out, "got quic\n");
+  std::string local = dir / "in.txt";
+  std::ofstream(local) << "sent in\n";
+  auto cp_in = laptop.yonder({"cp", local, id + ":inbox"});
+  EXPECT_EQ(cp_in.exit_code, 0) << cp_in.err;
+  std::string back = dir / "back";
+  std::filesystem::create_directories(back);
+  auto cp = laptop.yonder({"cp", id + ":inbox/in.txt", back});
+  EXPECT_EQ(cp.exit_code, 0) << cp.err;
+  std::ifstream bin(back + "/inbox/in.txt");  // cp keeps the path under the workspace
+  std::string line;
+  std::getline(bin, line);
+  EXPECT_EQ(line, "sent in");
+  auto fwd = laptop.yonder_json({"forward", id, "0:8080"});
+  ASSERT_TRUE(fwd.is_object()) << fwd.dump();
+  std::string page = http_get_in(lab, "a1", fwd.value("local_port", 0));
+  EXPECT_NE(page.find("hello over quic"), std::string::npos) << page;
+  EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+
+  // logs -f while both relays die: nothing notices.
+  auto following = follow_ticking_job(laptop, 40);
+  ASSERT_TRUE(following);
+  LiveProcess& follow = *following;
+  relay.kill();
+  relay2.kill();
+  EXPECT_EQ(follow.wait(60s), 0) << follow.output();
+  expect_lines_once_in_order(follow.out(), "tick", 40);
+  EXPECT_EQ(follow.err().find("lost contact"), std::string::npos) << follow.err();
+  auto after = wait_peer(laptop, [](const json& p) { return p["paths"].size() == 1; });
+  EXPECT_EQ(after.value("path_kind", ""), "punched") << after.dump();
+  EXPECT_EQ(after["paths"].size(), 1u) << "the relayed session should have drained: " << after.dump();
+}
+
+// One home behind a symmetric NAT (a new public port per destination): no
+// punching is attempted, the link stays on the relay, and `yonder peers`
+// says why; jobs run over the relay as before.
+TEST_F(ReachLab, ASymmetricNatStaysOnTheRelayAndSaysWhy) {
+  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric});
+  TempDir dir;
+  LabRelay relay(lab, dir), relay2(lab, dir, true);
+  Env env = punching_env(relay, relay2);
+  Env studio_env = env;
+  studio_env["YONDER_LINK_LISTEN"] = "";
+  Node studio(dir, "studio", true, studio_env, "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
+  Node laptop(dir, "laptop", false, env, "", in_lab(lab, "a1"));
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  auto peer = wait_peer(laptop, [](const json& p) {
+    return p.contains("punch") && p["punch"].value("state", "") == "failed";
+  });
+  ASSERT_TRUE(peer.contains("punch")) << peer.dump() << "\nLAPTOP\n" << laptop.daemon().log() << "\nSTUDIO\n" << studio.daemon().log();
+  EXPECT_EQ(peer["punch"].value("state", ""), "failed") << peer.dump();
+  EXPECT_NE(peer["punch"].value("reason", "").find("symmetric"), std::string::npos) << peer.dump();
+  EXPECT_EQ(peer.value("path_kind", ""), "relay") << peer.dump();
+  auto text = laptop.yonder({"peers"});
+  EXPECT_NE(text.out.find("no direct path: "), std::string::npos) << text.out;
+  auto nc = studio.yonder_json({"netcheck"});
+  EXPECT_EQ(nc["udp"].value("nat", ""), "symmetric") << nc.dump();
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh", "-c",
+                          "echo relayed; exit 4"});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_EQ(r.out, "relayed\n");
 }
 
 }  // namespace

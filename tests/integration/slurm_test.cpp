@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "os/unix_http.h"
+#include "support/api_token.h"
 #include "support/job_node.h"
 #include "support/slurm_env.h"
 #include "support/subprocess.h"
@@ -69,6 +71,16 @@ TEST_F(SlurmProvider, RunOnTheClusterStreamsLogsAndReadoptsAfterRestart) {
   EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
   EXPECT_NE(r.out.find("uploaded payload\n"), std::string::npos) << r.out;
   EXPECT_TRUE(r.out.find("CVD=0\n") != std::string::npos || r.out.find("CVD=1\n") != std::string::npos) << r.out;
+
+  // GET /metrics on the provider timed that sbatch (docs/metrics.md).
+  {
+    os::HttpRequestOptions o;
+    o.bearer_token = api_token(cluster.home());
+    auto m = os::unix_http_request(cluster.home() + "/yonderd.sock", "GET", "/metrics", "", o);
+    ASSERT_TRUE(m);
+    EXPECT_NE(m->body.find("\nyonder_executor_slurm_submit_seconds_count 1\n"), std::string::npos) << m->body;
+    EXPECT_NE(m->body.find("\nyonder_executor_start_seconds_count{backend=\"slurm\"} 1\n"), std::string::npos);
+  }
 
   // Impossible on this cluster: Slurm's reason comes back to the consumer.
   auto big = laptop.yonder({"run", "--on", "cluster", "--image", kImage, "--no-upload", "--memory", "1000000M", "--",

@@ -110,6 +110,11 @@ constexpr SampleRow kSamples[] = {
     // v4 (provider executor): a GPU lease of job-1 (inserted by the v2 row).
     {4, "INSERT INTO job_gpu_leases (gpu_uuid, job_id) VALUES ('GPU-1', 'job-1')",
      "SELECT gpu_uuid || '|' || job_id FROM job_gpu_leases", "GPU-1|job-1"},
+    // v5 (metering): a receipt the provider signed.
+    {5,
+     "INSERT INTO receipts (provider_id, job_id, consumer_id, role, state, receipt_json, problem, created_at, "
+     "updated_at) VALUES ('node-b', 'job-1', 'node-a', 'consumer', 'signed', '{}', NULL, 1700000005, 1700000005)",
+     "SELECT role || '|' || state || '|' || consumer_id FROM receipts", "consumer|signed|node-a"},
 };
 
 std::vector<std::string> fresh_latest_schema() {
@@ -129,8 +134,8 @@ TEST(Migrations, EmptyDatabaseMigratesToLatest) {
   Status status = migrate(db);
   ASSERT_TRUE(status.ok()) << status.error().to_string();
   EXPECT_EQ(version_of(db), kSchemaVersion);
-  EXPECT_EQ(kSchemaVersion, 4);
-  for (const char* table : {"peers", "share_links", "jobs", "audit_log"}) {
+  EXPECT_EQ(kSchemaVersion, 5);
+  for (const char* table : {"peers", "share_links", "jobs", "audit_log", "receipts"}) {
     EXPECT_EQ(query_text(db, std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '") +
                                  table + "'"),
               "1")

@@ -29,6 +29,8 @@ std::vector<std::string> merged_env(const Env& extra) {
   all.emplace("YONDER_LINK_LAN_DISCOVERY", "false");
   // Nor do they ask the host's router for port mappings (NAT-PMP, SSDP).
   all.emplace("YONDER_LINK_PORT_MAPPING", "false");
+  // Nor punch holes (tests that want it, in the NAT lab, turn it on).
+  all.emplace("YONDER_LINK_HOLE_PUNCHING", "false");
   for (const auto& [k, v] : extra) {
     if (v.empty()) all.erase(k);
     else all[k] = v;

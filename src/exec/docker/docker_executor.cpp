@@ -8,6 +8,7 @@
 
 #include "exec/docker/container_spec.h"
 #include "exec/docker/docker_json.h"
+#include "exec/executor_metrics.h"
 #include "exec/docker/stream_cancel.h"
 #include "os/files.h"
 #include "os/loop_mount.h"
@@ -170,6 +171,7 @@ Status DockerExecutor::ensure_egress_network() {
 
 Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
   YONDER_TRY(check(spec));
+  auto started_at = std::chrono::steady_clock::now();
   auto image_id = ensure_image(spec.image);
   if (!image_id) return std::move(image_id).error();
   if (spec.network_egress) YONDER_TRY(ensure_egress_network());
@@ -207,7 +209,9 @@ Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
   }
   CreateContext ctx{options_.owner, handle.workspace, options_.gvisor_runtime, options_.egress_network};
   auto body = build_create_body(spec, ctx).dump();
+  auto create_at = std::chrono::steady_clock::now();
   auto created = api_.call("POST", "/containers/create?name=" + container_name(spec.job_id), "create the job's container", body);
+  auto start_at = std::chrono::steady_clock::now();
   if (!created) {
     (void)destroy(handle, true);
     return std::move(created).error();
@@ -219,6 +223,7 @@ Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
   }
   handle.task_id = *id;
   auto started = api_.call("POST", cpath(*id) + "/start", "start the job's container");
+  auto running_at = std::chrono::steady_clock::now();
   if (!started) {
     Error e = std::move(started).error();
     (void)destroy(handle, true);
@@ -229,6 +234,10 @@ Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
     }
     return e;
   }
+  ExecutorLatencies& latencies = executor_latencies();
+  latencies.container_create.observe(start_at - create_at);
+  latencies.container_start.observe(running_at - start_at);
+  latencies.docker_task_start.observe(running_at - started_at);
   return handle;
 }
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "exec/executor_metrics.h"
 #include "os/files.h"
 #include "os/tree_copy.h"
 #include "os/unique_fd.h"
@@ -225,6 +226,7 @@ std::vector<std::string> SlurmExecutor::sbatch_argv(const TaskSpec& spec, const 
 
 Result<TaskHandle> SlurmExecutor::start(const TaskSpec& spec) {
   YONDER_TRY(check(spec));
+  auto started_at = std::chrono::steady_clock::now();
   TaskHandle handle;
   handle.backend = "slurm";
   handle.job_id = spec.job_id;
@@ -262,7 +264,9 @@ Result<TaskHandle> SlurmExecutor::start(const TaskSpec& spec) {
     if (!f.flush()) return fail(make_error(ErrorCode::kUnavailable, "cannot write the job's batch script " + script));
   }
   ::chmod(script.c_str(), 0755);
+  auto submit_at = std::chrono::steady_clock::now();
   auto out = run("sbatch", sbatch_argv(spec, script));
+  auto submitted_at = std::chrono::steady_clock::now();
   if (!out) return fail(std::move(out).error());
   if (out->exit_code != 0) {
     return fail(make_error(ErrorCode::kFailedPrecondition, "the Slurm cluster refused the job: " + sbatch_error_text(out->output)));
@@ -270,6 +274,8 @@ Result<TaskHandle> SlurmExecutor::start(const TaskSpec& spec) {
   auto id = parse_sbatch_reply(out->output);
   if (!id) return fail(std::move(id).error());
   handle.task_id = *id;
+  executor_latencies().slurm_submit.observe(submitted_at - submit_at);
+  executor_latencies().slurm_task_start.observe(submitted_at - started_at);
   return handle;
 }
 

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <sodium.h>
+
 namespace yonder::jobs::provider {
 namespace {
 
@@ -163,6 +165,41 @@ Result<LogSlice> JobLog::read(uint64_t offset, size_t max_bytes) const {
   }
   slice.next_offset = offset + used;
   return slice;
+}
+
+Result<std::string> JobLog::output_sha256() const {
+  crypto_hash_sha256_state out, err;
+  crypto_hash_sha256_init(&out);
+  crypto_hash_sha256_init(&err);
+  uint64_t end = size_.load();
+  for (uint64_t offset = 0; offset < end;) {
+    auto slice = read(offset, 1 << 20);
+    if (!slice) return std::move(slice).error();
+    if (slice->next_offset <= offset) break;  // a torn tail: nothing more to read
+    for (const auto& r : slice->records) {
+      if (r.stream != exec::LogStream::kStdout && r.stream != exec::LogStream::kStderr) continue;
+      crypto_hash_sha256_update(r.stream == exec::LogStream::kStdout ? &out : &err,
+                                reinterpret_cast<const uint8_t*>(r.data.data()), r.data.size());
+    }
+    offset = slice->next_offset;
+  }
+  static constexpr char kLabel[] = "yonder-output-v1\n";
+  uint8_t parts[2 * crypto_hash_sha256_BYTES];
+  crypto_hash_sha256_final(&out, parts);
+  crypto_hash_sha256_final(&err, parts + crypto_hash_sha256_BYTES);
+  crypto_hash_sha256_state all;
+  crypto_hash_sha256_init(&all);
+  crypto_hash_sha256_update(&all, reinterpret_cast<const uint8_t*>(kLabel), sizeof kLabel - 1);
+  crypto_hash_sha256_update(&all, parts, sizeof parts);
+  uint8_t digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256_final(&all, digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (uint8_t b : digest) {
+    hex.push_back(kHex[b >> 4]);
+    hex.push_back(kHex[b & 15]);
+  }
+  return hex;
 }
 
 }  // namespace yonder::jobs::provider

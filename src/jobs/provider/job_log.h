@@ -62,6 +62,13 @@ class JobLog {
   // Records from `offset` (a record boundary), at most about `max_bytes` of payload.
   Result<LogSlice> read(uint64_t offset, size_t max_bytes) const;
 
+  // The job's output as one SHA-256 (64 lower-case hex): SHA-256 of
+  // "yonder-output-v1\n" + SHA-256(all stdout bytes) + SHA-256(all stderr
+  // bytes). Not the times, the record boundaries, how the two streams
+  // interleave, or provider notices: two runs that print the same hash the
+  // same. The metering receipt's output hash (mesh/receipt.h).
+  Result<std::string> output_sha256() const;
+
   uint64_t size() const { return size_.load(); }
   bool truncated() const { return truncated_.load(); }
   int64_t last_unix_ns() const { return last_ns_.load(); }

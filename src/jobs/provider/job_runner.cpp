@@ -24,6 +24,10 @@ void ProviderJobs::finish_locked(const LivePtr& job, JobState state, const std::
     r.result["oom_killed"] = exit->oom_killed;
   }
   if (!r.gpu_uuids.empty()) r.result["gpus"] = r.gpu_uuids;
+  // What the metering receipt commits to (mesh/metering.h); the pump is done.
+  if (auto log = open_log_locked(*job); log) {
+    if (auto hash = (*log)->output_sha256(); hash) r.result["output_sha256"] = *hash;
+  }
   for (const auto& u : r.gpu_uuids) leases_.erase(u);
   r.gpu_uuids.clear();  // the save below deletes the lease rows
   job->deadline.reset();

@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "jobs/provider/live_job.h"
 #include "os/files.h"
@@ -50,7 +52,8 @@ nlohmann::json ProviderJobs::view(const Live& job) const {
       {"created_at", r.created_at},
       {"updated_at", r.updated_at},
   };
-  for (const char* key : {"reason", "message", "oom_killed", "started_at", "finished_at", "waiting_for"}) {
+  for (const char* key : {"reason", "message", "oom_killed", "started_at", "finished_at", "waiting_for", "gpu_model",
+                          "output_sha256"}) {
     if (r.result.contains(key)) v[key] = r.result[key];
   }
   if (r.handle && !r.handle->image_id.empty()) v["image_id"] = r.handle->image_id;
@@ -306,6 +309,7 @@ void ProviderJobs::schedule_locked(std::unique_lock<std::mutex>& lock) {
       ++per_peer[job->rec.peer_id];
     }
   }
+  if (queue_order_ && queue_.size() > 1) order_queue_locked();
   std::optional<gpu::InventoryReport> inventory;
   for (auto it = queue_.begin(); it != queue_.end() && total < options_.max_concurrent;) {
     LivePtr job = jobs_.at(*it);
@@ -331,6 +335,13 @@ void ProviderJobs::schedule_locked(std::unique_lock<std::mutex>& lock) {
         continue;
       }
       uuids = d.uuids;
+      // The model the receipt names (mesh/metering.h): distinct models of the leased devices.
+      std::string models;
+      for (const auto& dev : inventory->devices) {
+        if (std::find(uuids.begin(), uuids.end(), dev.uuid) == uuids.end() || dev.name.empty()) continue;
+        if (models.find(dev.name) == std::string::npos) models += (models.empty() ? "" : "+") + dev.name;
+      }
+      r.result["gpu_model"] = models.substr(0, 64);
     }
     it = queue_.erase(it);
     r.state = JobState::kStarting;
@@ -346,6 +357,30 @@ void ProviderJobs::schedule_locked(std::unique_lock<std::mutex>& lock) {
     ++per_peer[r.peer_id];
     job->runner = std::thread(&ProviderJobs::run, this, job, false);
   }
+}
+
+void ProviderJobs::set_queue_order(std::function<std::vector<std::string>(const std::vector<QueuedJob>&)> order) {
+  std::unique_lock lock(mutex_);
+  queue_order_ = std::move(order);
+  schedule_locked(lock);
+}
+
+void ProviderJobs::order_queue_locked() {
+  std::vector<QueuedJob> waiting;
+  for (const auto& id : queue_) {
+    const JobRecord& r = jobs_.at(id)->rec;
+    waiting.push_back({r.job_id, r.peer_id, r.created_at});
+  }
+  std::vector<std::string> order = queue_order_(waiting);
+  std::deque<std::string> sorted;
+  std::set<std::string> placed;
+  for (const auto& id : order) {
+    if (std::find(queue_.begin(), queue_.end(), id) != queue_.end() && placed.insert(id).second) sorted.push_back(id);
+  }
+  for (const auto& id : queue_) {
+    if (!placed.count(id)) sorted.push_back(id);
+  }
+  queue_ = std::move(sorted);
 }
 
 void ProviderJobs::reap_locked() {

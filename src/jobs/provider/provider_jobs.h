@@ -95,6 +95,19 @@ class ProviderJobs {
   // not call back into this manager.
   void set_on_finished(std::function<void(const nlohmann::json& view)> hook);
 
+  // A job waiting in the queue, for a queue order policy.
+  struct QueuedJob {
+    std::string job_id;
+    std::string peer_id;
+    int64_t created_at = 0;  // Unix seconds
+  };
+  // Orders the waiting queue each time the scheduler looks at it (tit-for-tat
+  // by the node's credits, node/credits.h): returns the same job ids in the
+  // order to serve them; ids it leaves out keep their place after the
+  // others. Called under the manager's lock: it must not call back into
+  // this manager. Unset (the default): first come, first served.
+  void set_queue_order(std::function<std::vector<std::string>(const std::vector<QueuedJob>&)> order);
+
  private:
   struct Live;
   using LivePtr = std::shared_ptr<Live>;
@@ -104,6 +117,7 @@ class ProviderJobs {
   Status save_locked(Live& job);
   void schedule();
   void schedule_locked(std::unique_lock<std::mutex>& lock);
+  void order_queue_locked();
   void run(LivePtr job, bool recovered);
   void pump(LivePtr job, exec::TaskHandle handle);
   void finish_locked(const LivePtr& job, JobState state, const std::string& reason, const std::string& message,
@@ -133,6 +147,7 @@ class ProviderJobs {
   std::thread watchdog_;
   std::vector<std::thread> finished_threads_;  // joined by reap_locked
   std::function<void(const nlohmann::json&)> on_finished_;
+  std::function<std::vector<std::string>(const std::vector<QueuedJob>&)> queue_order_;
 };
 
 }  // namespace yonder::jobs::provider

@@ -141,6 +141,9 @@ void LinkService::Impl::on_session_closed(const std::shared_ptr<Session>& sessio
   std::string who = NodeId(session->peer()).short_form();
   spdlog::info("link: session with {} ({}) ended: {}", who, session->path(), why);
   Error err = make_error(ErrorCode::kUnavailable, "link to " + who + " closed: " + why);
+  if (!session->established() && !stopped) {
+    count_handshake(session->path(), session->verdict() == KeyVerdict::kPairingOnly ? "pairing" : "closed");
+  }
   if (c.dialed && !session->established()) {
     err = make_error(ErrorCode::kFailedPrecondition,
                      "peer " + who + " refused the connection: it does not accept this node (it may have denied it, "

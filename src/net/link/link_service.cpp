@@ -102,6 +102,12 @@ void LinkService::disconnect(const PublicKeyBytes& peer, const std::string& reas
   for (auto& s : victims) s->close(reason);
 }
 
+std::vector<HandshakeCount> LinkService::handshakes() const {
+  std::vector<HandshakeCount> out;
+  for (const auto& [key, n] : impl_->handshake_counts) out.push_back({key.first, key.second, n});
+  return out;
+}
+
 std::vector<SessionInfo> LinkService::sessions() const {
   std::vector<SessionInfo> out;
   for (const auto& [ptr, c] : impl_->conns) {
@@ -163,6 +169,11 @@ void LinkService::Impl::start_acceptor(asio::ip::tcp::socket socket, std::string
     };
     if (!live) return fail("the node is shutting down");
     if (hec || stopped) {
+      if (!stopped) {
+        bool rejected = TlsContext::peer_key(live->native_handle()).has_value() &&
+                        TlsContext::verdict(live->native_handle()) == KeyVerdict::kReject;
+        count_handshake(path, rejected ? "refused" : hec == asio::error::operation_aborted ? "timeout" : "tls");
+      }
       live->close();  // rejected keys end here: the dialer learned nothing
       return fail("refused or broken");
     }
@@ -170,6 +181,7 @@ void LinkService::Impl::start_acceptor(asio::ip::tcp::socket socket, std::string
     auto key = TlsContext::peer_key(ssl);
     KeyVerdict verdict = TlsContext::verdict(ssl);
     if (!key || verdict == KeyVerdict::kReject) {
+      count_handshake(path, "refused");
       live->close();
       return fail("the key was refused");
     }
@@ -382,6 +394,7 @@ void LinkService::Impl::dial_address(const PublicKeyBytes& peer, std::vector<std
                                                              const asio::ip::tcp::endpoint&) {
       if (cec) {
         timer->cancel();
+        count_handshake(path_kind, "connect");
         return next(cec == asio::error::operation_aborted ? "timed out" : cec.message());
       }
       *connected = true;
@@ -416,6 +429,9 @@ void LinkService::Impl::start_dialer(asio::ip::tcp::socket socket, const PublicK
       live->close();
       bool wrong_key = TlsContext::peer_key(live->native_handle()).has_value() &&
                        TlsContext::verdict(live->native_handle()) == KeyVerdict::kReject;
+      if (!stopped) {
+        count_handshake(path, wrong_key ? "wrong_key" : hec == asio::error::operation_aborted ? "timeout" : "refused");
+      }
       if (wrong_key) {
         spdlog::warn("link: {} answered with a different key than {}: refusing (man in the middle?)", address,
                      short_id(peer));
@@ -498,6 +514,7 @@ void LinkService::adopt_channel(std::shared_ptr<Channel> channel, const PublicKe
   };
   if (m.stopped) return fail("the node is shutting down");
   if (m.policy.classify(peer) != KeyVerdict::kPinned) {
+    m.count_handshake(path, "refused");
     return fail("peer " + short_id(peer) + " is not paired with this node: a " + path + " carrier is only for paired peers");
   }
   auto session = std::make_shared<Session>(std::move(channel), dialer ? Role::kDialer : Role::kAcceptor, peer,
@@ -573,6 +590,7 @@ void LinkService::Impl::drain_worse(Conn& established) {
 void LinkService::Impl::mark_established(Conn& c) {
   if (c.session->established()) return;
   c.session->set_established();
+  count_handshake(c.session->path(), "ok");
   if (c.establish_timer) c.establish_timer->cancel();
   policy.seen(c.session->peer());
   if (c.session->verdict() == KeyVerdict::kPinned) {

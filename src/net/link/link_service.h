@@ -97,6 +97,22 @@ struct SessionInfo {
   uint64_t bytes_out = 0;
 };
 
+// Handshakes since the service started, by the path's kind (its first word:
+// "direct", "relay", "lan", "mapped", "punched", ...) and outcome: "ok" (a
+// session established: TLS, then hello or pairing), or why it failed:
+//   connect    the TCP connection to the address did not come up
+//   timeout    the TLS handshake stalled past connect_timeout
+//   tls        the TLS handshake broke (not our protocol, bad record, reset)
+//   refused    a key was refused: the peer refused ours, or we refused its
+//   wrong_key  the dialled address answered with another key than the peer's
+//   pairing    a pairing attempt ended without pairing (unknown link, bad secret)
+//   closed     the session ended after TLS but before it was established
+struct HandshakeCount {
+  std::string path_kind;
+  std::string outcome;
+  uint64_t count = 0;
+};
+
 // A byte carrier the link did not connect itself (a relay pipe; later a
 // punched path): a connected stream socket, owned. The link runs the same
 // pinned TLS handshake on it as on a direct connection.
@@ -226,6 +242,8 @@ class LinkService {
   // Closes every session with `peer` now (used by deny).
   void disconnect(const PublicKeyBytes& peer, const std::string& reason);
   std::vector<SessionInfo> sessions() const;
+  // Counters of handshakes (see HandshakeCount), for GET /metrics.
+  std::vector<HandshakeCount> handshakes() const;
 
  private:
   void call_attempt(const PublicKeyBytes& peer, const std::vector<std::string>& addresses, const std::string& method,

@@ -84,6 +84,11 @@ struct LinkService::Impl : SessionObserver {
   std::function<void(const PublicKeyBytes&, const std::string&)> established_hook;
   std::chrono::milliseconds carrier_head_start{500};
   std::set<std::pair<PublicKeyBytes, std::string>> trying;  // try_path dials in flight
+  // Handshake outcomes by (path kind, outcome): LinkService::handshakes().
+  std::map<std::pair<std::string, std::string>, uint64_t> handshake_counts;
+  void count_handshake(const std::string& path, const char* outcome) {
+    ++handshake_counts[{path.substr(0, path.find(' ')), outcome}];
+  }
   void redial(const PublicKeyBytes& peer);
   void schedule_redial(const PublicKeyBytes& peer);
   bool stopped = false;

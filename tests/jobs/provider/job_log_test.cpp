@@ -71,6 +71,28 @@ TEST(JobLog, ReopenCutsATornTailAndRemembersTheLastTime) {
   EXPECT_EQ((*log)->read(0, 1 << 20)->records.size(), 3u);
 }
 
+// The metering receipt's output hash: what each stream printed, not how
+// the engine chunked or interleaved it, nor when.
+TEST(JobLog, OutputHashIgnoresChunkingInterleavingAndTimes) {
+  testing::TempDir dir;
+  auto a = JobLog::open(dir / "a.log", 1 << 20);
+  auto b = JobLog::open(dir / "b.log", 1 << 20);
+  auto c = JobLog::open(dir / "c.log", 1 << 20);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  ASSERT_TRUE((*a)->append(exec::LogStream::kStdout, 1, "hello world\n").ok());
+  ASSERT_TRUE((*a)->append(exec::LogStream::kStderr, 2, "warn\n").ok());
+  ASSERT_TRUE((*b)->append(exec::LogStream::kStderr, 7, "warn\n").ok());
+  ASSERT_TRUE((*b)->append(exec::LogStream::kStdout, 8, "hello ").ok());
+  ASSERT_TRUE((*b)->append(exec::LogStream::kSystem, 9, "a provider notice").ok());
+  ASSERT_TRUE((*b)->append(exec::LogStream::kStdout, 9, "world\n").ok());
+  ASSERT_TRUE((*c)->append(exec::LogStream::kStdout, 1, "hello world\nwarn\n").ok());  // stderr's bytes on stdout
+  auto ha = (*a)->output_sha256(), hb = (*b)->output_sha256(), hc = (*c)->output_sha256();
+  ASSERT_TRUE(ha.ok() && hb.ok() && hc.ok());
+  EXPECT_EQ(ha->size(), 64u);
+  EXPECT_EQ(*ha, *hb);
+  EXPECT_NE(*ha, *hc);
+}
+
 TEST(JobLog, DecoderRefusesGarbage) {
   size_t used = 0;
   EXPECT_FALSE(decode_log_records(std::string(16, '\x09'), &used).ok());

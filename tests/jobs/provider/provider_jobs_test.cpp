@@ -181,6 +181,45 @@ TEST_F(ProviderJobsTest, PerPeerLimitQueuesInsteadOfRefusing) {
   EXPECT_EQ(await_end(b)["exit_code"], 0);
 }
 
+// The node's credits order the queue (tit-for-tat, node/credits.h) through
+// set_queue_order: a later job of a favoured peer starts first.
+TEST_F(ProviderJobsTest, AQueueOrderPolicyDecidesWhoStartsFirst) {
+  start_manager(true, /*per_peer=*/2);
+  std::string holder = submit("h", {{"command", {"sh", "-c", "echo h; sleep 60"}}, {"gpus", 2}});
+  await_log(holder);
+  std::string debtor = submit("debtor", {{"command", {"sh", "-c", "echo d; sleep 60"}}, {"gpus", 2}});
+  std::string friendly = submit("friend", {{"command", {"sh", "-c", "echo f; sleep 60"}}, {"gpus", 2}});
+  EXPECT_EQ((*jobs_->get(debtor))["queue_position"], 0);
+  jobs_->set_queue_order([](const std::vector<ProviderJobs::QueuedJob>& q) {
+    std::vector<std::string> out;
+    for (const auto& j : q) {
+      if (j.peer_id == "friend") out.insert(out.begin(), j.job_id);
+      else out.push_back(j.job_id);
+    }
+    return out;
+  });
+  EXPECT_EQ((*jobs_->get(friendly))["queue_position"], 0);
+  EXPECT_EQ((*jobs_->get(debtor))["queue_position"], 1);
+  ASSERT_TRUE(jobs_->stop(holder).ok());
+  json ended = await_end(holder);
+  await_log(friendly);  // started: the friend's job prints
+  EXPECT_EQ((*jobs_->get(debtor))["state"], "queued");
+  // What a metering receipt needs (mesh/metering.h): the model and the output's hash.
+  EXPECT_EQ(ended["gpu_model"], "FAKE GPU");
+  EXPECT_EQ(ended["gpus"].size(), 2u);
+  EXPECT_EQ(ended.value("output_sha256", "").size(), 64u);
+}
+
+TEST_F(ProviderJobsTest, TheOutputHashCoversWhatAJobPrintedNotWhen) {
+  start_manager();
+  std::string a = submit("p", {{"command", {"sh", "-c", "echo same; echo err >&2"}}});
+  std::string b = submit("p", {{"command", {"sh", "-c", "sleep 1; echo same; echo err >&2"}}});
+  std::string c = submit("p", {{"command", {"sh", "-c", "echo other"}}});
+  json va = await_end(a), vb = await_end(b), vc = await_end(c);
+  EXPECT_EQ(va.value("output_sha256", ""), vb.value("output_sha256", "x"));
+  EXPECT_NE(va.value("output_sha256", ""), vc.value("output_sha256", ""));
+}
+
 TEST_F(ProviderJobsTest, WallTimeStopsThenKillsAJobIgnoringSigterm) {
   start_manager();
   auto t0 = std::chrono::steady_clock::now();

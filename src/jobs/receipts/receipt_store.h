@@ -1,0 +1,53 @@
+// Metering receipts in SQLite (the v5 `receipts` table): one row per
+// finished job this node ran for a peer (role provider) or ran on a peer
+// (role consumer), keyed by (provider, job id). A receipt is written here
+// before it leaves the node: the provider's before the consumer can fetch
+// it, the consumer's countersigned one before the countersignature is sent.
+//
+// Threading: one connection, guarded inside; blocking (disk): worker
+// threads only (the provider's job-end hook calls put() on the runner thread).
+#pragma once
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "mesh/receipt.h"
+#include "store/database.h"
+
+namespace yonder::jobs::receipts {
+
+enum class ReceiptState { kSigned, kCountersigned, kRefused };
+const char* receipt_state_name(ReceiptState s);
+
+struct StoredReceipt {
+  std::string provider_id;  // node ids, display form
+  std::string job_id;
+  std::string consumer_id;
+  bool we_provided = false;  // role: provider (true) or consumer
+  ReceiptState state = ReceiptState::kSigned;
+  std::string receipt_json;  // mesh::encode_receipt's form (as received, when refused)
+  std::string problem;       // why it was refused
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+};
+
+class ReceiptStore {
+ public:
+  static Result<std::unique_ptr<ReceiptStore>> open(const std::string& db_path);
+
+  // Inserts or replaces the row of (provider_id, job_id).
+  Status put(const StoredReceipt& r);
+  Result<std::optional<StoredReceipt>> get(const std::string& provider_id, const std::string& job_id);
+  // Oldest first.
+  Result<std::vector<StoredReceipt>> list();
+
+ private:
+  explicit ReceiptStore(store::Database db) : db_(std::move(db)) {}
+  std::mutex mutex_;
+  store::Database db_;
+};
+
+}  // namespace yonder::jobs::receipts

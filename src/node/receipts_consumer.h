@@ -1,0 +1,86 @@
+// The consumer's side of metering (issue 10). When a job submitted from
+// here ends (RemoteConsumer sees it), its receipt is fetched from the
+// provider (receipt.get), checked against what this node knows of the job
+// (mesh::check_receipt_for_job: its own key, the job id, the provider's key
+// and signature, GPU-seconds within the devices asked for times the wall
+// time), countersigned, written to SQLite, and the countersignature is sent
+// back (receipt.countersign). A receipt that fails the checks is stored as
+// refused with the reason and logged; it is never counted.
+//
+// Nothing is lost while this node is offline: a sweep asks each provider
+// that ran a job of ours still lacking a receipt for the receipts it holds
+// for us (receipt.pending) when yonderd starts, every few minutes while any
+// is missing (credits.fetch_interval_s), and before GET /v1/credits and GET /v1/receipts answer.
+//
+// Local routes:
+//   GET /v1/credits[?fetch=0]            per-peer balances (node/credits.h)
+//   GET /v1/receipts[?verify=1][&fetch=0] receipts on both sides, with their state
+//
+// Threading: public methods on the event loop; SQLite on the pool.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <boost/asio/steady_timer.hpp>
+
+#include "api/server.h"
+#include "crypto/identity.h"
+#include "jobs/receipts/receipt_store.h"
+#include "node/credits.h"
+#include "node/peer_link.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}  // namespace boost::asio
+
+namespace yonder::jobs::consumer {
+class ConsumerJobStore;
+}
+
+namespace yonder::node {
+
+class ReceiptsConsumer {
+ public:
+  ReceiptsConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
+                   const Identity& identity, std::shared_ptr<jobs::consumer::ConsumerJobStore> jobs,
+                   jobs::receipts::ReceiptStore& store, Credits& credits);
+  ~ReceiptsConsumer();
+  void add_routes(api::Router& router);
+  // Starts the sweep timer: a first sweep soon, then every `interval`
+  // (credits.fetch_interval_s); zero: no timer.
+  void start(std::chrono::seconds interval);
+  // A job submitted from here ended: fetch, check and countersign its receipt.
+  void job_ended(const std::string& provider_id, const std::string& job_id);
+  // Asks the providers of jobs still lacking a receipt; `done` when all answered.
+  void sweep(std::function<void()> done);
+
+ private:
+  // Checks, countersigns, stores (pool) and sends back (loop) one receipt from `t`.
+  void process(const PeerLink::Target& t, const std::string& text, std::function<void()> done);
+  void schedule_sweep(std::chrono::seconds after);
+  void credits(const api::Request& req, api::Reply reply);
+  void receipts(const api::Request& req, api::Reply reply);
+  // Runs `then` after a sweep, or at once with ?fetch=0.
+  void maybe_sweep(const api::Request& req, std::function<void()> then);
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
+  PeerLink& link_;
+  const Identity& identity_;
+  std::string self_id_;
+  std::shared_ptr<jobs::consumer::ConsumerJobStore> jobs_;
+  jobs::receipts::ReceiptStore& store_;
+  Credits& credits_;
+  boost::asio::steady_timer timer_;
+  std::chrono::seconds interval_{0};
+  std::set<std::string> in_flight_;  // job ids being fetched (loop only)
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace yonder::node

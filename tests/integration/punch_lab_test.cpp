@@ -1,0 +1,296 @@
+// Hole punching in the NAT lab (scripts/natlab.sh): two real yonder-relay
+// processes on the public router (198.18.0.1 and .2, both answering STUN on
+// UDP 7851), a node in each home (a1, b1) with one UDP socket. Each node
+// asks both relays for its public UDP address (NAT check), registers with
+// the first relay declaring the other's key, and the two punch through the
+// relay's real signal path (RelayClient::send_signal).
+//   - preserving/preserving: both punch, and a datagram echo crosses the
+//     punched path both ways; the time is reported, not asserted.
+//   - symmetric on either side: the NAT check says so, and both sides give
+//     up at once with the symmetric reason, without probing.
+// Both run a punch::PunchRouter, the piece yonderd wires in. Each node runs
+// its own event loop on a thread inside its namespace, so every socket it
+// makes (UDP, the relay's TLS) is made there.
+#include <gtest/gtest.h>
+
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <future>
+#include <iostream>
+#include <thread>
+
+#include "crypto/identity.h"
+#include "net/punch/nat_check.h"
+#include "net/punch/punch_router.h"
+#include "net/punch/udp_datagram_port.h"
+#include "relay/client.h"
+#include "support/live_process.h"
+#include "support/nat_lab.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace yonder::testing {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using punch::udp;
+
+constexpr int kRelayPort = 7851;
+
+// An event loop on a thread inside one lab node's network namespace.
+class NodeLoop {
+ public:
+  NodeLoop(const NatLab& lab, const std::string& node)
+      : thread_([this, &lab, node] { lab.in_node(node, [this] { io.run(); }); }) {}
+  ~NodeLoop() {
+    work_.reset();
+    thread_.join();
+  }
+  template <typename F>
+  auto on(F f) {
+    std::promise<decltype(f())> p;
+    asio::post(io, [&] { p.set_value(f()); });
+    return p.get_future().get();
+  }
+  asio::io_context io;
+
+ private:
+  asio::executor_work_guard<asio::io_context::executor_type> work_{io.get_executor()};
+  std::thread thread_;
+};
+
+template <typename T>
+T wait(std::future<T>& f, const char* what) {
+  if (f.wait_for(30s) != std::future_status::ready) {
+    ADD_FAILURE() << "timed out waiting for " << what;
+    std::abort();  // a hung lab test must not hang ctest
+  }
+  return f.get();
+}
+
+// A yonder-relay in "pub" on `address`:7851 (TCP and UDP).
+std::unique_ptr<LiveProcess> start_relay(const NatLab& lab, const TempDir& dir, const std::string& address,
+                                         const std::string& name) {
+  auto p = std::make_unique<LiveProcess>(
+      std::vector<std::string>{ip_program(), "netns", "exec", lab.netns("pub"), program_path("yonder-relay"),
+                               "--listen", address + ":" + std::to_string(kRelayPort), "--metrics", "off", "--key-file",
+                               dir / (name + ".key")},
+      Env{});
+  EXPECT_TRUE(p->wait_for("listen ", 20s)) << p->output();
+  return p;
+}
+
+// One node: its UDP socket (demultiplexed as yonderd would: STUN to the
+// check, punch packets and punch signals to the PunchRouter, anything else
+// is the test's echo), its NAT check, its relay client, its punch router.
+struct PunchNode {
+  PunchNode(const NatLab& lab, const std::string& node, const std::string& ip) : loop(lab, node), host_ip(ip) {}
+
+  NodeLoop loop;
+  std::string host_ip;
+  Identity identity = Identity::generate().value();
+  PublicKeyBytes peer{};
+  std::unique_ptr<punch::UdpDatagramPort> port;
+  std::shared_ptr<punch::NatCheckSession> check;
+  std::optional<punch::NatCheckResult> nat;
+  std::shared_ptr<relay::RelayClient> client;
+  std::unique_ptr<punch::PunchRouter> router;
+  std::promise<punch::NatCheckResult> checked;
+  std::promise<Status> registered;
+  std::promise<punch::PunchOutcome> outcome;
+  std::promise<std::string> echoed;
+
+  punch::PuncherConfig config() const {
+    punch::PuncherConfig c;
+    c.nat = nat->nat;
+    c.candidates.push_back(
+        {udp::endpoint(asio::ip::make_address(host_ip), port->local_endpoint().port()), punch::CandidateKind::kHost});
+    if (nat->public_address) c.candidates.push_back({*nat->public_address, punch::CandidateKind::kServerReflexive});
+    return c;
+  }
+
+  void make_router() {
+    punch::PunchRouter::Hooks h;
+    h.config_for = [this](const PublicKeyBytes& from) -> std::optional<punch::PuncherConfig> {
+      if (from != peer) return std::nullopt;
+      return config();
+    };
+    h.send_signal = [this](const PublicKeyBytes& to, Bytes b) { client->send_signal(to, std::move(b), [](Status) {}); };
+    h.done = [this](const PublicKeyBytes&, const punch::PunchOutcome& o) { outcome.set_value(o); };
+    router = std::make_unique<punch::PunchRouter>(loop.io, *port, identity.public_key(), h);
+  }
+
+  void on_datagram(const udp::endpoint& from, ByteView bytes) {
+    switch (punch::classify_datagram(bytes)) {
+      case punch::DatagramKind::kStun:
+        if (check) check->on_datagram(from, bytes);
+        return;
+      case punch::DatagramKind::kPunch:
+        if (router) router->on_datagram(from, bytes);
+        return;
+      default: break;
+    }
+    std::string text(bytes.begin(), bytes.end());
+    if (text.rfind("ping:", 0) == 0) {
+      port->send_to(from, as_bytes("pong:" + text.substr(5)), std::nullopt);
+    } else if (text.rfind("pong:", 0) == 0) {
+      echoed.set_value(text.substr(5) + " from " + from.address().to_string() + ":" + std::to_string(from.port()));
+    }
+  }
+
+  void on_signal(const PublicKeyBytes& from, Bytes data) {
+    if (router && !router->on_signal(from, data)) ADD_FAILURE() << "a signal that is not for punching";
+  }
+
+  // Opens the socket, runs the NAT check against both relays, then registers.
+  void bring_up(const std::vector<udp::endpoint>& stun_servers, const std::string& relay_address) {
+    loop.on([&] {
+      port = punch::UdpDatagramPort::open(loop.io, udp::endpoint(asio::ip::address_v4::any(), 0)).value();
+      port->start([this](const udp::endpoint& from, ByteView bytes) { on_datagram(from, bytes); });
+      check = punch::NatCheckSession::start(loop.io, *port, {.servers = stun_servers},
+                                            [this, relay_address](const punch::NatCheckResult& r) {
+                                              nat = r;
+                                              make_router();
+                                              checked.set_value(r);
+                                              connect(relay_address);
+                                            });
+      return 0;
+    });
+  }
+
+  void connect(const std::string& relay_address) {
+    relay::RelayClientConfig c;
+    c.address = relay_address;
+    c.peers = {peer};
+    client = relay::RelayClient::create(loop.io, identity, c).value();
+    relay::RelayClient::Handlers h;
+    h.signal = [this](const PublicKeyBytes& from, Bytes d) { on_signal(from, std::move(d)); };
+    client->connect(
+        h, [this](Result<relay::Registration> r) { registered.set_value(r ? ok_status() : Status(r.error())); });
+  }
+
+  void shut_down() {
+    loop.on([&] {
+      if (router) router->stop();
+      if (client) client->close();
+      if (check) check->cancel();
+      if (port) port->close();
+      router.reset();
+      client.reset();
+      check.reset();
+      port.reset();
+      return 0;
+    });
+  }
+};
+
+double ms(std::chrono::nanoseconds d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+class PunchLab : public ::testing::TestWithParam<std::pair<NatMode, NatMode>> {
+ protected:
+  void SetUp() override { YONDER_SKIP_WITHOUT_NAT_LAB(); }
+};
+
+TEST_P(PunchLab, PunchesBetweenConeNatsAndStaysOnTheRelayWithASymmetricOne) {
+  auto [mode_a, mode_b] = GetParam();
+  NatLab lab({.nat_a = mode_a, .nat_b = mode_b});
+  TempDir dir;
+  auto relay1 = start_relay(lab, dir, lab.server_address(), "relay1");
+  auto relay2 = start_relay(lab, dir, lab.server2_address(), "relay2");
+  std::vector<udp::endpoint> stun = {udp::endpoint(asio::ip::make_address(lab.server_address()), kRelayPort),
+                                     udp::endpoint(asio::ip::make_address(lab.server2_address()), kRelayPort)};
+  std::string relay_address = lab.server_address() + ":" + std::to_string(kRelayPort);
+
+  PunchNode a(lab, "a1", lab.address("a1")), b(lab, "b1", lab.address("b1"));
+  a.peer = b.identity.public_key();
+  b.peer = a.identity.public_key();
+
+  auto fa_checked = a.checked.get_future();
+  auto fb_checked = b.checked.get_future();
+  auto fa_reg = a.registered.get_future();
+  auto fb_reg = b.registered.get_future();
+  a.bring_up(stun, relay_address);
+  b.bring_up(stun, relay_address);
+
+  // The NAT check: each side seen at its NAT's public address, with the verdict of its NAT mode.
+  auto check_a = wait(fa_checked, "a1's NAT check");
+  auto check_b = wait(fb_checked, "b1's NAT check");
+  for (auto [check, mode, nat_key] : {std::tuple(&check_a, mode_a, "nat-a"), std::tuple(&check_b, mode_b, "nat-b")}) {
+    SCOPED_TRACE(nat_key);
+    ASSERT_TRUE(check->public_address) << check->why << "\n" << lab.status();
+    EXPECT_EQ(check->public_address->address().to_string(), lab.address(nat_key));
+    EXPECT_EQ(check->nat, mode == NatMode::kPreserving ? punch::NatKind::kPunchable : punch::NatKind::kSymmetric)
+        << check->why;
+    std::cout << "[ netcheck ] " << nat_key << ": " << punch::nat_kind_name(check->nat) << ": " << check->why << "\n";
+  }
+  auto reg_a = wait(fa_reg, "a1's registration");
+  auto reg_b = wait(fb_reg, "b1's registration");
+  ASSERT_TRUE(reg_a) << reg_a.error().to_string() << "\n" << relay1->output();
+  ASSERT_TRUE(reg_b) << reg_b.error().to_string() << "\n" << relay1->output();
+
+  auto fa_out = a.outcome.get_future();
+  auto fb_out = b.outcome.get_future();
+  a.loop.on([&] {
+    a.router->punch(a.peer);
+    return 0;
+  });
+  auto out_a = wait(fa_out, "a1's punch outcome");
+  auto out_b = wait(fb_out, "b1's punch outcome");
+  std::cout << "[ punch    ] a1: " << (out_a.punched() ? "punched" : out_a.reason) << " after " << ms(out_a.elapsed)
+            << " ms (direct rtt " << ms(out_a.rtt) << " ms); b1: " << (out_b.punched() ? "punched" : out_b.reason)
+            << " after " << ms(out_b.elapsed) << " ms\n";
+  RecordProperty("punch_ms_a1", std::to_string(ms(out_a.elapsed)));
+
+  if (mode_a == NatMode::kPreserving && mode_b == NatMode::kPreserving) {
+    ASSERT_TRUE(out_a.punched()) << out_a.reason;
+    ASSERT_TRUE(out_b.punched()) << out_b.reason;
+    // Each found the other at its NAT's public address.
+    EXPECT_EQ(out_a.remote.address().to_string(), lab.address("nat-b"));
+    EXPECT_EQ(out_b.remote.address().to_string(), lab.address("nat-a"));
+    // Datagrams cross the punched path both ways: a ping each way, answered.
+    auto fa_echo = a.echoed.get_future();
+    auto fb_echo = b.echoed.get_future();
+    a.loop.on([&] {
+      a.port->send_to(out_a.remote, as_bytes("ping:from-a1"), std::nullopt);
+      return 0;
+    });
+    b.loop.on([&] {
+      b.port->send_to(out_b.remote, as_bytes("ping:from-b1"), std::nullopt);
+      return 0;
+    });
+    auto echo_a = wait(fa_echo, "a1's echo");
+    auto echo_b = wait(fb_echo, "b1's echo");
+    EXPECT_EQ(echo_a.rfind("from-a1 from " + lab.address("nat-b") + ":", 0), 0u) << echo_a;
+    EXPECT_EQ(echo_b.rfind("from-b1 from " + lab.address("nat-a") + ":", 0), 0u) << echo_b;
+  } else {
+    for (const auto* o : {&out_a, &out_b}) {
+      EXPECT_FALSE(o->punched());
+      EXPECT_TRUE(o->failure == punch::PunchFailure::kLocalSymmetric ||
+                  o->failure == punch::PunchFailure::kPeerSymmetric)
+          << punch::punch_failure_name(o->failure) << ": " << o->reason;
+      EXPECT_NE(o->reason.find("symmetric"), std::string::npos) << o->reason;
+      // Given up after the signals, not after a punching window.
+      EXPECT_LT(o->elapsed, 2s) << o->reason;
+    }
+  }
+  a.shut_down();
+  b.shut_down();
+}
+
+INSTANTIATE_TEST_SUITE_P(NatPairs, PunchLab,
+                         ::testing::Values(std::make_pair(NatMode::kPreserving, NatMode::kPreserving),
+                                           std::make_pair(NatMode::kSymmetric, NatMode::kPreserving),
+                                           std::make_pair(NatMode::kPreserving, NatMode::kSymmetric)),
+                         [](const auto& param_info) {
+                           return std::string(nat_mode_name(param_info.param.first)) + "_" +
+                                  nat_mode_name(param_info.param.second);
+                         });
+
+}  // namespace
+}  // namespace yonder::testing
