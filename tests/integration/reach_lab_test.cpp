@@ -435,7 +435,7 @@ std::string http_get_in(const NatLab& lab, std::string_view node, int port) {
 // Two homes behind port-preserving NATs; the provider listens on no port.
 // Paired through a relay, the link punches a direct UDP path and moves onto
 // QUIC over it; then every command runs over the QUIC carrier (run with
-// upload and exit code, logs -f, exec -i, cp both ways, forward), and
+// upload and exit code, logs -f, exec -i and -it, cp both ways, forward), and
 // killing both relays mid-job changes nothing: the log stream goes on, no
 // lost contact, the path stays punched.
 TEST_F(ReachLab, ConeNatsPunchADirectPathAndEveryCommandRunsOverQuic) {
@@ -498,6 +498,14 @@ TEST_F(ReachLab, ConeNatsPunchADirectPathAndEveryCommandRunsOverQuic) {
                           laptop.env(), "quic\n");
   EXPECT_EQ(piped.exit_code, 3) << piped.err;
   EXPECT_EQ(piped.out, "got quic\n");
+  // exec -it through a real local terminal (script(1)): raw mode, the
+  // typed line reaches the remote shell, its exit code comes back.
+  if (std::filesystem::exists("/usr/bin/script")) {
+    std::string cmd = program_path("yonder") + " exec -it " + id + " -- sh -c 'read x; echo typed:$x; exit 6'";
+    auto tty = lab.run_in("a1", {"/usr/bin/script", "-qec", cmd, "/dev/null"}, laptop.env(), "abc\n");
+    EXPECT_EQ(tty.exit_code, 6) << tty.out << tty.err;
+    EXPECT_NE(tty.out.find("typed:abc"), std::string::npos) << tty.out;
+  }
   std::string local = dir / "in.txt";
   std::ofstream(local) << "sent in\n";
   auto cp_in = laptop.yonder({"cp", local, id + ":inbox"});
