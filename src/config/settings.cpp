@@ -95,6 +95,18 @@ constexpr std::array kSettings = {
     SettingSpec{"credits.queue_order", T::kBool, "true", "true", "", "",
                 "Serve waiting jobs tit-for-tat: peers that gave more than they took first, then peers within their "
                 "allowance, then debtors (each by arrival); false: first come, first served."},
+    SettingSpec{"mesh.labels", T::kString, "", "(none)", "YONDER_MESH_LABELS", "",
+                "Labels this provider advertises to its peers, as KEY=VALUE,KEY=VALUE (e.g. site=lab2,gpu=rtx4090); "
+                "`yonder run --mesh --label KEY=VALUE` places only on providers that have them."},
+    SettingSpec{"mesh.lease_term_s", T::kInt, "60", "60", "", "",
+                "How long (s) a mesh lease holds a provider's devices without a renewal; a consumer renews every "
+                "third of it until its job is submitted, then the lease lasts as long as the job. A restarted "
+                "provider grants nothing until the leases of its previous run have run out."},
+    SettingSpec{"mesh.offer_timeout_ms", T::kInt, "5000", "5000", "", "",
+                "How long `yonder run --mesh` waits for a provider to answer a lease offer before it falls through "
+                "to the next provider in the plan."},
+    SettingSpec{"mesh.advertisement_ttl_s", T::kInt, "120", "120", "", "",
+                "How long (s) the capacity this provider advertises counts as fresh for its peers."},
     SettingSpec{"gpu.vram_check_interval_ms", T::kInt, "2000", "2000", "", "",
                 "How often running jobs' GPU memory is sampled (NVML per-process accounting) against their VRAM limit."},
     SettingSpec{"gpu.fake_without_runtime", T::kBool, "false", "false", "YONDER_GPU_FAKE_WITHOUT_RUNTIME", "",
@@ -114,6 +126,10 @@ constexpr std::array kSettings = {
     SettingSpec{"link.port_mapping", T::kBool, "true", "true", "YONDER_LINK_PORT_MAPPING", "",
                 "Ask the router (NAT-PMP, then UPnP-IGD) to forward the link port while yonderd runs, so peers "
                 "outside the LAN can reach this node directly; the mapping is removed when yonderd stops."},
+    SettingSpec{"link.dead_after_s", T::kInt, "45", "45", "YONDER_LINK_DEAD_AFTER_S", "",
+                "Seconds without a byte from a peer after which its link counts as dead and is redialled (over "
+                "the next best path: a dead punched path falls back to the relay); a keepalive goes out after a "
+                "third of it. 3 to 3600."},
     SettingSpec{"link.hole_punching", T::kBool, "true", "true", "YONDER_LINK_HOLE_PUNCHING", "",
                 "When a paired peer is reached only through a relay, punch a direct UDP path through both NATs "
                 "(coordinated through the relay) and move the link onto QUIC over it; the link stays on the relay "

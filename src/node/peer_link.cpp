@@ -1,5 +1,6 @@
 #include "node/peer_link.h"
 
+#include <algorithm>
 #include <utility>  // before Boost.Asio (GCC 12)
 
 #include <ifaddrs.h>
@@ -113,6 +114,7 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   lc.name = name;
   lc.rate_burst = static_cast<double>(std::max<int64_t>(1, cfg.get_int("link.rate_burst")));
   lc.rate_per_second = static_cast<double>(std::max<int64_t>(0, cfg.get_int("link.rate_per_second")));
+  lc.dead_after = std::chrono::seconds(std::clamp<int64_t>(cfg.get_int("link.dead_after_s"), 3, 3600));
   pl->service_ = std::make_unique<link::LinkService>(io, identity, *pl, lc);
   auto relays = RelayPaths::parse(cfg.get("link.relays"));
   if (!relays) return std::move(relays).error();
@@ -137,6 +139,7 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   pl->service_->on_established([self](const PublicKeyBytes& peer, const std::string& path) {
     if (link::path_rank(path) > 2) self->send_path_hint(peer);
     if (self->punch_) self->punch_->on_established(peer, path);
+    if (self->on_session_) self->on_session_(peer);
   });
   if (cfg.get_bool("link.hole_punching")) {
     PunchPaths::Hooks ph;
@@ -454,6 +457,7 @@ Result<nlohmann::json> PeerLink::redeem(const LinkIdBytes& id, const LinkSecret&
   auto pinned = store_.redeem(id, secret, p, unix_seconds(clock_.now()));
   if (!pinned) return std::move(pinned).error();
   relay_peers_changed();  // a new peer to declare, maybe a used-up link's token to drop
+  if (on_redeemed_) on_redeemed_(id, key, peer_name);
   (void)sas;
   return nlohmann::json{{"scope", scope_to_json(pinned->grant)}};
 }
@@ -483,6 +487,14 @@ Result<PeerLink::Target> PeerLink::target(const std::string& id_or_name) const {
   auto p = find_peer(id_or_name);
   if (!p) return std::move(p).error();
   return Target{(*p)->key, (*p)->id().to_string(), (*p)->name, (*p)->addresses};  // "relay:" entries included
+}
+
+std::vector<PeerLink::Target> PeerLink::targets() const {
+  std::vector<Target> out;
+  for (const auto& p : store_.peers()) {
+    if (!p.denied()) out.push_back(Target{p.key, p.id().to_string(), p.name, p.addresses});
+  }
+  return out;
 }
 
 std::optional<Scope> PeerLink::grant_of(const PublicKeyBytes& key) const {

@@ -538,6 +538,40 @@ TEST_F(ReachLab, ConeNatsPunchADirectPathAndEveryCommandRunsOverQuic) {
   EXPECT_EQ(after["paths"].size(), 1u) << "the relayed session should have drained: " << after.dump();
 }
 
+// A punched path that dies (home B's router starts dropping all UDP) while
+// `logs -f` follows a job: the link notices (link.dead_after_s, 3 s here),
+// falls back to the relay, and the log stream resumes from the provider's
+// log: every line once, in order; `yonder peers` says why there is no direct
+// path now (the new punch finds UDP blocked).
+TEST_F(ReachLab, ADeadPunchedPathFallsBackToTheRelayAndLogsResume) {
+  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
+  TempDir dir;
+  LabRelay relay(lab, dir), relay2(lab, dir, true);
+  Env env = punching_env(relay, relay2);
+  env["YONDER_LINK_DEAD_AFTER_S"] = "3";
+  Env studio_env = env;
+  studio_env["YONDER_LINK_LISTEN"] = "";
+  Node studio(dir, "studio", true, studio_env, "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
+  Node laptop(dir, "laptop", false, env, "", in_lab(lab, "a1"));
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  auto peer = wait_peer(laptop, [](const json& p) { return p.value("path_kind", "") == "punched"; });
+  ASSERT_EQ(peer.value("path_kind", ""), "punched") << peer.dump();
+
+  auto following = follow_ticking_job(laptop, 100);
+  ASSERT_TRUE(following);
+  LiveProcess& follow = *following;
+  ASSERT_EQ(lab.run_in("nat-b", {"iptables", "-I", "FORWARD", "-p", "udp", "-j", "DROP"}).exit_code, 0);
+  EXPECT_EQ(follow.wait(90s), 0) << follow.output();
+  expect_lines_once_in_order(follow.out(), "tick", 100);
+  peer = wait_peer(laptop, [](const json& p) {
+    return p.value("path_kind", "") == "relay" && p.contains("punch") && p["punch"].value("state", "") == "failed";
+  });
+  EXPECT_EQ(peer.value("path_kind", ""), "relay") << peer.dump() << "\nLAPTOP\n" << laptop.daemon().log();
+  EXPECT_EQ(peer["punch"].value("state", ""), "failed") << peer.dump();
+  EXPECT_FALSE(peer["punch"].value("reason", "").empty()) << peer.dump();
+}
+
 // One home behind a symmetric NAT (a new public port per destination): no
 // punching is attempted, the link stays on the relay, and `yonder peers`
 // says why; jobs run over the relay as before.

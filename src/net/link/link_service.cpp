@@ -185,7 +185,7 @@ void LinkService::Impl::start_acceptor(asio::ip::tcp::socket socket, std::string
       live->close();
       return fail("the key was refused");
     }
-    auto session = std::make_shared<Session>(live, Role::kAcceptor, *key, verdict, this, path);
+    auto session = std::make_shared<Session>(live, Role::kAcceptor, *key, verdict, this, path, mux_config());
     Conn& c = conns[session.get()];
     c.session = session;
     c.tokens = config.rate_burst;
@@ -444,7 +444,7 @@ void LinkService::Impl::start_dialer(asio::ip::tcp::socket socket, const PublicK
                                  " refused the connection: it does not accept this node (it may have denied it, "
                                  "or it has no valid share link for it)"));
     }
-    auto session = std::make_shared<Session>(live, Role::kDialer, peer, KeyVerdict::kPinned, this, path);
+    auto session = std::make_shared<Session>(live, Role::kDialer, peer, KeyVerdict::kPinned, this, path, mux_config());
     Conn& c = conns[session.get()];
     c.session = session;
     c.dialed = true;
@@ -518,7 +518,7 @@ void LinkService::adopt_channel(std::shared_ptr<Channel> channel, const PublicKe
     return fail("peer " + short_id(peer) + " is not paired with this node: a " + path + " carrier is only for paired peers");
   }
   auto session = std::make_shared<Session>(std::move(channel), dialer ? Role::kDialer : Role::kAcceptor, peer,
-                                           KeyVerdict::kPinned, &m, path);
+                                           KeyVerdict::kPinned, &m, path, m.mux_config());
   Conn& c = m.conns[session.get()];
   c.session = session;
   c.dialed = dialer;

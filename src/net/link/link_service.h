@@ -75,6 +75,9 @@ struct LinkConfig {
   // Requests per peer: token bucket (burst, per second).
   double rate_burst = 200;
   double rate_per_second = 100;
+  // A session with nothing received for this long is dead (a PING goes out
+  // after a third of it without traffic); the link then redials.
+  std::chrono::milliseconds dead_after{45'000};
 };
 
 struct PairResult {

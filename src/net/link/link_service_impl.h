@@ -123,6 +123,12 @@ struct LinkService::Impl : SessionObserver {
   void on_mux_event(const std::shared_ptr<Session>& session, MuxEvent event) override;
   void on_session_closed(const std::shared_ptr<Session>& session, const std::string& why) override;
   void send_control(Conn& c, const nlohmann::json& msg);
+  MuxConfig mux_config() const {
+    MuxConfig m;
+    m.dead_after = std::chrono::duration_cast<decltype(m.dead_after)>(config.dead_after);
+    m.keepalive_interval = m.dead_after / 3;
+    return m;
+  }
 
   // link_streams.cpp
   void on_stream_opened(Conn& c, uint32_t id, uint16_t kind);

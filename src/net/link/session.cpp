@@ -12,9 +12,9 @@ constexpr size_t kWriteChunk = 256 * 1024;
 }  // namespace
 
 Session::Session(std::shared_ptr<Channel> stream, Role role, PublicKeyBytes peer, KeyVerdict verdict,
-                 SessionObserver* observer, std::string path)
+                 SessionObserver* observer, std::string path, MuxConfig mux_config)
     : stream_(std::move(stream)),
-      mux_(role, mono_now()),
+      mux_(role, mono_now(), mux_config),
       peer_(peer),
       verdict_(verdict),
       observer_(observer),

@@ -37,7 +37,7 @@ class SessionObserver {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(std::shared_ptr<Channel> stream, Role role, PublicKeyBytes peer, KeyVerdict verdict,
-          SessionObserver* observer, std::string path);
+          SessionObserver* observer, std::string path, MuxConfig mux_config = {});
   ~Session();
 
   // Starts the read and write loops and the keepalive timer.
