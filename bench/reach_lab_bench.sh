@@ -5,11 +5,12 @@
 #                    up through a relay) to the link running on a punched
 #                    QUIC path: the punch alone (as yonderd measured it) and
 #                    pairing -> `yonder peers` says punched (polled every 20 ms)
-#   throughput       `yonder speedtest` over the punched QUIC path, over the
-#                    relay (a second consumer with hole punching off: TLS
+#   throughput       `yonder speedtest` over the punched QUIC path (a1 to
+#                    b1), over the TLS/TCP carrier through the same NAT (a1
+#                    to a provider with a public address on the public
+#                    router), over the relay (a2, hole punching off: TLS
 #                    inside a relay pipe), and the anchor, raw TCP through
-#                    the same NAT to the public router (python3 sender and
-#                    receiver), with ratios
+#                    NAT a to the public router (python3), with ratios
 #
 # Two port-preserving homes, two yonder-relay on the public router's two
 # addresses (so STUN can tell the NAT kind), the provider in b1 (listening
@@ -103,8 +104,14 @@ punch_ms=$(Y laptop peers --json | python3 -c "import json,sys; print(round(json
 Y tablet pair "$link" >/dev/null
 for _ in $(seq 300); do [ "$(peer_field tablet path_kind)" = relay ] && break; sleep 0.05; done
 
-speed() {  # speed WHO -> MB/s
-  Y "$1" speedtest studio --bytes "$bytes" --json |
+# The TLS/TCP carrier through the same NAT: a provider on the public router
+# with a public address, dialled directly by the laptop.
+start pub server false "$(addr server):7850"
+link2=$(Y server share --scope run --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["link"])')
+Y laptop pair "$link2" >/dev/null
+
+speed() {  # speed WHO [PEER] -> MB/s
+  Y "$1" speedtest "${2:-studio}" --bytes "$bytes" --json |
     python3 -c 'import json,sys; j=json.load(sys.stdin); print(round(j["bytes"] / j["seconds"] / 1e6, 1))'
 }
 raw() {  # raw TCP a1 -> pub through NAT a, MB/s
@@ -126,14 +133,16 @@ echo "Reach in the NAT lab (2 cores, $(date -u +%FT%RZ), ${bin#$root/}), port-pr
 printf 'time to direct    punch %s ms (offer to punched, yonderd); pairing -> punched path %.0f ms (incl. QUIC handshake, polling every 20 ms); pairing itself %.0f ms\n' \
   "$punch_ms" "$(awk -v a="$t_punched" -v b="$t_paired" 'BEGIN{print (a-b)*1000}')" \
   "$(awk -v a="$t_paired" -v b="$t0" 'BEGIN{print (a-b)*1000}')"
-q=() r=() t=()
+q=() r=() t=() d=()
 for _ in $(seq "$runs"); do
   q+=("$(speed laptop)")
+  d+=("$(speed laptop server)")
   r+=("$(speed tablet)")
   t+=("$(raw)")
 done
 qm=$(printf '%s\n' "${q[@]}" | median) rm_=$(printf '%s\n' "${r[@]}" | median) tm=$(printf '%s\n' "${t[@]}" | median)
+dm=$(printf '%s\n' "${d[@]}" | median)
 echo "throughput ($bytes, median of $runs; MB/s)"
-echo "  punched QUIC $qm   relay (TLS in a relay pipe) $rm_   raw TCP through the NAT $tm"
-echo "  QUIC/relay $(ratio "$qm" "$rm_")   QUIC/raw TCP $(ratio "$qm" "$tm")   relay/raw TCP $(ratio "$rm_" "$tm")"
+echo "  punched QUIC $qm   direct TLS/TCP $dm   relay (TLS in a relay pipe) $rm_   raw TCP through the NAT $tm"
+echo "  QUIC/TLS-TCP $(ratio "$qm" "$dm")   QUIC/relay $(ratio "$qm" "$rm_")   QUIC/raw TCP $(ratio "$qm" "$tm")   TLS-TCP/raw TCP $(ratio "$dm" "$tm")"
 echo "  (loopback carriers without the lab: build/dev/bench/quic_bench)"
