@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_tcp.h"
 #include "crypto/identity.h"
 #include "crypto/scope.h"
 #include "net/link/tls_channel.h"
@@ -213,39 +214,7 @@ std::pair<std::shared_ptr<link::TlsChannel>, std::shared_ptr<link::TlsChannel>> 
 }
 
 // --- raw TCP anchor ---
-double raw_tcp_seconds(uint64_t bytes) {
-  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::listen(lfd, 1);
-  socklen_t len = sizeof a;
-  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
-  std::thread rx([lfd] {
-    int c = ::accept(lfd, nullptr, nullptr);
-    std::vector<char> buf(256 * 1024);
-    while (::read(c, buf.data(), buf.size()) > 0) {
-    }
-    ::close(c);
-  });
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  std::vector<char> block(256 * 1024, 0x5a);
-  auto start = Clock::now();
-  uint64_t left = bytes;
-  while (left > 0) {
-    ssize_t n = ::write(fd, block.data(), std::min<uint64_t>(left, block.size()));
-    if (n <= 0) break;
-    left -= static_cast<uint64_t>(n);
-  }
-  ::shutdown(fd, SHUT_WR);
-  rx.join();
-  double s = std::chrono::duration<double>(Clock::now() - start).count();
-  ::close(fd);
-  ::close(lfd);
-  return s;
-}
+double raw_tcp_seconds(uint64_t bytes) { return bench::raw_tcp_seconds(bytes, 256 * 1024); }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

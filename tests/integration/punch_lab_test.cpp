@@ -29,6 +29,7 @@
 #include "relay/client.h"
 #include "support/live_process.h"
 #include "support/nat_lab.h"
+#include "support/node_loop.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -40,28 +41,6 @@ using namespace std::chrono_literals;
 using punch::udp;
 
 constexpr int kRelayPort = 7851;
-
-// An event loop on a thread inside one lab node's network namespace.
-class NodeLoop {
- public:
-  NodeLoop(const NatLab& lab, const std::string& node)
-      : thread_([this, &lab, node] { lab.in_node(node, [this] { io.run(); }); }) {}
-  ~NodeLoop() {
-    work_.reset();
-    thread_.join();
-  }
-  template <typename F>
-  auto on(F f) {
-    std::promise<decltype(f())> p;
-    asio::post(io, [&] { p.set_value(f()); });
-    return p.get_future().get();
-  }
-  asio::io_context io;
-
- private:
-  asio::executor_work_guard<asio::io_context::executor_type> work_{io.get_executor()};
-  std::thread thread_;
-};
 
 template <typename T>
 T wait(std::future<T>& f, const char* what) {

@@ -414,14 +414,34 @@ TEST_F(ReachLab, ARelayedLinkMovesToAMappedPortWhileLogsFollow) {
   EXPECT_EQ(gateway.forwards().find(dport), std::string::npos) << gateway.forwards() << "\n" << gateway.log();
 }
 
-// Hole punching (issue 7). Both nodes know two relays (at the public
-// router's two addresses), so each can tell from STUN whether its NAT keeps
-// one public UDP port for every destination.
-Env punching_env(const LabRelay& one, const LabRelay& two) {
-  return {{"YONDER_LOG_LEVEL", "debug"},
-          {"YONDER_LINK_HOLE_PUNCHING", "true"},
-          {"YONDER_LINK_RELAYS", one.pinned() + "," + two.pinned()}};
-}
+// Hole punching (issue 7): a provider in b1 that listens on no port and a
+// consumer in a1, both with hole punching on and two relays (at the public
+// router's two addresses, so STUN can tell each node's NAT kind).
+struct PunchLab {
+  explicit PunchLab(NatLabOptions nats, const Env& extra = {})
+      : lab(nats), relay(lab, dir), relay2(lab, dir, true),
+        studio(dir, "studio", true, env(extra, true), "[link]\nlisten = \"\"\n", in_lab(lab, "b1")),
+        laptop(dir, "laptop", false, env(extra, false), "", in_lab(lab, "a1")) {}
+  Env env(const Env& extra, bool provider) const {
+    Env e = {{"YONDER_LOG_LEVEL", "debug"},
+             {"YONDER_LINK_HOLE_PUNCHING", "true"},
+             {"YONDER_LINK_RELAYS", relay.pinned() + "," + relay2.pinned()}};
+    if (provider) e["YONDER_LINK_LISTEN"] = "";
+    for (const auto& [k, v] : extra) e[k] = v;
+    return e;
+  }
+  // Pairs the laptop with the studio under `scope_args`.
+  void pair(std::vector<std::string> scope_args) {
+    scope_args.insert(scope_args.begin(), "share");
+    auto share = studio.yonder_json(scope_args);
+    auto r = laptop.yonder({"pair", share["link"].get<std::string>()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  NatLab lab;
+  TempDir dir;
+  LabRelay relay, relay2;
+  Node studio, laptop;
+};
 
 // GET over TCP from inside a lab node (bash's /dev/tcp): the forwarded port
 // listens on that node's loopback.
@@ -439,17 +459,10 @@ std::string http_get_in(const NatLab& lab, std::string_view node, int port) {
 // killing both relays mid-job changes nothing: the log stream goes on, no
 // lost contact, the path stays punched.
 TEST_F(ReachLab, ConeNatsPunchADirectPathAndEveryCommandRunsOverQuic) {
-  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
-  TempDir dir;
-  LabRelay relay(lab, dir), relay2(lab, dir, true);
-  Env env = punching_env(relay, relay2);
-  Env studio_env = env;
-  studio_env["YONDER_LINK_LISTEN"] = "";
-  Node studio(dir, "studio", true, studio_env, "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
-  Node laptop(dir, "laptop", false, env, "", in_lab(lab, "a1"));
-  auto share = studio.yonder_json({"share", "--scope", "run,exec,files,forward", "--max-jobs", "4"});
-  auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
-  ASSERT_EQ(pair.exit_code, 0) << pair.err;
+  PunchLab pl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
+  auto& [lab, dir, relay, relay2, studio, laptop] = pl;
+  pl.pair({"--scope", "run,exec,files,forward", "--max-jobs", "4"});
+  if (HasFatalFailure()) return;
 
   auto peer = wait_peer(laptop, [](const json& p) { return p.value("path_kind", "") == "punched" && p.contains("rtt_ms"); });
   ASSERT_EQ(peer.value("path_kind", ""), "punched") << peer.dump() << "\nLAPTOP\n"
@@ -544,17 +557,10 @@ TEST_F(ReachLab, ConeNatsPunchADirectPathAndEveryCommandRunsOverQuic) {
 // log: every line once, in order; `yonder peers` says why there is no direct
 // path now (the new punch finds UDP blocked).
 TEST_F(ReachLab, ADeadPunchedPathFallsBackToTheRelayAndLogsResume) {
-  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
-  TempDir dir;
-  LabRelay relay(lab, dir), relay2(lab, dir, true);
-  Env env = punching_env(relay, relay2);
-  env["YONDER_LINK_DEAD_AFTER_S"] = "3";
-  Env studio_env = env;
-  studio_env["YONDER_LINK_LISTEN"] = "";
-  Node studio(dir, "studio", true, studio_env, "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
-  Node laptop(dir, "laptop", false, env, "", in_lab(lab, "a1"));
-  auto share = studio.yonder_json({"share", "--scope", "run"});
-  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  PunchLab pl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving}, {{"YONDER_LINK_DEAD_AFTER_S", "3"}});
+  auto& [lab, dir, relay, relay2, studio, laptop] = pl;
+  pl.pair({"--scope", "run"});
+  if (HasFatalFailure()) return;
   auto peer = wait_peer(laptop, [](const json& p) { return p.value("path_kind", "") == "punched"; });
   ASSERT_EQ(peer.value("path_kind", ""), "punched") << peer.dump();
 
@@ -576,16 +582,10 @@ TEST_F(ReachLab, ADeadPunchedPathFallsBackToTheRelayAndLogsResume) {
 // punching is attempted, the link stays on the relay, and `yonder peers`
 // says why; jobs run over the relay as before.
 TEST_F(ReachLab, ASymmetricNatStaysOnTheRelayAndSaysWhy) {
-  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric});
-  TempDir dir;
-  LabRelay relay(lab, dir), relay2(lab, dir, true);
-  Env env = punching_env(relay, relay2);
-  Env studio_env = env;
-  studio_env["YONDER_LINK_LISTEN"] = "";
-  Node studio(dir, "studio", true, studio_env, "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
-  Node laptop(dir, "laptop", false, env, "", in_lab(lab, "a1"));
-  auto share = studio.yonder_json({"share", "--scope", "run"});
-  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  PunchLab pl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric});
+  auto& [lab, dir, relay, relay2, studio, laptop] = pl;
+  pl.pair({"--scope", "run"});
+  if (HasFatalFailure()) return;
   auto peer = wait_peer(laptop, [](const json& p) {
     return p.contains("punch") && p["punch"].value("state", "") == "failed";
   });

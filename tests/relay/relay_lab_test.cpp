@@ -22,6 +22,7 @@
 #include "relay/client.h"
 #include "relay/server.h"
 #include "support/nat_lab.h"
+#include "support/node_loop.h"
 
 namespace yonder::relay {
 namespace {
@@ -29,31 +30,8 @@ namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using testing::NatLab;
+using testing::NodeLoop;
 using testing::NatMode;
-
-// An event loop on a thread inside one lab node's network namespace.
-class NodeLoop {
- public:
-  NodeLoop(const NatLab& lab, const std::string& node)
-      : thread_([this, &lab, node] { lab.in_node(node, [this] { io.run(); }); }) {}
-  ~NodeLoop() {
-    work_.reset();
-    thread_.join();
-  }
-  // Runs f on the loop and returns its result.
-  template <typename F>
-  auto on(F f) {
-    std::promise<decltype(f())> p;
-    asio::post(io, [&] { p.set_value(f()); });
-    return p.get_future().get();
-  }
-
-  asio::io_context io;
-
- private:
-  asio::executor_work_guard<asio::io_context::executor_type> work_{io.get_executor()};
-  std::thread thread_;
-};
 
 template <typename T>
 T wait(std::future<T>& f) {
