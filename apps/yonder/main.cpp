@@ -9,6 +9,8 @@
 #include "cli/forward_commands.h"
 #include "cli/audit_command.h"
 #include "cli/credits_commands.h"
+#include "cli/mesh_commands.h"
+#include "cli/group_commands.h"
 #include "cli/job_commands.h"
 #include "cli/peer_commands.h"
 #include "cli/progress.h"
@@ -133,6 +135,11 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Run a command on a provider: yonder run --on PEER --image IMG -- CMD ...");
   run->add_option("-f,--file", run_args.job_file, "Job file (TOML) with these options; flags given here win (docs/cli.md)");
   run->add_option("--on", run_args.peer, "Provider: peer name or node id");
+  run->add_flag("--mesh", run_args.mesh, "No --on: place the job on the best paired provider that has the GPUs "
+                                         "(`yonder mesh` shows them)");
+  run->add_option("--cuda", run_args.cuda, "With --mesh: least CUDA compute capability, e.g. 8.0");
+  run->add_option("--label", run_args.labels, "With --mesh: KEY=VALUE the provider must advertise (repeatable)")
+      ->allow_extra_args(false);
   run->add_option("--image", run_args.image, "Image to run (one the provider allows)");
   run->add_option("--gpus", run_args.gpus, "Whole GPUs");
   run->add_option("--vram", run_args.vram, "VRAM limit per GPU, e.g. 20G");
@@ -208,6 +215,39 @@ int main(int argc, char** argv) {
   auto* receipts = app.add_subcommand("receipts", "Receipts of finished jobs on both sides (provider-signed, countersigned)");
   receipts->add_flag("--verify", receipts_verify, "Check both signatures of every receipt; exit 7 if one does not verify");
   receipts->add_flag("--json", json, "Machine-readable output");
+  auto* mesh = app.add_subcommand("mesh", "Capacity of the providers this node is paired with: GPUs, free, queue, RTT, path");
+  mesh->add_flag("--json", json, "Machine-readable output");
+  // --- groups (issue 10)
+  GroupArgs group_args;
+  auto* group = app.add_subcommand("group", "Groups of nodes with a signed membership list gossiped among them");
+  group->require_subcommand(1);
+  auto* group_create = group->add_subcommand("create", "Create a group; this node owns it and signs its member list");
+  group_create->add_option("name", group_args.group, "Group name (A-Z a-z 0-9 . _ -)")->required();
+  group_create->add_option("--label", group_args.labels, "This node's label in the group, k=v (repeatable)");
+  auto* group_invite = group->add_subcommand("invite", "Print a share link that pairs the holder with this node and "
+                                                       "adds it to the group");
+  group_invite->add_option("name", group_args.group, "Group name or id")->required();
+  group_invite->add_option("--expires", group_args.expires, "How long the link works (default 1h)");
+  group_invite->add_option("--uses", group_args.uses, "How many nodes it may add (default 1)");
+  group_invite->add_option("--scope", group_args.scope, "What holders may do here: run,exec,forward,files (default run)");
+  auto* group_join = group->add_subcommand("join", "Redeem a group invite link: pair with the inviter and join");
+  group_join->add_option("link", group_args.link, "The yonder://... invite")->required();
+  auto* group_members = group->add_subcommand("members", "Members of a group: id, name, role, labels, online");
+  group_members->add_option("name", group_args.group, "Group name or id")->required();
+  auto* group_leave = group->add_subcommand("leave", "Leave a group (its owner signs a list without this node)");
+  group_leave->add_option("name", group_args.group, "Group name or id")->required();
+  auto* group_remove = group->add_subcommand("remove", "Remove a member (owner or admin only)");
+  group_remove->add_option("name", group_args.group, "Group name or id")->required();
+  group_remove->add_option("member", group_args.member, "Node id, peer name or id prefix")->required();
+  auto* group_label = group->add_subcommand("label", "Set a member's label, k=v (k= removes it; owner or admin only)");
+  group_label->add_option("name", group_args.group, "Group name or id")->required();
+  group_label->add_option("member", group_args.member, "Node id, peer name or id prefix")->required();
+  group_label->add_option("label", group_args.labels, "k=v")->required()->expected(1);
+  auto* group_list = group->add_subcommand("list", "The groups this node is in");
+  for (auto* c : {group_create, group_invite, group_join, group_members, group_leave, group_remove, group_label,
+                  group_list}) {
+    c->add_flag("--json", json, "Machine-readable output");
+  }
 
   try {
     app.parse(argc, argv);
@@ -263,7 +303,16 @@ int main(int argc, char** argv) {
   }
   if (*audit) return cmd_audit(*ctx, audit_verify, audit_limit);
   if (*credits) return cmd_credits(*ctx);
+  if (*mesh) return cmd_mesh(*ctx);
   if (*receipts) return cmd_receipts(*ctx, receipts_verify);
+  if (*group_create) return cmd_group_create(*ctx, group_args);
+  if (*group_invite) return cmd_group_invite(*ctx, group_args);
+  if (*group_join) return cmd_group_join(*ctx, group_args);
+  if (*group_members) return cmd_group_members(*ctx, group_args);
+  if (*group_leave) return cmd_group_leave(*ctx, group_args);
+  if (*group_remove) return cmd_group_remove(*ctx, group_args);
+  if (*group_label) return cmd_group_label(*ctx, group_args);
+  if (*group_list) return cmd_group_list(*ctx);
   if (*cp) return cmd_cp(*ctx, cp_from, cp_to);
   if (*cfg_get) return cmd_config_get(*ctx, key);
   if (*cfg_set) return cmd_config_set(*ctx, key, value);

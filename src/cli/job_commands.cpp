@@ -14,6 +14,7 @@
 #include "cli/exit_codes.h"
 #include "cli/progress.h"
 #include "cli/job_logs.h"
+#include "cli/mesh_commands.h"
 #include "cli/run_attach.h"
 #include "cli/run_options.h"
 #include "cli/signal_pipe.h"
@@ -87,9 +88,19 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
   auto effective = effective_run_args(given, ctx.env);  // the job file and env files under the flags
   if (!effective) return print_error(effective.error(), kExitUsage);
   const RunArgs& a = *effective;
-  if (a.peer.empty()) {
+  if (a.mesh && !a.peer.empty()) {
     return print_error(make_error(ErrorCode::kInvalidArgument,
-                                  "--on is required: the provider (a peer name or node id), or `on` in the job file"),
+                                  "--mesh chooses the provider itself; drop --on (or `on` in the job file)"),
+                       kExitUsage);
+  }
+  if (!a.mesh && (a.cuda || !a.labels.empty())) {
+    return print_error(make_error(ErrorCode::kInvalidArgument, "--cuda and --label are placement needs: add --mesh"),
+                       kExitUsage);
+  }
+  if (a.peer.empty() && !a.mesh) {
+    return print_error(make_error(ErrorCode::kInvalidArgument,
+                                  "--on is required: the provider (a peer name or node id), or `on` in the job file; "
+                                  "or --mesh to let Yonder choose among your paired providers"),
                        kExitUsage);
   }
   if (a.image.empty()) {
@@ -148,6 +159,27 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
     job["cpus"] = c;
   }
   json body = {{"peer", a.peer}, {"job", job}};
+  std::optional<MeshLease> lease;  // --mesh: the devices booked on the chosen provider
+  if (a.mesh) {
+    if (a.gpus && *a.gpus < 1) {
+      return print_error(make_error(ErrorCode::kInvalidArgument, "--mesh places GPU jobs: --gpus must be 1 or more"),
+                         kExitUsage);
+    }
+    MeshNeeds needs;
+    needs.gpus = a.gpus.value_or(1);
+    job["gpus"] = needs.gpus;
+    needs.vram_bytes = job.contains("vram_mib") ? job["vram_mib"].get<uint64_t>() << 20 : 0;
+    needs.cuda = a.cuda;
+    needs.labels = a.labels;
+    auto got = mesh_lease(ctx, needs);
+    if (!got) {
+      if (no_daemon(got.error())) return report_daemon_error(ctx, got.error());
+      int code = got.error().code() == ErrorCode::kInvalidArgument ? kExitUsage : kExitCouldNotRun;
+      return print_error(Error(got.error()).with_context("--mesh"), code);
+    }
+    lease = *got;
+    body = {{"peer", lease->provider_id}, {"job", job}};
+  }
   std::string home_dir;  // where the outputs come home to
   if (!a.no_upload && !a.upload_dir.empty()) {
     std::error_code ec;
@@ -173,6 +205,13 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
   int sig_fd = signals ? signals->fd() : -1;
   auto submitted = with_transfer_progress(
       ctx, transfer_id, [&] { return api(ctx, "POST", "/v1/jobs", body, std::chrono::minutes(30), sig_fd); });
+  if (lease) {  // the job holds the devices now, or never will
+    if (submitted && !submitted->value("job_id", "").empty()) {
+      mesh_bind(ctx, *lease, submitted->value("job_id", ""));
+    } else {
+      mesh_release(ctx, *lease);
+    }
+  }
   if (signals && signals->take() != 0) return cancel_submit(ctx, transfer_id);
   signals.reset();  // attach_to_job catches signals its own way
   if (!submitted) {

@@ -30,6 +30,11 @@ struct RunArgs {
   std::vector<std::string> ports;  // LOCAL:REMOTE forwards while attached
   bool tty = false;  // the job's main process gets a terminal
   std::string job_file;  // -f: a TOML job file with the same fields
+  // --mesh: no --on; the daemon places the job on a paired provider
+  // (cli/mesh_commands.h) that has the GPUs, --cuda and every --label.
+  bool mesh = false;
+  std::optional<std::string> cuda;  // least compute capability, "8.0"
+  std::vector<std::string> labels;  // KEY=VALUE
 };
 
 // Exit code: the job's own when it ran to an end; kExitCouldNotRun when it

@@ -99,7 +99,9 @@ LeaseMessage answer_offer(LeaseBook& book, const std::vector<GpuOffer>& gpus, co
   for (uint32_t i = 0; i < n; ++i) {
     if (!fits(i)) continue;
     ++could;
-    if (pick.size() < offer.gpus && book.device_free(i, now_ms)) pick.push_back(i);
+    // A device marked leased in `gpus` is held outside the book (a job the
+    // provider runs for someone else): it fits, but is not free now.
+    if (pick.size() < offer.gpus && !gpus[i].leased && book.device_free(i, now_ms)) pick.push_back(i);
   }
   if (offer.kind != LeaseKind::kOffer || offer.gpus == 0 || could < offer.gpus) {
     out.kind = LeaseKind::kRefuse;

@@ -57,6 +57,7 @@ class LeaseBook {
 
 // The provider's answer to an offer: picks free devices of `gpus` that fit
 // and grants them, or refuses (kInfeasible if it never could, kBusy now).
+// A device with `leased` set is held outside the book and counts as busy.
 LeaseMessage answer_offer(LeaseBook& book, const std::vector<GpuOffer>& gpus, const PeerKey& consumer,
                           const LeaseMessage& offer, UnixMs now_ms);
 

@@ -37,6 +37,9 @@
 #include "node/credits.h"
 #include "node/receipts_consumer.h"
 #include "node/receipts_provider.h"
+#include "node/mesh_consumer.h"
+#include "node/mesh_provider.h"
+#include "node/groups.h"
 #include "jobs/receipts/receipt_store.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "node/setup.h"
@@ -196,6 +199,30 @@ int run_daemon(const DaemonOptions& options) {
   receipts_consumer.add_routes(router);
   receipts_consumer.start(std::chrono::seconds(std::max<int64_t>(0, cfg->get_int("credits.fetch_interval_s"))));
   // --- end metering
+  // --- mesh (issue 10): signed advertisements, leases (provider side), `yonder mesh` and --mesh placement (consumer side).
+  auto mesh_settings = mesh_settings_from_config(*cfg);
+  if (!mesh_settings) return fail(mesh_settings.error());
+  MeshProvider mesh_provider(io, pool, *peer_link, *provider, **inventory, *identity, *mesh_settings,
+                             paths->home + "/mesh-lease-horizon");
+  mesh_provider.start();
+  mesh_provider.register_methods();
+  // A job's end also releases its mesh lease (this replaces the hook set above, before any job can end).
+  remote_provider.set_on_job_end([&](const nlohmann::json& view) {
+    receipts_provider.on_job_end(view);
+    mesh_provider.on_job_end(view);
+  });
+  MeshConsumer mesh_consumer(io, *peer_link, *mesh_settings);
+  mesh_consumer.set_credits(&credits);
+  mesh_consumer.add_routes(router);
+  // --- end mesh
+  // --- groups (issue 10): signed membership lists in SQLite, invites as share links, gossip on the links.
+  auto group_store = GroupStore::open(paths->database());
+  if (!group_store) return fail(group_store.error());
+  Groups groups(*peer_link, *identity, name, std::move(*group_store));
+  if (auto st = groups.load(); !st) return fail(st.error());
+  groups.register_methods();
+  groups.add_routes(router);
+  // --- end groups
   router.add("GET", "/v1/status", [&](const api::Request&, api::Reply reply) {
     auto uptime = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
     reply(api::Response::json(

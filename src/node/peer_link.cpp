@@ -457,9 +457,15 @@ Result<nlohmann::json> PeerLink::redeem(const LinkIdBytes& id, const LinkSecret&
   auto pinned = store_.redeem(id, secret, p, unix_seconds(clock_.now()));
   if (!pinned) return std::move(pinned).error();
   relay_peers_changed();  // a new peer to declare, maybe a used-up link's token to drop
-  if (on_redeemed_) on_redeemed_(id, key, peer_name);
   (void)sas;
-  return nlohmann::json{{"scope", scope_to_json(pinned->grant)}};
+  nlohmann::json answer = {{"scope", scope_to_json(pinned->grant)}};
+  if (on_redeemed_) {
+    nlohmann::json extra = on_redeemed_(id, key, peer_name);
+    if (extra.is_object()) {
+      for (auto it = extra.begin(); it != extra.end(); ++it) answer.emplace(it.key(), it.value());
+    }
+  }
+  return answer;
 }
 
 Status PeerLink::authorize(const PublicKeyBytes& key, const std::string& method) {

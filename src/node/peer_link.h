@@ -58,6 +58,8 @@ class PeerLink final : public link::TrustPolicy {
   };
   // A paired peer by node id, name or first group of its id.
   Result<Target> target(const std::string& id_or_name) const;
+  // Every paired peer that is not denied (the mesh asks each for its capacity).
+  std::vector<Target> targets() const;
   // What this node grants `key` now; nullopt when it is not pinned (or denied).
   std::optional<Scope> grant_of(const PublicKeyBytes& key) const;
   size_t peer_count() const;
@@ -83,6 +85,25 @@ class PeerLink final : public link::TrustPolicy {
   // audit log; keep it short (post blocking work elsewhere).
   using RefusalHook = std::function<void(const PublicKeyBytes& key, const std::string& method, const Error& why)>;
   void on_refused(RefusalHook hook) { on_refused_ = std::move(hook); }
+
+  // Groups (node/groups.h) build on pairing through these. Event loop only.
+  // Makes a share link from a POST /v1/share body (scope fields, expires_s,
+  // uses, label); the same answer as that route.
+  Result<nlohmann::json> share(const nlohmann::json& body);
+  // A share link was redeemed: `key` (named `name`) is pinned now, before
+  // the pairing is answered; the fields of the object returned are added to
+  // that answer (pair_ok).
+  using RedeemedHook =
+      std::function<nlohmann::json(const LinkIdBytes& id, const PublicKeyBytes& key, const std::string& name)>;
+  void on_redeemed(RedeemedHook hook) { on_redeemed_ = std::move(hook); }
+  // This node paired with `provider` (POST /v1/pair), which answered
+  // `answer` (pair_ok): `done(extra)` must follow, and `extra` goes into the
+  // route's answer as "groups".
+  using PairedHook = std::function<void(const PublicKeyBytes& provider, const nlohmann::json& answer,
+                                        std::function<void(nlohmann::json)> done)>;
+  void on_paired(PairedHook hook) { on_paired_ = std::move(hook); }
+  // A session with a pinned peer is established (after the path hooks).
+  void on_session(std::function<void(const PublicKeyBytes& peer)> hook) { on_session_ = std::move(hook); }
 
  private:
   PeerLink(const Identity& identity, peers::TrustStore store, std::string name, std::string listen,
@@ -124,6 +145,9 @@ class PeerLink final : public link::TrustPolicy {
   SystemClock clock_;
   std::unique_ptr<link::LinkService> service_;
   RefusalHook on_refused_;
+  RedeemedHook on_redeemed_;
+  PairedHook on_paired_;
+  std::function<void(const PublicKeyBytes&)> on_session_;
   std::function<void(nlohmann::json&)> netcheck_extra_;
 };
 

@@ -51,6 +51,65 @@ std::string qr_svg(const std::string& text) {
 
 Status apply_scope_fields(const nlohmann::json& b, Scope& s);
 
+Result<nlohmann::json> PeerLink::share(const nlohmann::json& body) {
+  if (listen_.empty() && configured_relays_.empty()) {
+    return make_error(ErrorCode::kFailedPrecondition,
+                      "peers cannot reach this node: it does not listen (link.listen is empty) and has no relay "
+                      "(link.relays); set one of them first");
+  }
+  Scope scope;  // conservative defaults: run only, 1 GPU, 2h, 1 job, no egress
+  if (auto st = apply_scope_fields(body, scope); !st) return st.error();
+  uint64_t expires_s = uint_field(body, "expires_s", 3600);
+  uint64_t uses = uint_field(body, "uses", 1);
+  if (expires_s == 0 || expires_s > 30ull * 86400) {
+    return make_error(ErrorCode::kInvalidArgument, "--expires must be between 1s and 30d");
+  }
+  if (uses == 0 || uses > 1000) {
+    return make_error(ErrorCode::kInvalidArgument, "--uses must be between 1 and 1000");
+  }
+  ShareLink link;
+  link.provider_key = identity_.public_key();
+  randombytes_buf(link.id.data(), link.id.size());
+  randombytes_buf(link.secret.data(), link.secret.size());
+  int64_t now = unix_seconds(clock_.now());
+  link.expires_at = now + static_cast<int64_t>(expires_s);
+  link.uses = static_cast<uint16_t>(uses);
+  link.scope = scope;
+  if (!listen_.empty()) link.addresses = advertised_addresses();
+  if (!mapped_.empty() && link.addresses.size() < 8) {
+    // After the LAN addresses (a peer at home dials those first), before loopback.
+    auto at = link.addresses.end();
+    if (!link.addresses.empty() && link.addresses.back().rfind("127.", 0) == 0) --at;
+    link.addresses.insert(at, mapped_);
+  }
+  link.relays = relays_->configured();
+  if (link.addresses.size() + link.relays.size() > 8) link.addresses.resize(8 - std::min<size_t>(8, link.relays.size()));
+  link.provider_name = name_.substr(0, 64);
+  auto text = encode_share_link(link, identity_);
+  if (!text) return text.error();
+  peers::LinkRecord rec;
+  rec.id = link.id;
+  rec.secret_hash = hash_link_secret(link.secret);
+  rec.scope = scope;
+  rec.created_at = now;
+  rec.expires_at = link.expires_at;
+  rec.uses_total = rec.uses_left = static_cast<int>(uses);
+  rec.label = string_field(body, "label");
+  if (auto st = store_.add_link(rec); !st) return st.error();
+  spdlog::info("share link {} created: {}, {} use(s), expires in {}", link.id_text(), scope.summary(), uses,
+               format_duration(expires_s));
+  relay_peers_changed();  // its rendezvous token, for holders behind NATs
+  return nlohmann::json({{"link", *text},
+                         {"id", link.id_text()},
+                         {"expires_at", link.expires_at},
+                         {"uses", uses},
+                         {"scope", scope_to_json(scope)},
+                         {"summary", scope.summary()},
+                         {"addresses", link.addresses},
+                         {"relays", link.relays},
+                         {"qr_svg", qr_svg(*text)}});
+}
+
 void PeerLink::add_routes(api::Router& router) {
   using api::Reply;
   using api::Request;
@@ -59,63 +118,9 @@ void PeerLink::add_routes(api::Router& router) {
   router.add("POST", "/v1/share", [this](const Request& req, Reply reply) {
     auto body = parse_body(req);
     if (!body) return reply(Response::error(body.error()));
-    if (listen_.empty() && configured_relays_.empty()) {
-      return reply(Response::error(
-          make_error(ErrorCode::kFailedPrecondition,
-                     "peers cannot reach this node: it does not listen (link.listen is empty) and has no relay "
-                     "(link.relays); set one of them first")));
-    }
-    Scope scope;  // conservative defaults: run only, 1 GPU, 2h, 1 job, no egress
-    if (auto st = apply_scope_fields(*body, scope); !st) return reply(Response::error(st.error()));
-    uint64_t expires_s = uint_field(*body, "expires_s", 3600);
-    uint64_t uses = uint_field(*body, "uses", 1);
-    if (expires_s == 0 || expires_s > 30ull * 86400) {
-      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "--expires must be between 1s and 30d")));
-    }
-    if (uses == 0 || uses > 1000) {
-      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "--uses must be between 1 and 1000")));
-    }
-    ShareLink link;
-    link.provider_key = identity_.public_key();
-    randombytes_buf(link.id.data(), link.id.size());
-    randombytes_buf(link.secret.data(), link.secret.size());
-    int64_t now = unix_seconds(clock_.now());
-    link.expires_at = now + static_cast<int64_t>(expires_s);
-    link.uses = static_cast<uint16_t>(uses);
-    link.scope = scope;
-    if (!listen_.empty()) link.addresses = advertised_addresses();
-    if (!mapped_.empty() && link.addresses.size() < 8) {
-      // After the LAN addresses (a peer at home dials those first), before loopback.
-      auto at = link.addresses.end();
-      if (!link.addresses.empty() && link.addresses.back().rfind("127.", 0) == 0) --at;
-      link.addresses.insert(at, mapped_);
-    }
-    link.relays = relays_->configured();
-    if (link.addresses.size() + link.relays.size() > 8) link.addresses.resize(8 - std::min<size_t>(8, link.relays.size()));
-    link.provider_name = name_.substr(0, 64);
-    auto text = encode_share_link(link, identity_);
-    if (!text) return reply(Response::error(text.error()));
-    peers::LinkRecord rec;
-    rec.id = link.id;
-    rec.secret_hash = hash_link_secret(link.secret);
-    rec.scope = scope;
-    rec.created_at = now;
-    rec.expires_at = link.expires_at;
-    rec.uses_total = rec.uses_left = static_cast<int>(uses);
-    rec.label = string_field(*body, "label");
-    if (auto st = store_.add_link(rec); !st) return reply(Response::error(st.error()));
-    spdlog::info("share link {} created: {}, {} use(s), expires in {}", link.id_text(), scope.summary(), uses,
-                 format_duration(expires_s));
-    relay_peers_changed();  // its rendezvous token, for holders behind NATs
-    reply(Response::json(200, {{"link", *text},
-                               {"id", link.id_text()},
-                               {"expires_at", link.expires_at},
-                               {"uses", uses},
-                               {"scope", scope_to_json(scope)},
-                               {"summary", scope.summary()},
-                               {"addresses", link.addresses},
-                               {"relays", link.relays},
-                               {"qr_svg", qr_svg(*text)}}));
+    auto made = share(*body);
+    if (!made) return reply(Response::error(made.error()));
+    reply(Response::json(200, *made));
   });
 
   router.add("GET", "/v1/links", [this](const Request&, Reply reply) {
@@ -177,11 +182,17 @@ void PeerLink::add_routes(api::Router& router) {
       relay_peers_changed();
       spdlog::info("paired with provider {} \"{}\"; short authentication string {}", p.id().to_string(), p.name,
                    r->short_auth_string);
-      reply(Response::json(200, {{"peer", p.id().to_string()},
-                                 {"name", p.name},
-                                 {"scope", r->granted},
-                                 {"summary", granted ? granted->summary() : std::string("?")},
-                                 {"short_auth_string", r->short_auth_string}}));
+      nlohmann::json answer = {{"peer", p.id().to_string()},
+                               {"name", p.name},
+                               {"scope", r->granted},
+                               {"summary", granted ? granted->summary() : std::string("?")},
+                               {"short_auth_string", r->short_auth_string}};
+      if (!on_paired_) return reply(Response::json(200, answer));
+      // Groups: a group invite also made us a member; learn the lists now.
+      on_paired_(p.key, r->answer, [answer, reply](nlohmann::json groups) mutable {
+        answer["groups"] = std::move(groups);
+        reply(Response::json(200, answer));
+      });
     });
   });
 

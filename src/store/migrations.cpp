@@ -117,12 +117,34 @@ CREATE TABLE receipts (
 ) STRICT;
 )sql";
 
+// v6: groups (issue 10). One row per group this node belongs to, holding
+// the newest membership list it accepted (mesh/membership.h wire form) and
+// the owner key pinned when it joined; group_invites remembers which share
+// links are invites into which group (node/groups.h).
+constexpr std::string_view kV6 = R"sql(
+CREATE TABLE groups (
+  group_id        TEXT PRIMARY KEY,
+  name            TEXT NOT NULL,
+  owner_id        TEXT NOT NULL,
+  version         INTEGER NOT NULL,
+  membership_json TEXT NOT NULL,
+  joined_at       INTEGER NOT NULL,
+  updated_at      INTEGER NOT NULL
+) STRICT;
+CREATE TABLE group_invites (
+  link_id    TEXT PRIMARY KEY,
+  group_id   TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+) STRICT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "peers and share links", kV1},
     {2, "jobs, audit log, peer denial", kV2},
     {3, "peer addresses and granted scopes", kV3},
     {4, "provider job results and GPU leases", kV4},
     {5, "metering receipts", kV5},
+    {6, "groups and group invites", kV6},
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "add a step when raising kSchemaVersion");
 

@@ -134,8 +134,8 @@ TEST(Migrations, EmptyDatabaseMigratesToLatest) {
   Status status = migrate(db);
   ASSERT_TRUE(status.ok()) << status.error().to_string();
   EXPECT_EQ(version_of(db), kSchemaVersion);
-  EXPECT_EQ(kSchemaVersion, 5);
-  for (const char* table : {"peers", "share_links", "jobs", "audit_log", "receipts"}) {
+  EXPECT_EQ(kSchemaVersion, 6);
+  for (const char* table : {"peers", "share_links", "jobs", "audit_log", "receipts", "groups", "group_invites"}) {
     EXPECT_EQ(query_text(db, std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '") +
                                  table + "'"),
               "1")

@@ -114,6 +114,7 @@ void LinkService::Impl::on_control_message(Conn& c, nlohmann::json msg) {
     pr.provider_name = msg.value("name", "");
     pr.granted = msg.contains("scope") ? msg["scope"] : nlohmann::json::object();
     pr.short_auth_string = s->short_auth_string();
+    pr.answer = msg;
     auto done = std::move(c.pair_done);
     c.pair_done = nullptr;
     mark_established(c);

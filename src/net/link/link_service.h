@@ -84,6 +84,7 @@ struct PairResult {
   PublicKeyBytes provider{};
   std::string provider_name;
   nlohmann::json granted;  // the scope the provider gave us
+  nlohmann::json answer;   // the whole pair_ok message (node features add fields, e.g. "groups")
   std::string short_auth_string;
 };
 

@@ -1,0 +1,203 @@
+#include "cli/group_commands.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/daemon_api.h"
+#include "cli/exit_codes.h"
+#include "crypto/scope.h"
+
+namespace yonder::cli {
+namespace {
+
+using nlohmann::json;
+
+void print_json(const json& j) {
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+std::string query_escape(const std::string& s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+        c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+Result<json> labels_object(const std::vector<std::string>& labels) {
+  json o = json::object();
+  for (const auto& l : labels) {
+    auto eq = l.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return make_error(ErrorCode::kInvalidArgument, "--label \"" + l + "\" must be key=value");
+    }
+    o[l.substr(0, eq)] = l.substr(eq + 1);
+  }
+  return o;
+}
+
+std::string labels_text(const json& labels) {
+  std::string out;
+  if (!labels.is_object()) return out;
+  for (auto it = labels.begin(); it != labels.end(); ++it) {
+    out += (out.empty() ? "" : ",") + it.key() + "=" + (it->is_string() ? it->get<std::string>() : "");
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_group_create(const Context& ctx, const GroupArgs& a) {
+  auto labels = labels_object(a.labels);
+  if (!labels) return print_error(labels.error(), kExitUsage);
+  auto r = api(ctx, "POST", "/v1/groups", json{{"name", a.group}, {"labels", *labels}});
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    print_json(*r);
+    return kExitOk;
+  }
+  std::printf("Created group %s (%s); this node owns it. Invite others with: yonder group invite %s\n",
+              r->value("name", "").c_str(), r->value("group_id", "").c_str(), a.group.c_str());
+  return kExitOk;
+}
+
+int cmd_group_invite(const Context& ctx, const GroupArgs& a) {
+  auto expires = parse_duration_s(a.expires);
+  if (!expires) return print_error(Error(expires.error()).with_context("--expires"), kExitUsage);
+  if (a.uses < 1) return print_error(make_error(ErrorCode::kInvalidArgument, "--uses must be 1 or more"), kExitUsage);
+  json body = {{"group", a.group}, {"expires_s", *expires}, {"uses", a.uses}, {"capabilities", a.scope}};
+  auto r = api(ctx, "POST", "/v1/groups/invite", body);
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    print_json(*r);
+    return kExitOk;
+  }
+  std::printf("%s\n\n", r->value("link", "").c_str());
+  std::printf("Invite into group %s: pairs the holder with this node (%s) and adds it to the group.\n",
+              r->value("group", "").c_str(), r->value("summary", "").c_str());
+  std::printf(
+      "Valid for %s, %d use(s). Redeem with: yonder group join LINK (or yonder pair LINK). Revoke with: "
+      "yonder links revoke %s\n",
+      a.expires.c_str(), a.uses, r->value("id", "").c_str());
+  return kExitOk;
+}
+
+int cmd_group_join(const Context& ctx, const GroupArgs& a) {
+  auto r = api(ctx, "POST", "/v1/pair", json{{"link", a.link}});
+  if (!r) return fail(ctx, r.error());
+  const json& groups = (*r)["groups"];
+  bool joined = groups.is_array() && !groups.empty();
+  if (ctx.json) {
+    print_json(*r);
+  } else {
+    for (const auto& g : groups) {
+      std::printf("Joined group %s (%s), version %llu, %zu members; paired with %s (%s)\n", g.value("name", "").c_str(),
+                  g.value("group_id", "").c_str(), static_cast<unsigned long long>(g.value("version", uint64_t{0})),
+                  static_cast<size_t>(g.value("members", 0)), r->value("name", "").c_str(),
+                  r->value("summary", "").c_str());
+    }
+  }
+  if (!joined) {
+    std::fprintf(stderr,
+                 "yonder: paired with %s, but the link was not an invite into a group (or the group is gone); "
+                 "ask for a link made with `yonder group invite`\n",
+                 r->value("name", "").c_str());
+    return kExitError;
+  }
+  return kExitOk;
+}
+
+int cmd_group_members(const Context& ctx, const GroupArgs& a) {
+  auto r = api(ctx, "GET", "/v1/groups/members?group=" + query_escape(a.group));
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    print_json(*r);
+    return kExitOk;
+  }
+  std::printf("Group %s (%s), version %llu, owner %s\n", r->value("name", "").c_str(), r->value("group_id", "").c_str(),
+              static_cast<unsigned long long>(r->value("version", uint64_t{0})),
+              r->value("owner_id", "").substr(0, 7).c_str());
+  std::printf("%-24s  %-16s  %-7s  %-7s  %s\n", "MEMBER", "NAME", "ROLE", "ONLINE", "LABELS");
+  for (const auto& m : (*r)["members"]) {
+    std::string online = m.value("self", false) ? "(self)" : (m.value("online", false) ? "yes" : "no");
+    std::printf("%-24s  %-16s  %-7s  %-7s  %s\n", m.value("id", "").substr(0, 24).c_str(),
+                m.value("name", "").substr(0, 16).c_str(), m.value("role", "").c_str(), online.c_str(),
+                labels_text(m["labels"]).c_str());
+  }
+  return kExitOk;
+}
+
+int cmd_group_leave(const Context& ctx, const GroupArgs& a) {
+  auto r = api(ctx, "POST", "/v1/groups/leave", json{{"group", a.group}});
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json)
+    print_json(*r);
+  else
+    std::printf("Left group %s. The pairing with its members stays; `yonder deny` ends it.\n", a.group.c_str());
+  return kExitOk;
+}
+
+int cmd_group_remove(const Context& ctx, const GroupArgs& a) {
+  auto r = api(ctx, "POST", "/v1/groups/remove", json{{"group", a.group}, {"member", a.member}});
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json)
+    print_json(*r);
+  else
+    std::printf("Removed %s from group %s (version %llu). Its pairing stays; `yonder deny` ends that.\n",
+                r->value("removed", "").substr(0, 7).c_str(), a.group.c_str(),
+                static_cast<unsigned long long>(r->value("version", uint64_t{0})));
+  return kExitOk;
+}
+
+int cmd_group_label(const Context& ctx, const GroupArgs& a) {
+  if (a.labels.size() != 1) {
+    return print_error(make_error(ErrorCode::kInvalidArgument, "give one label as key=value (key= removes it)"),
+                       kExitUsage);
+  }
+  const std::string& l = a.labels[0];
+  auto eq = l.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return print_error(make_error(ErrorCode::kInvalidArgument, "label \"" + l + "\" must be key=value"), kExitUsage);
+  }
+  auto r = api(ctx, "POST", "/v1/groups/label",
+               json{{"group", a.group}, {"member", a.member}, {"key", l.substr(0, eq)}, {"value", l.substr(eq + 1)}});
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json)
+    print_json(*r);
+  else
+    std::printf("Group %s is at version %llu.\n", a.group.c_str(),
+                static_cast<unsigned long long>(r->value("version", uint64_t{0})));
+  return kExitOk;
+}
+
+int cmd_group_list(const Context& ctx) {
+  auto r = api(ctx, "GET", "/v1/groups");
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    print_json(*r);
+    return kExitOk;
+  }
+  const json& groups = (*r)["groups"];
+  if (!groups.is_array() || groups.empty()) {
+    std::printf("This node is in no group. Create one with `yonder group create NAME`, or join with an invite link.\n");
+    return kExitOk;
+  }
+  std::printf("%-20s  %-32s  %-6s  %-8s  %7s  %s\n", "NAME", "ID", "ROLE", "VERSION", "MEMBERS", "OWNER");
+  for (const auto& g : groups) {
+    std::printf("%-20s  %-32s  %-6s  %8llu  %7zu  %s\n", g.value("name", "").substr(0, 20).c_str(),
+                g.value("group_id", "").c_str(), g.value("role", "").c_str(),
+                static_cast<unsigned long long>(g.value("version", uint64_t{0})),
+                static_cast<size_t>(g.value("members", 0)), g.value("owner_id", "").substr(0, 7).c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace yonder::cli

@@ -1,0 +1,32 @@
+// `yonder group create|invite|join|members|leave|remove|label|list`: groups
+// of nodes with a signed, gossiped membership list (issue 10, docs/cli.md;
+// the daemon's side is node/groups.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/context.h"
+
+namespace yonder::cli {
+
+struct GroupArgs {
+  std::string group;                // NAME (or group id)
+  std::string member;               // MEMBER: node id, peer name or id prefix
+  std::string link;                 // yonder://...
+  std::vector<std::string> labels;  // k=v
+  std::string expires = "1h";
+  int uses = 1;
+  std::string scope = "run";
+};
+
+int cmd_group_create(const Context& ctx, const GroupArgs& a);
+int cmd_group_invite(const Context& ctx, const GroupArgs& a);
+int cmd_group_join(const Context& ctx, const GroupArgs& a);
+int cmd_group_members(const Context& ctx, const GroupArgs& a);
+int cmd_group_leave(const Context& ctx, const GroupArgs& a);
+int cmd_group_remove(const Context& ctx, const GroupArgs& a);
+int cmd_group_label(const Context& ctx, const GroupArgs& a);
+int cmd_group_list(const Context& ctx);
+
+}  // namespace yonder::cli

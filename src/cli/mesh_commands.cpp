@@ -1,0 +1,137 @@
+#include "cli/mesh_commands.h"
+
+#include <charconv>
+#include <map>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/daemon_api.h"
+#include "cli/exit_codes.h"
+#include "crypto/scope.h"
+
+namespace yonder::cli {
+namespace {
+
+using nlohmann::json;
+
+// Offers, dialling and each provider's answer: generous, the daemon bounds each step.
+constexpr std::chrono::minutes kLeaseTimeout{2};
+
+std::string age_text(int64_t ms) {
+  if (ms < 1000) return "now";
+  if (ms < 120'000) return std::to_string(ms / 1000) + "s ago";
+  return std::to_string(ms / 60'000) + "m ago";
+}
+
+}  // namespace
+
+Result<uint32_t> parse_cuda_capability(const std::string& text) {
+  auto bad = [&] {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "--cuda takes a compute capability like 8.0 or 8.6, not \"" + text + "\"");
+  };
+  size_t dot = text.find('.');
+  std::string major = text.substr(0, dot), minor = dot == std::string::npos ? "0" : text.substr(dot + 1);
+  uint32_t a = 0, b = 0;
+  auto pa = std::from_chars(major.data(), major.data() + major.size(), a);
+  auto pb = std::from_chars(minor.data(), minor.data() + minor.size(), b);
+  if (major.empty() || minor.empty() || pa.ec != std::errc() || pa.ptr != major.data() + major.size() ||
+      pb.ec != std::errc() || pb.ptr != minor.data() + minor.size() || a > 99 || b > 99) {
+    return bad();
+  }
+  return a * 100 + b;
+}
+
+int cmd_mesh(const Context& ctx) {
+  auto r = api(ctx, "GET", "/v1/mesh");
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    std::printf("%s\n", r->dump(2).c_str());
+    return kExitOk;
+  }
+  const json& providers = (*r)["providers"];
+  if (!providers.is_array() || providers.empty()) {
+    std::printf("no paired providers: pair with one (`yonder pair LINK`, a link shared with `--capabilities run,mesh`)\n");
+    return kExitOk;
+  }
+  std::printf("%-20s  %-28s  %5s  %5s  %8s  %-10s  %-10s  %s\n", "PROVIDER", "GPUS", "FREE", "QUEUE", "RTT", "PATH",
+              "FRESH", "LABELS");
+  for (const auto& p : providers) {
+    std::string name = p.value("name", "") + " (" + p.value("node_id", "").substr(0, 7) + ")";
+    std::string path = p.value("path", "");
+    path = path.substr(0, path.find(' '));
+    char rtt[32];
+    std::snprintf(rtt, sizeof rtt, "%.1fms", p.value("rtt_ms", 0.0));
+    if (!p.contains("gpus")) {
+      std::printf("%-20s  %s\n", name.substr(0, 20).c_str(),
+                  ("no capacity: " + p.value("error", p.value("state", ""))).c_str());
+      continue;
+    }
+    // "2x FAKE GPU 24G" per distinct model and memory.
+    std::string gpus;
+    std::map<std::string, int> kinds;
+    for (const auto& g : p["gpus"]) {
+      kinds[g.value("model", "") + " " + format_size(g.value("memory_bytes", uint64_t{0})) + " cc" + g.value("cuda", "")]++;
+    }
+    for (const auto& [k, n] : kinds) gpus += (gpus.empty() ? "" : ", ") + std::to_string(n) + "x " + k;
+    if (gpus.empty()) gpus = "none";
+    std::string labels;
+    for (auto it = p["labels"].begin(); it != p["labels"].end(); ++it) {
+      labels += (labels.empty() ? "" : ",") + it.key() + "=" + it->get<std::string>();
+    }
+    std::string fresh = p.value("fresh", false) ? age_text(p.value("age_ms", int64_t{0})) : "stale";
+    std::printf("%-20s  %-28s  %5d  %5d  %8s  %-10s  %-10s  %s\n", name.substr(0, 20).c_str(), gpus.substr(0, 28).c_str(),
+                p.value("free", 0), p.value("queue_depth", 0), rtt, path.c_str(), fresh.c_str(), labels.c_str());
+    if (p.contains("error")) std::printf("  (last ask failed: %s)\n", p.value("error", "").c_str());
+  }
+  const json& t = (*r)["totals"];
+  std::printf("total: %d provider(s), %d GPU(s), %d free, %d job(s) queued\n", t.value("providers", 0),
+              t.value("gpus", 0), t.value("free", 0), t.value("queued", 0));
+  return kExitOk;
+}
+
+Result<MeshLease> mesh_lease(const Context& ctx, const MeshNeeds& needs) {
+  json body = {{"gpus", needs.gpus}, {"vram_bytes", needs.vram_bytes}};
+  if (needs.cuda) {
+    auto cap = parse_cuda_capability(*needs.cuda);
+    if (!cap) return std::move(cap).error();
+    body["min_capability"] = *cap;
+  }
+  json labels = json::object();
+  for (const auto& kv : needs.labels) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return make_error(ErrorCode::kInvalidArgument, "--label takes KEY=VALUE, not \"" + kv + "\"");
+    }
+    labels[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (!labels.empty()) body["labels"] = labels;
+  auto r = api(ctx, "POST", "/v1/mesh/lease", body, kLeaseTimeout);
+  if (!r) return std::move(r).error();
+  for (const auto& f : (*r)["refusals"]) {
+    std::fprintf(stderr, "yonder: mesh: %s refused: %s\n", f.value("name", "").c_str(), f.value("reason", "").c_str());
+  }
+  const json& chosen = (*r)["chosen"];
+  MeshLease lease;
+  lease.provider_id = (*r)["provider"].value("node_id", "");
+  lease.provider_name = (*r)["provider"].value("name", "");
+  lease.lease_id = r->value("lease_id", uint64_t{0});
+  std::fprintf(stderr, "yonder: mesh: chose %s (%s) out of %zu feasible: %s\n", lease.provider_name.c_str(),
+               lease.provider_id.substr(0, 7).c_str(), (*r)["plan"].size(), chosen.value("why", "").c_str());
+  return lease;
+}
+
+void mesh_bind(const Context& ctx, const MeshLease& lease, const std::string& job_id) {
+  auto r = api(ctx, "POST", "/v1/mesh/bind",
+               {{"provider", lease.provider_id}, {"lease_id", lease.lease_id}, {"job_id", job_id}});
+  if (!r) {
+    std::fprintf(stderr, "yonder: mesh: could not tie lease %llu to job %s (it runs out on its own): %s\n",
+                 static_cast<unsigned long long>(lease.lease_id), job_id.c_str(), r.error().message().c_str());
+  }
+}
+
+void mesh_release(const Context& ctx, const MeshLease& lease) {
+  (void)api(ctx, "POST", "/v1/mesh/release", {{"provider", lease.provider_id}, {"lease_id", lease.lease_id}});
+}
+
+}  // namespace yonder::cli
