@@ -391,12 +391,7 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     p.elapsed_ms = std::chrono::duration<double, std::milli>(o.elapsed).count();
     p.attempts = o.attempts;
     if (!o.punched()) {
-      p.state = "failed";
-      p.reason = o.reason;
-      p.failures++;
-      auto backoff = kFirstBackoff * (1 << std::min(p.failures - 1, 6));
-      p.next_try = Clock::now() + std::min<Clock::duration>(backoff, kMaxBackoff);
-      spdlog::info("hole punching: no direct path to {}: {}", NodeId(peer).short_form(), o.reason);
+      failed(peer, o.reason);
       return;
     }
     p.remote = endpoint_text(o.remote);
@@ -430,7 +425,7 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     p.failures++;
     auto backoff = kFirstBackoff * (1 << std::min(p.failures - 1, 6));
     p.next_try = Clock::now() + std::min<Clock::duration>(backoff, kMaxBackoff);
-    spdlog::info("hole punching: {}: {}", NodeId(peer).short_form(), why);
+    spdlog::info("hole punching: no direct path to {}: {}", NodeId(peer).short_form(), why);
   }
 
   void adopt(std::shared_ptr<quic::QuicChannel> ch, const PublicKeyBytes& peer, bool dialer) {

@@ -134,28 +134,26 @@ void StunResponder::on_datagram(size_t n, const udp::endpoint& from, const std::
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   // Leave from the address that was asked (matters with a wildcard bind).
+  // One control message naming `info` (an in_pktinfo or in6_pktinfo).
+  auto set_source = [&](int level, int type, const auto& info) {
+    msg.msg_control = control.bytes;
+    msg.msg_controllen = CMSG_SPACE(sizeof(info));
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = level;
+    c->cmsg_type = type;
+    c->cmsg_len = CMSG_LEN(sizeof(info));
+    std::memcpy(CMSG_DATA(c), &info, sizeof(info));
+  };
   if (to && to->is_v4() && from.address().is_v4()) {
     in_pktinfo info{};
     auto b = to->to_v4().to_bytes();
     std::memcpy(&info.ipi_spec_dst, b.data(), 4);
-    msg.msg_control = control.bytes;
-    msg.msg_controllen = CMSG_SPACE(sizeof(info));
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = IPPROTO_IP;
-    c->cmsg_type = IP_PKTINFO;
-    c->cmsg_len = CMSG_LEN(sizeof(info));
-    std::memcpy(CMSG_DATA(c), &info, sizeof(info));
+    set_source(IPPROTO_IP, IP_PKTINFO, info);
   } else if (to && to->is_v6()) {
     in6_pktinfo info{};
     auto b = to->to_v6().to_bytes();
     std::memcpy(&info.ipi6_addr, b.data(), 16);
-    msg.msg_control = control.bytes;
-    msg.msg_controllen = CMSG_SPACE(sizeof(info));
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = IPPROTO_IPV6;
-    c->cmsg_type = IPV6_PKTINFO;
-    c->cmsg_len = CMSG_LEN(sizeof(info));
-    std::memcpy(CMSG_DATA(c), &info, sizeof(info));
+    set_source(IPPROTO_IPV6, IPV6_PKTINFO, info);
   }
   if (::sendmsg(socket_.native_handle(), &msg, MSG_DONTWAIT) >= 0) ++metrics_.stun_answered_total;  // best effort
 }
