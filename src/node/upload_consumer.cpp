@@ -7,6 +7,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -45,6 +46,10 @@ struct UploadConsumer::State {
   int messages = 0;
   std::shared_ptr<transfer::TreePacker> packer;  // used on the pool, one read at a time
   bool reading = false, all_sent = false;
+  // The next chunk, read while the one before waits for the provider's
+  // credit (blocked), so reading the disk overlaps sending.
+  std::optional<Bytes> ready;
+  bool blocked = false;
   uint64_t sent_before = 0;  // progress of earlier attempts
 };
 
@@ -100,6 +105,8 @@ void UploadConsumer::attempt(const std::shared_ptr<State>& s) {
   s->inbox.clear();
   s->messages = 0;
   s->all_sent = false;
+  s->ready.reset();
+  s->blocked = false;
   s->packer.reset();
   s->sent_before = s->progress->sent_bytes.load();
   link_.service().open_tunnel(s->target.key, s->target.addresses, "run.upload", nlohmann::json::object(),
@@ -134,7 +141,9 @@ void UploadConsumer::attempt(const std::shared_ptr<State>& s) {
                                 };
                                 h.eof = [] {};
                                 h.drained = [this, s, mine] {
-                                  if (s->tunnel == mine.lock()) pump(s);
+                                  if (s->tunnel != mine.lock()) return;
+                                  s->blocked = false;
+                                  pump(s);
                                 };
                                 h.ended = [this, s, mine](const std::string& why) {
                                   if (s->finished || s->tunnel != mine.lock()) return;
@@ -185,16 +194,23 @@ void UploadConsumer::on_message(const std::shared_ptr<State>& s, const nlohmann:
   finish(s, std::move(out));
 }
 
-// Event loop: reads the next chunk on the pool and writes it to the tunnel.
+// Event loop: writes the chunk read ahead while the tunnel takes it, and
+// reads the next one on the pool meanwhile.
 void UploadConsumer::pump(const std::shared_ptr<State>& s) {
-  if (s->finished || s->reading || s->all_sent || !s->packer || !s->tunnel) return;
+  if (s->finished || !s->packer || !s->tunnel) return;
+  if (s->ready && !s->blocked) {
+    Bytes chunk = std::move(*s->ready);
+    s->ready.reset();
+    if (!s->tunnel->write(chunk)) s->blocked = true;  // drained() comes when it has gone
+  }
+  if (s->reading || s->all_sent || s->ready) return;
   s->reading = true;
   auto packer = s->packer;
   auto tunnel = s->tunnel;
   asio::post(pool_, [this, s, packer, tunnel] {
     auto chunk = packer->next(kChunk);
     uint64_t sent = packer->sent_bytes();
-    asio::post(io_, [this, s, packer, tunnel, sent, chunk = std::move(chunk)]() mutable {
+    asio::post(io_, [this, s, tunnel, sent, chunk = std::move(chunk)]() mutable {
       s->reading = false;
       if (s->finished || s->tunnel != tunnel) return;
       if (!chunk) {
@@ -207,7 +223,8 @@ void UploadConsumer::pump(const std::shared_ptr<State>& s) {
         s->progress->phase = TransferProgress::Phase::kFinishing;
         return;
       }
-      if (tunnel->write(*chunk)) pump(s);  // else drained() asks for the next
+      s->ready = std::move(*chunk);
+      pump(s);
     });
   });
 }

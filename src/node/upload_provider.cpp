@@ -5,6 +5,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <algorithm>
+#include <atomic>
+#include <deque>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sodium.h>
@@ -23,6 +26,8 @@ namespace {
 
 constexpr int64_t kMiB = 1 << 20;
 constexpr auto kPartTtl = std::chrono::hours(24);
+// Read ahead of the disk by at most this much per upload.
+constexpr size_t kMaxBacklog = 8 << 20;
 
 std::string random_id() {
   uint8_t b[8];
@@ -53,6 +58,16 @@ struct UploadProvider::Session {
   std::unique_ptr<transfer::UploadReceiver> rx;
   enum class Phase { kManifest, kData, kDone } phase = Phase::kManifest;
   uint64_t wire_in = 0, sent_bytes = 0, sent_files = 0;
+  // Bytes read from the stream and not yet written (handed from the event
+  // loop to one pool worker at a time). The stream is read on while the
+  // backlog is small, so the sender's window stays open while files are
+  // written; above kMaxBacklog it pauses until the worker catches up.
+  std::mutex backlog_mutex;
+  std::deque<Bytes> backlog;
+  size_t backlog_bytes = 0;
+  bool worker = false;   // a pool task is draining the backlog
+  bool paused = false;   // event loop: the stream waits for the backlog to shrink
+  std::atomic<bool> failed{false};
   std::string dir;  // the workspace folder once made
 
   void drop_pool_state() {
@@ -118,7 +133,7 @@ void UploadProvider::register_methods() {
       s->done = true;
       // Parts received so far stay in the store: the next upload resumes.
       owner_.record(s->peer_id, "run.upload", s->id, {{"error", "the upload stream ended: " + why}, {"bytes_in", s->wire_in}});
-      asio::post(pool_, [s] { s->drop_pool_state(); });
+      release_pool_state(s);
     };
     s->tunnel->start(std::move(h));
   });
@@ -127,74 +142,136 @@ void UploadProvider::register_methods() {
 void UploadProvider::on_data(const std::shared_ptr<Session>& s, Bytes bytes) {
   if (s->done) return;
   s->wire_in += bytes.size();
-  asio::post(pool_, [this, s, bytes = std::move(bytes)] {
-    using Phase = Session::Phase;
-    std::optional<nlohmann::json> message;
-    bool last = false;
-    Status st = [&]() -> Status {
-      switch (s->phase) {
-        case Phase::kManifest: {
-          YONDER_TRY(s->reader->feed(bytes));
-          if (!s->reader->complete()) return ok_status();
-          auto m = s->reader->take();
-          if (!m) return std::move(m).error();
-          s->manifest = std::make_unique<transfer::Manifest>(std::move(*m));
-          auto plan = s->cache->plan(*s->manifest);
-          if (!plan) return std::move(plan).error();
-          s->plan = std::move(*plan);
-          auto rx = s->cache->receive(*s->plan);
-          if (!rx) return std::move(rx).error();
-          s->rx = std::move(*rx);
-          s->phase = Phase::kData;
-          message = s->plan->to_json();
-          return ok_status();
-        }
-        case Phase::kData: {
-          YONDER_TRY(s->rx->write(bytes));
-          if (!s->rx->complete()) return ok_status();
-          auto got = s->rx->finish();
-          if (!got) return std::move(got).error();
-          s->sent_files = got->value("received_files", uint64_t{0});
-          s->sent_bytes = got->value("received_bytes", uint64_t{0});
-          s->dir = uploads_dir_ + "/" + s->id;
-          auto made = s->cache->materialize(*s->manifest, s->dir);
-          if (!made) {
-            std::error_code ec;
-            std::filesystem::remove_all(s->dir, ec);
-            return std::move(made).error();
+  bool start_worker = false;
+  size_t backlog = 0;
+  {
+    std::lock_guard lock(s->backlog_mutex);
+    s->backlog_bytes += bytes.size();
+    s->backlog.push_back(std::move(bytes));
+    backlog = s->backlog_bytes;
+    start_worker = !std::exchange(s->worker, true);
+  }
+  if (start_worker) asio::post(pool_, [this, s] { drain(s); });
+  if (backlog < kMaxBacklog) {
+    if (s->tunnel) s->tunnel->resume();
+  } else {
+    s->paused = true;
+  }
+}
+
+// Pool: writes what the backlog holds, in order, until it is empty. One
+// worker per session at a time (Session::worker).
+void UploadProvider::drain(const std::shared_ptr<Session>& s) {
+  while (true) {
+    std::deque<Bytes> batch;
+    {
+      std::lock_guard lock(s->backlog_mutex);
+      if (s->failed) {  // the stream ended or failed: nothing more is written
+        s->worker = false;
+        s->backlog.clear();
+        s->backlog_bytes = 0;
+        s->drop_pool_state();
+        return;
+      }
+      if (s->backlog.empty()) {
+        s->worker = false;
+        return;
+      }
+      batch.swap(s->backlog);
+    }
+    size_t batch_bytes = 0;
+    for (auto& bytes : batch) {
+      batch_bytes += bytes.size();
+      std::optional<nlohmann::json> message;
+      bool last = false;
+      Status st = absorb(s, bytes, message, last);
+      if (!st) s->failed = true;
+      if (!st || message) {
+        asio::post(io_, [this, s, st = std::move(st), message = std::move(message), last]() mutable {
+          if (!st) return fail(s, st.error());
+          if (s->done || !s->tunnel) return;
+          if (message) s->tunnel->write(encode_upload_message(*message));
+          if (last) {
+            s->done = true;
+            s->tunnel->close();
+            s->tunnel->resume();
           }
-          s->phase = Phase::kDone;
-          uint64_t files = s->manifest->files;
-          message = nlohmann::json{{"upload_id", s->id},          {"files", files},
-                                   {"bytes", s->manifest->bytes}, {"sent_files", s->sent_files},
-                                   {"sent_bytes", s->sent_bytes}, {"reused_files", files - s->sent_files}};
-          last = true;
-          owner_.add_upload(s->id, s->peer_id, s->dir);
-          owner_.record(s->peer_id, "run.upload", s->id,
-                        {{"files", files}, {"bytes", s->manifest->bytes}, {"sent_files", s->sent_files},
-                         {"bytes_in", s->wire_in}});
-          s->drop_pool_state();
-          if (auto kept = s->cache->trim(cache_cap_bytes_, kPartTtl); !kept) {
-            spdlog::warn("upload cache of {}: {}", s->peer_id, kept.error().to_string());
-          }
-          return ok_status();
-        }
-        case Phase::kDone:
-          return make_error(ErrorCode::kInvalidArgument, "the upload sent bytes after its end");
+        });
+      }
+      if (!st) break;
+    }
+    size_t left = 0;
+    {
+      std::lock_guard lock(s->backlog_mutex);
+      s->backlog_bytes -= std::min(s->backlog_bytes, batch_bytes);
+      left = s->backlog_bytes;
+    }
+    if (left < kMaxBacklog) {
+      asio::post(io_, [s] {
+        if (!s->paused || s->done || !s->tunnel) return;
+        s->paused = false;
+        s->tunnel->resume();
+      });
+    }
+  }
+}
+
+// Pool: one piece of the stream: the manifest (answered with the plan), then
+// the files the plan asked for (answered with the summary at the end).
+Status UploadProvider::absorb(const std::shared_ptr<Session>& s, const Bytes& bytes, std::optional<nlohmann::json>& message,
+                              bool& last) {
+  using Phase = Session::Phase;
+  switch (s->phase) {
+    case Phase::kManifest: {
+      YONDER_TRY(s->reader->feed(bytes));
+      if (!s->reader->complete()) return ok_status();
+      auto m = s->reader->take();
+      if (!m) return std::move(m).error();
+      s->manifest = std::make_unique<transfer::Manifest>(std::move(*m));
+      auto plan = s->cache->plan(*s->manifest);
+      if (!plan) return std::move(plan).error();
+      s->plan = std::move(*plan);
+      auto rx = s->cache->receive(*s->plan);
+      if (!rx) return std::move(rx).error();
+      s->rx = std::move(*rx);
+      s->phase = Phase::kData;
+      message = s->plan->to_json();
+      return ok_status();
+    }
+    case Phase::kData: {
+      YONDER_TRY(s->rx->write(bytes));
+      if (!s->rx->complete()) return ok_status();
+      auto got = s->rx->finish();
+      if (!got) return std::move(got).error();
+      s->sent_files = got->value("received_files", uint64_t{0});
+      s->sent_bytes = got->value("received_bytes", uint64_t{0});
+      s->dir = uploads_dir_ + "/" + s->id;
+      auto made = s->cache->materialize(*s->manifest, s->dir);
+      if (!made) {
+        std::error_code ec;
+        std::filesystem::remove_all(s->dir, ec);
+        return std::move(made).error();
+      }
+      s->phase = Phase::kDone;
+      uint64_t files = s->manifest->files;
+      message = nlohmann::json{{"upload_id", s->id},          {"files", files},
+                               {"bytes", s->manifest->bytes}, {"sent_files", s->sent_files},
+                               {"sent_bytes", s->sent_bytes}, {"reused_files", files - s->sent_files}};
+      last = true;
+      owner_.add_upload(s->id, s->peer_id, s->dir);
+      owner_.record(s->peer_id, "run.upload", s->id,
+                    {{"files", files}, {"bytes", s->manifest->bytes}, {"sent_files", s->sent_files},
+                     {"bytes_in", s->wire_in}});
+      s->drop_pool_state();
+      if (auto kept = s->cache->trim(cache_cap_bytes_, kPartTtl); !kept) {
+        spdlog::warn("upload cache of {}: {}", s->peer_id, kept.error().to_string());
       }
       return ok_status();
-    }();
-    asio::post(io_, [this, s, st = std::move(st), message = std::move(message), last]() mutable {
-      if (!st) return fail(s, st.error());
-      if (s->done || !s->tunnel) return;
-      if (message) s->tunnel->write(encode_upload_message(*message));
-      if (last) {
-        s->done = true;
-        s->tunnel->close();
-      }
-      s->tunnel->resume();
-    });
-  });
+    }
+    case Phase::kDone:
+      return make_error(ErrorCode::kInvalidArgument, "the upload sent bytes after its end");
+  }
+  return ok_status();
 }
 
 void UploadProvider::fail(const std::shared_ptr<Session>& s, const Error& e) {
@@ -207,7 +284,21 @@ void UploadProvider::fail(const std::shared_ptr<Session>& s, const Error& e) {
     s->tunnel->close();
     s->tunnel->resume();
   }
-  asio::post(pool_, [s] { s->drop_pool_state(); });
+  release_pool_state(s);
+}
+
+// Event loop, once the session is over: the pool state goes with the worker
+// that holds it, or now on the pool when none runs.
+void UploadProvider::release_pool_state(const std::shared_ptr<Session>& s) {
+  {
+    std::lock_guard lock(s->backlog_mutex);
+    s->failed = true;
+    if (s->worker) return;  // drain() drops it when it sees `failed`
+  }
+  asio::post(pool_, [s] {
+    std::lock_guard lock(s->backlog_mutex);
+    if (!s->worker) s->drop_pool_state();
+  });
 }
 
 }  // namespace yonder::node

@@ -19,14 +19,19 @@
 // every upload is audited with the bytes that crossed the link.
 //
 // Threading: tunnel events on the event loop; decoding, hashing and writing
-// on the pool, one chunk at a time per upload (the tunnel is resumed only
-// when a chunk is written, so the mux window paces the sender).
+// on the pool by one worker at a time per upload. The stream is read ahead
+// of the disk by at most 8 MiB (then paused until the worker catches up, so
+// the mux window paces the sender); reading on meanwhile keeps the sender's
+// window open while files are written.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "config/config.h"
 #include "node/peer_link.h"
@@ -55,6 +60,9 @@ class UploadProvider {
 
  private:
   void on_data(const std::shared_ptr<Session>& s, Bytes bytes);
+  void drain(const std::shared_ptr<Session>& s);
+  Status absorb(const std::shared_ptr<Session>& s, const Bytes& bytes, std::optional<nlohmann::json>& message, bool& last);
+  void release_pool_state(const std::shared_ptr<Session>& s);
   void fail(const std::shared_ptr<Session>& s, const Error& e);
   std::shared_ptr<transfer::UploadCache> cache_of(const std::string& peer_id);
 

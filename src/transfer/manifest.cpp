@@ -5,19 +5,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace yonder::transfer {
 namespace {
 
 constexpr size_t kHashChunk = 1 << 20;
+constexpr size_t kMaxHashThreads = 4;
 constexpr size_t kDigestRecord = 8 + 32;  // u64 size + SHA-256
 constexpr int64_t kRacyNs = 2'000'000'000;
 constexpr size_t kMaxCacheFileBytes = 64 << 20;
@@ -134,6 +140,16 @@ Status HashCache::save() {
 Result<Manifest> build_manifest(const TreeListing& listing, HashCache* cache, const std::function<void(uint64_t)>& hashed) {
   Manifest m;
   m.entries.reserve(listing.entries.size());
+  // First the cheap part, in order: stat every file and take what the cache
+  // knows. The files it does not know are hashed afterwards, several at once.
+  struct Miss {
+    size_t entry;
+    std::string abs;
+    uint64_t size;
+    int64_t mtime;
+    ino_t ino;
+  };
+  std::vector<Miss> misses;
   for (const auto& e : listing.entries) {
     ManifestEntry me{e.path, e.dir, e.mode, e.size, {}};
     if (!e.dir) {
@@ -147,10 +163,7 @@ Result<Manifest> build_manifest(const TreeListing& listing, HashCache* cache, co
       }
       int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
       if (cache == nullptr || !cache->lookup(abs, e.size, mtime, st.st_ino, me.digest)) {
-        auto d = hash_file(abs, hashed);
-        if (!d) return std::move(d).error();
-        me.digest = *d;
-        if (cache != nullptr) cache->store(abs, e.size, mtime, st.st_ino, me.digest);
+        misses.push_back({m.entries.size(), std::move(abs), e.size, mtime, st.st_ino});
       } else if (hashed) {
         hashed(e.size);
       }
@@ -158,6 +171,35 @@ Result<Manifest> build_manifest(const TreeListing& listing, HashCache* cache, co
       m.bytes += e.size;
     }
     m.entries.push_back(std::move(me));
+  }
+  // SHA-256 runs at about 1.7 GB/s per core here: a first upload of a big
+  // tree spends most of its preparation in it, so every core takes files.
+  std::atomic<size_t> next{0};
+  std::mutex failed_mutex;
+  std::optional<Error> failed;
+  auto work = [&] {
+    for (size_t i = next++; i < misses.size(); i = next++) {
+      {
+        std::lock_guard lock(failed_mutex);
+        if (failed) return;
+      }
+      auto d = hash_file(misses[i].abs, hashed);
+      if (!d) {
+        std::lock_guard lock(failed_mutex);
+        if (!failed) failed = std::move(d).error();
+        return;
+      }
+      m.entries[misses[i].entry].digest = *d;
+    }
+  };
+  size_t workers = std::min<size_t>({kMaxHashThreads, std::max(1u, std::thread::hardware_concurrency()), misses.size()});
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < workers; ++i) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  if (failed) return std::move(*failed);
+  if (cache != nullptr) {
+    for (const auto& miss : misses) cache->store(miss.abs, miss.size, miss.mtime, miss.ino, m.entries[miss.entry].digest);
   }
   return m;
 }

@@ -94,7 +94,9 @@ class HashCache {
 };
 
 // The manifest of a listing, hashing each file (or taking its digest from
-// `cache`, which may be null). `hashed` is told the bytes read as it goes.
+// `cache`, which may be null). Files the cache does not know are hashed on
+// up to four threads; `hashed` is told the bytes read as it goes, from any
+// of them (it must be thread-safe).
 Result<Manifest> build_manifest(const TreeListing& listing, HashCache* cache,
                                 const std::function<void(uint64_t)>& hashed = {});
 

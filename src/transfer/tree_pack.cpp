@@ -91,6 +91,7 @@ TreePacker::~TreePacker() {
 
 Result<Bytes> TreePacker::next(size_t max) {
   Bytes out;
+  out.reserve(max + 512);  // one allocation: the chunk plus an entry header
   if (!magic_sent_) {
     out.insert(out.end(), kArchiveMagic.begin(), kArchiveMagic.end());
     magic_sent_ = true;
