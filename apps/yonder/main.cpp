@@ -10,6 +10,8 @@
 #include "cli/audit_command.h"
 #include "cli/credits_commands.h"
 #include "cli/mesh_commands.h"
+#include "cli/mesh_job_commands.h"
+#include "cli/array_commands.h"
 #include "cli/group_commands.h"
 #include "cli/job_commands.h"
 #include "cli/peer_commands.h"
@@ -140,6 +142,21 @@ int main(int argc, char** argv) {
   run->add_option("--cuda", run_args.cuda, "With --mesh: least CUDA compute capability, e.g. 8.0");
   run->add_option("--label", run_args.labels, "With --mesh: KEY=VALUE the provider must advertise (repeatable)")
       ->allow_extra_args(false);
+  run->add_option("--retries", run_args.retries,
+                  "With --mesh: rerun a failed job up to N times on other providers; also requeues it (from its "
+                  "checkpoint/ folder) when its provider stops answering");
+  run->add_option("--replicas", run_args.replicas,
+                  "With --mesh: run it on K distinct providers and accept the output a majority agrees on");
+  run->add_option("--validator", run_args.validator,
+                  "With --replicas: a shell command run here in each replica's outputs folder; exit 0 accepts it");
+  run->add_option("--array", run_args.array,
+                  "With --mesh: run an array of tasks 0-N, at most LIMIT at once (0-4999%8); each gets "
+                  "YONDER_ARRAY_INDEX; outputs come home into out/<index>/");
+  run->add_option("--array-file", run_args.array_file,
+                  "With --mesh: one task per line of FILE (given to it as YONDER_ARRAY_PARAM)");
+  run->add_option("--per-task-gpus", run_args.per_task_gpus, "With --array: whole GPUs for each task (default 1)");
+  run->add_option("--group", run_args.group, "With --mesh: only providers that are members of this group "
+                                            "(`yonder group list`)");
   run->add_option("--image", run_args.image, "Image to run (one the provider allows)");
   run->add_option("--gpus", run_args.gpus, "Whole GPUs");
   run->add_option("--vram", run_args.vram, "VRAM limit per GPU, e.g. 20G");
@@ -217,6 +234,40 @@ int main(int argc, char** argv) {
   receipts->add_flag("--json", json, "Machine-readable output");
   auto* mesh = app.add_subcommand("mesh", "Capacity of the providers this node is paired with: GPUs, free, queue, RTT, path");
   mesh->add_flag("--json", json, "Machine-readable output");
+  std::string mesh_group;
+  mesh->add_option("--group", mesh_group, "Only the providers that are members of this group");
+  bool mesh_cached = false;
+  mesh->add_flag("--cached", mesh_cached, "What this node holds now (pulled earlier or pushed by the providers); "
+                                          "ask no one");
+  bool mesh_jobs_all = false;
+  auto* mesh_jobs = mesh->add_subcommand("jobs", "Mesh jobs submitted from here (`run --mesh --retries N`) and their attempts");
+  mesh_jobs->add_flag("-a,--all", mesh_jobs_all, "Also the finished ones");
+  mesh_jobs->add_flag("--json", json, "Machine-readable output");
+  std::string mesh_verify_peer;
+  uint32_t mesh_verify_size = 0;
+  auto* mesh_verify = mesh->add_subcommand("verify", "Run the known-answer benchmark on a provider (a checked matrix "
+                                                     "product through the normal job path); exit 8 if it fails");
+  mesh_verify->add_option("peer", mesh_verify_peer, "Provider name or node id")->required();
+  mesh_verify->add_option("--size", mesh_verify_size, "n of the n x n product (default: mesh.benchmark_size)");
+  mesh_verify->add_flag("--json", json, "Machine-readable output");
+  // --- array jobs (issue 12)
+  std::string array_id;
+  bool array_all = false, array_failed = false;
+  auto* array = app.add_subcommand("array", "Array jobs started with `yonder run --mesh --array`");
+  array->require_subcommand(1);
+  auto* array_status = array->add_subcommand("status", "Counts by state, throughput, share per provider, time left");
+  array_status->add_option("id", array_id, "Array id (or its start)")->required();
+  array_status->add_flag("--json", json, "Machine-readable output");
+  auto* array_list = array->add_subcommand("list", "The arrays started here");
+  array_list->add_flag("-a,--all", array_all, "Also the finished ones");
+  array_list->add_flag("--json", json, "Machine-readable output");
+  auto* array_retry = array->add_subcommand("retry", "Run an array's failed tasks again");
+  array_retry->add_option("id", array_id, "Array id (or its start)")->required();
+  array_retry->add_flag("--failed", array_failed, "The failed tasks (the only kind there is; for Slurm users' hands)");
+  array_retry->add_flag("--json", json, "Machine-readable output");
+  auto* array_cancel = array->add_subcommand("cancel", "Start nothing more and stop the running tasks");
+  array_cancel->add_option("id", array_id, "Array id (or its start)")->required();
+  array_cancel->add_flag("--json", json, "Machine-readable output");
   // --- groups (issue 10)
   GroupArgs group_args;
   auto* group = app.add_subcommand("group", "Groups of nodes with a signed membership list gossiped among them");
@@ -243,9 +294,14 @@ int main(int argc, char** argv) {
   group_label->add_option("name", group_args.group, "Group name or id")->required();
   group_label->add_option("member", group_args.member, "Node id, peer name or id prefix")->required();
   group_label->add_option("label", group_args.labels, "k=v")->required()->expected(1);
+  auto* group_admin = group->add_subcommand("admin", "Make a member an admin, who may invite, remove and label "
+                                                     "(--remove: a plain member again; owner only)");
+  group_admin->add_option("name", group_args.group, "Group name or id")->required();
+  group_admin->add_option("member", group_args.member, "Node id, peer name or id prefix")->required();
+  group_admin->add_flag("--remove", group_args.remove, "Demote: the member is no longer an admin");
   auto* group_list = group->add_subcommand("list", "The groups this node is in");
   for (auto* c : {group_create, group_invite, group_join, group_members, group_leave, group_remove, group_label,
-                  group_list}) {
+                  group_admin, group_list}) {
     c->add_flag("--json", json, "Machine-readable output");
   }
 
@@ -303,7 +359,13 @@ int main(int argc, char** argv) {
   }
   if (*audit) return cmd_audit(*ctx, audit_verify, audit_limit);
   if (*credits) return cmd_credits(*ctx);
-  if (*mesh) return cmd_mesh(*ctx);
+  if (*mesh_jobs) return cmd_mesh_jobs(*ctx, mesh_jobs_all);
+  if (*array_status) return cmd_array_status(*ctx, array_id);
+  if (*array_list) return cmd_array_list(*ctx, array_all);
+  if (*array_retry) return cmd_array_retry(*ctx, array_id);
+  if (*array_cancel) return cmd_array_cancel(*ctx, array_id);
+  if (*mesh_verify) return cmd_mesh_verify(*ctx, mesh_verify_peer, mesh_verify_size);
+  if (*mesh) return cmd_mesh(*ctx, mesh_group, mesh_cached);
   if (*receipts) return cmd_receipts(*ctx, receipts_verify);
   if (*group_create) return cmd_group_create(*ctx, group_args);
   if (*group_invite) return cmd_group_invite(*ctx, group_args);
@@ -312,6 +374,7 @@ int main(int argc, char** argv) {
   if (*group_leave) return cmd_group_leave(*ctx, group_args);
   if (*group_remove) return cmd_group_remove(*ctx, group_args);
   if (*group_label) return cmd_group_label(*ctx, group_args);
+  if (*group_admin) return cmd_group_admin(*ctx, group_args);
   if (*group_list) return cmd_group_list(*ctx);
   if (*cp) return cmd_cp(*ctx, cp_from, cp_to);
   if (*cfg_get) return cmd_config_get(*ctx, key);

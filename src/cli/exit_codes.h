@@ -11,6 +11,7 @@ inline constexpr int kExitExists = 4;        // refused to replace something (e.
 inline constexpr int kExitDenied = 5;        // the peer refused: not permitted by our scope there
 inline constexpr int kExitAuditBroken = 6;   // `audit --verify`: the hash chain is broken
 inline constexpr int kExitReceiptUnverified = 7;  // `receipts --verify`: a receipt does not verify
+inline constexpr int kExitVerificationFailed = 8;  // `mesh verify`: the provider failed the benchmark
 // `yonder run`: the job never ran (refused by the provider, upload failed,
 // could not start). Otherwise `run` exits with the job's own exit code, as
 // `docker run` does (and like it, 125 is the "could not run" code).

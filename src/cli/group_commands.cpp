@@ -178,6 +178,24 @@ int cmd_group_label(const Context& ctx, const GroupArgs& a) {
   return kExitOk;
 }
 
+int cmd_group_admin(const Context& ctx, const GroupArgs& a) {
+  auto r = api(ctx, "POST", "/v1/groups/admin", json{{"group", a.group}, {"member", a.member}, {"admin", !a.remove}});
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    print_json(*r);
+    return kExitOk;
+  }
+  std::string who = r->value("member", "").substr(0, 7);
+  if (a.remove) {
+    std::printf("%s is a plain member of group %s again (version %llu); lists it signs from now on are refused.\n",
+                who.c_str(), a.group.c_str(), static_cast<unsigned long long>(r->value("version", uint64_t{0})));
+  } else {
+    std::printf("%s is an admin of group %s (version %llu): it may invite, remove and label members.\n", who.c_str(),
+                a.group.c_str(), static_cast<unsigned long long>(r->value("version", uint64_t{0})));
+  }
+  return kExitOk;
+}
+
 int cmd_group_list(const Context& ctx) {
   auto r = api(ctx, "GET", "/v1/groups");
   if (!r) return fail(ctx, r.error());

@@ -1,4 +1,4 @@
-// `yonder group create|invite|join|members|leave|remove|label|list`: groups
+// `yonder group create|invite|join|members|leave|remove|label|admin|list`: groups
 // of nodes with a signed, gossiped membership list (issue 10, docs/cli.md;
 // the daemon's side is node/groups.h).
 #pragma once
@@ -18,6 +18,7 @@ struct GroupArgs {
   std::string expires = "1h";
   int uses = 1;
   std::string scope = "run";
+  bool remove = false;  // `group admin --remove`: demote
 };
 
 int cmd_group_create(const Context& ctx, const GroupArgs& a);
@@ -27,6 +28,8 @@ int cmd_group_members(const Context& ctx, const GroupArgs& a);
 int cmd_group_leave(const Context& ctx, const GroupArgs& a);
 int cmd_group_remove(const Context& ctx, const GroupArgs& a);
 int cmd_group_label(const Context& ctx, const GroupArgs& a);
+// Owner only: makes MEMBER an admin (with --remove: a plain member again).
+int cmd_group_admin(const Context& ctx, const GroupArgs& a);
 int cmd_group_list(const Context& ctx);
 
 }  // namespace yonder::cli

@@ -15,6 +15,8 @@
 #include "cli/progress.h"
 #include "cli/job_logs.h"
 #include "cli/mesh_commands.h"
+#include "cli/array_commands.h"
+#include "cli/mesh_job_commands.h"
 #include "cli/run_attach.h"
 #include "cli/run_options.h"
 #include "cli/signal_pipe.h"
@@ -93,8 +95,9 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
                                   "--mesh chooses the provider itself; drop --on (or `on` in the job file)"),
                        kExitUsage);
   }
-  if (!a.mesh && (a.cuda || !a.labels.empty())) {
-    return print_error(make_error(ErrorCode::kInvalidArgument, "--cuda and --label are placement needs: add --mesh"),
+  if (!a.mesh && (a.cuda || !a.labels.empty() || a.group)) {
+    return print_error(make_error(ErrorCode::kInvalidArgument,
+                                  "--cuda, --label and --group are placement needs: add --mesh"),
                        kExitUsage);
   }
   if (a.peer.empty() && !a.mesh) {
@@ -160,25 +163,52 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
   }
   json body = {{"peer", a.peer}, {"job", job}};
   std::optional<MeshLease> lease;  // --mesh: the devices booked on the chosen provider
+  std::optional<MeshNeeds> mesh_needs;  // --mesh --retries: a mesh job the daemon supervises
+  if (a.retries && (!a.mesh || *a.retries < 0)) {
+    return print_error(make_error(ErrorCode::kInvalidArgument, "--retries N (0 or more) goes with --mesh"), kExitUsage);
+  }
+  if (a.replicas && (!a.mesh || *a.replicas < 1 || *a.replicas > 9)) {
+    return print_error(make_error(ErrorCode::kInvalidArgument, "--replicas K (1 to 9) goes with --mesh"), kExitUsage);
+  }
+  if (a.validator && !a.replicas) {
+    return print_error(make_error(ErrorCode::kInvalidArgument, "--validator judges replicas: add --replicas K"), kExitUsage);
+  }
+  bool arrayed = a.array || !a.array_file.empty();  // an array of tasks (cli/array_commands.h)
+  if (arrayed && !a.mesh) {
+    return print_error(make_error(ErrorCode::kInvalidArgument, "--array and --array-file spread tasks over the mesh: add --mesh"),
+                       kExitUsage);
+  }
+  if (arrayed && (!a.ports.empty() || a.tty)) {
+    return print_error(make_error(ErrorCode::kInvalidArgument, "--array does not go with -p or -t"), kExitUsage);
+  }
+  if (a.per_task_gpus && !arrayed) {
+    return print_error(make_error(ErrorCode::kInvalidArgument, "--per-task-gpus goes with --array"), kExitUsage);
+  }
+  bool supervised = a.retries || a.replicas || arrayed;  // a mesh job (cli/mesh_job_commands.h)
   if (a.mesh) {
     if (a.gpus && *a.gpus < 1) {
       return print_error(make_error(ErrorCode::kInvalidArgument, "--mesh places GPU jobs: --gpus must be 1 or more"),
                          kExitUsage);
     }
     MeshNeeds needs;
-    needs.gpus = a.gpus.value_or(1);
+    needs.gpus = a.per_task_gpus.value_or(a.gpus.value_or(1));
     job["gpus"] = needs.gpus;
     needs.vram_bytes = job.contains("vram_mib") ? job["vram_mib"].get<uint64_t>() << 20 : 0;
     needs.cuda = a.cuda;
     needs.labels = a.labels;
-    auto got = mesh_lease(ctx, needs);
-    if (!got) {
-      if (no_daemon(got.error())) return report_daemon_error(ctx, got.error());
-      int code = got.error().code() == ErrorCode::kInvalidArgument ? kExitUsage : kExitCouldNotRun;
-      return print_error(Error(got.error()).with_context("--mesh"), code);
+    needs.group = a.group;
+    if (supervised) {
+      mesh_needs = needs;  // a mesh job: the daemon places it (below)
+    } else {
+      auto got = mesh_lease(ctx, needs);
+      if (!got) {
+        if (no_daemon(got.error())) return report_daemon_error(ctx, got.error());
+        int code = got.error().code() == ErrorCode::kInvalidArgument ? kExitUsage : kExitCouldNotRun;
+        return print_error(Error(got.error()).with_context("--mesh"), code);
+      }
+      lease = *got;
+      body = {{"peer", lease->provider_id}, {"job", job}};
     }
-    lease = *got;
-    body = {{"peer", lease->provider_id}, {"job", job}};
   }
   std::string home_dir;  // where the outputs come home to
   if (!a.no_upload && !a.upload_dir.empty()) {
@@ -195,6 +225,36 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
     if (ec) return print_error(make_error(ErrorCode::kFailedPrecondition, "cannot read the working directory"), kExitCouldNotRun);
     if (!a.no_upload) body["dir"] = cwd.string();
     home_dir = cwd.string();
+  }
+  if (mesh_needs) {
+    auto needs_body = mesh_lease_body(*mesh_needs);
+    if (!needs_body) return print_error(Error(needs_body.error()).with_context("--mesh"), kExitUsage);
+    if (arrayed) {
+      ArrayArgs arr;
+      arr.job = job;
+      arr.needs = *needs_body;
+      arr.dir = body.value("dir", "");
+      std::error_code ec;
+      arr.out = home_dir.empty() ? std::filesystem::current_path(ec).string() : home_dir;
+      arr.range = a.array;
+      arr.file = a.array_file;
+      arr.retries = a.retries.value_or(0);
+      arr.replicas = a.replicas.value_or(1);
+      arr.validator = a.validator.value_or("");
+      arr.detach = a.detach;
+      return run_array(ctx, arr);
+    }
+    MeshJobArgs m;
+    m.job = job;
+    m.needs = *needs_body;
+    m.dir = body.value("dir", "");
+    m.home_dir = home_dir;
+    m.out = a.out;
+    m.retries = a.retries.value_or(0);
+    m.replicas = a.replicas.value_or(1);
+    m.validator = a.validator.value_or("");
+    m.detach = a.detach;
+    return run_mesh_job(ctx, m);
   }
   std::string transfer_id = new_transfer_id();
   body["transfer_id"] = transfer_id;
@@ -293,6 +353,18 @@ int cmd_ps(const Context& ctx, bool all) {
     std::printf("%-12s  %-16s  %-24s  %-9s  %-4s  %s\n", short_id(j.value("job_id", "")).c_str(),
                 j.value("provider_name", "").substr(0, 16).c_str(), j.value("image", "").substr(0, 24).c_str(),
                 state.c_str(), exit.c_str(), cmd.c_str());
+  }
+  // Mesh jobs run as the jobs above, one attempt at a time: say which is which.
+  if (auto mesh = api(ctx, "GET", std::string("/v1/mesh/jobs") + (all ? "?all=1" : "")); mesh) {
+    for (const auto& m : (*mesh)["jobs"]) {
+      std::string attempts;
+      for (const auto& a : m["attempts"]) {
+        attempts += (attempts.empty() ? "" : ", ") + short_id(a.value("job_id", "")) + " on " +
+                    a.value("provider_name", "") + " (" + a.value("state", "") + ")";
+      }
+      std::printf("mesh job %s: %s; attempts: %s\n", short_id(m.value("mesh_job_id", "")).c_str(),
+                  m.value("state", "").c_str(), attempts.empty() ? "none yet" : attempts.c_str());
+    }
   }
   return kExitOk;
 }

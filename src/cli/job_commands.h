@@ -35,6 +35,19 @@ struct RunArgs {
   bool mesh = false;
   std::optional<std::string> cuda;  // least compute capability, "8.0"
   std::vector<std::string> labels;  // KEY=VALUE
+  std::optional<std::string> group;  // only providers in this group (name or id prefix)
+  // --mesh with --retries: a mesh job the daemon supervises (node/mesh_jobs.h):
+  // requeued when its provider is lost, rerun up to N times when it fails.
+  std::optional<int> retries;
+  // --mesh --replicas K: K providers run it; a quorum of their output
+  // digests (or of --validator's verdicts, run in each replica's folder) decides.
+  std::optional<int> replicas;
+  std::optional<std::string> validator;
+  // --mesh --array 0-N[%LIMIT] / --array-file FILE: an array of tasks
+  // (cli/array_commands.h); --retries then counts per task.
+  std::optional<std::string> array;
+  std::string array_file;
+  std::optional<int> per_task_gpus;  // --gpus for each task
 };
 
 // Exit code: the job's own when it ran to an end; kExitCouldNotRun when it

@@ -1,6 +1,7 @@
 #include "cli/mesh_commands.h"
 
 #include <charconv>
+#include <chrono>
 #include <map>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -17,10 +18,47 @@ using nlohmann::json;
 // Offers, dialling and each provider's answer: generous, the daemon bounds each step.
 constexpr std::chrono::minutes kLeaseTimeout{2};
 
+std::string query_escape(const std::string& s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+        c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
 std::string age_text(int64_t ms) {
   if (ms < 1000) return "now";
   if (ms < 120'000) return std::to_string(ms / 1000) + "s ago";
   return std::to_string(ms / 60'000) + "m ago";
+}
+
+// "reputation 0.82, benchmark passed 2m ago (64x64 in 0.21 s)" for one provider of GET /v1/mesh.
+std::string standing_text(const json& p) {
+  char rep[64];
+  std::snprintf(rep, sizeof rep, "reputation %.2f", p.value("reputation", 0.0));
+  std::string out = rep;
+  const json& b = p.contains("benchmark") ? p["benchmark"] : json(nullptr);
+  if (!b.is_object()) return out + ", not benchmarked (`yonder mesh verify " + p.value("name", "PEER") + "`)";
+  const json& d = b.contains("details") && b["details"].is_object() ? b["details"] : json::object();
+  int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  out += ", benchmark " + b.value("outcome", std::string("?")) + " " + age_text(now_ms - b.value("at_ms", now_ms));
+  int n = d.value("n", 0);
+  if (d.contains("seconds") && d["seconds"].is_number()) {
+    char t[96];
+    std::snprintf(t, sizeof t, " (%dx%d in %.2f s)", n, n, d["seconds"].get<double>());
+    out += t;
+  }
+  if (d.contains("reason") && d["reason"].is_string()) out += ": " + d["reason"].get<std::string>();
+  return out;
 }
 
 }  // namespace
@@ -42,14 +80,22 @@ Result<uint32_t> parse_cuda_capability(const std::string& text) {
   return a * 100 + b;
 }
 
-int cmd_mesh(const Context& ctx) {
-  auto r = api(ctx, "GET", "/v1/mesh");
+int cmd_mesh(const Context& ctx, const std::string& group, bool cached) {
+  std::string query;
+  if (!group.empty()) query += "group=" + query_escape(group);
+  if (cached) query += std::string(query.empty() ? "" : "&") + "refresh=0";
+  auto r = api(ctx, "GET", query.empty() ? "/v1/mesh" : "/v1/mesh?" + query);
   if (!r) return fail(ctx, r.error());
   if (ctx.json) {
     std::printf("%s\n", r->dump(2).c_str());
     return kExitOk;
   }
   const json& providers = (*r)["providers"];
+  if (!group.empty() && (!providers.is_array() || providers.empty())) {
+    std::printf("no paired provider is in group %s (`yonder group members %s` lists them)\n", group.c_str(),
+                group.c_str());
+    return kExitOk;
+  }
   if (!providers.is_array() || providers.empty()) {
     std::printf("no paired providers: pair with one (`yonder pair LINK`, a link shared with `--capabilities run,mesh`)\n");
     return kExitOk;
@@ -83,6 +129,7 @@ int cmd_mesh(const Context& ctx) {
     std::printf("%-20s  %-28s  %5d  %5d  %8s  %-10s  %-10s  %s\n", name.substr(0, 20).c_str(), gpus.substr(0, 28).c_str(),
                 p.value("free", 0), p.value("queue_depth", 0), rtt, path.c_str(), fresh.c_str(), labels.c_str());
     if (p.contains("error")) std::printf("  (last ask failed: %s)\n", p.value("error", "").c_str());
+    if (p.contains("reputation")) std::printf("  %s\n", standing_text(p).c_str());
   }
   const json& t = (*r)["totals"];
   std::printf("total: %d provider(s), %d GPU(s), %d free, %d job(s) queued\n", t.value("providers", 0),
@@ -90,7 +137,38 @@ int cmd_mesh(const Context& ctx) {
   return kExitOk;
 }
 
-Result<MeshLease> mesh_lease(const Context& ctx, const MeshNeeds& needs) {
+int cmd_mesh_verify(const Context& ctx, const std::string& peer, uint32_t size) {
+  json body = {{"peer", peer}};
+  if (size > 0) body["size"] = size;
+  if (!ctx.json) std::fprintf(stderr, "yonder: running the known-answer benchmark on %s...\n", peer.c_str());
+  // The daemon answers when the job is over (mesh.benchmark_timeout_s bounds it).
+  auto r = api(ctx, "POST", "/v1/mesh/verify", body, std::chrono::hours(25));
+  if (!r) return fail(ctx, r.error());
+  bool passed = r->value("outcome", "") == "passed";
+  if (ctx.json) {
+    std::printf("%s\n", r->dump(2).c_str());
+    return passed ? kExitOk : kExitVerificationFailed;
+  }
+  const json& v = (*r)["verification"];
+  const json& d = v.contains("details") && v["details"].is_object() ? v["details"] : json::object();
+  std::printf("%s (%s): benchmark %s\n", (*r)["provider"].value("name", "").c_str(),
+              (*r)["provider"].value("node_id", "").substr(0, 7).c_str(), passed ? "passed" : "FAILED");
+  int n = d.value("n", 0);
+  std::printf("  job %s: %dx%d integer matrix product mod 65521, checksum %s (expected %s)\n",
+              r->value("job_id", "").c_str(), n, n,
+              d.contains("answer") ? d["answer"].dump().c_str() : "none", d.value("expected", json(nullptr)).dump().c_str());
+  if (d.contains("seconds") && d["seconds"].is_number()) {
+    std::printf("  %.2f s, %.3g multiply-adds/s (timed by the provider)\n", d["seconds"].get<double>(),
+                d.value("rate_madds_per_s", 0.0));
+  }
+  std::string model = d.value("gpu_model", "");
+  std::printf("  GPU model it advertises: %s (a CPU benchmark checks the answer, not the model)\n",
+              model.empty() ? "none" : model.c_str());
+  if (d.contains("reason")) std::printf("  why it failed: %s\n", d.value("reason", "").c_str());
+  return passed ? kExitOk : kExitVerificationFailed;
+}
+
+Result<json> mesh_lease_body(const MeshNeeds& needs) {
   json body = {{"gpus", needs.gpus}, {"vram_bytes", needs.vram_bytes}};
   if (needs.cuda) {
     auto cap = parse_cuda_capability(*needs.cuda);
@@ -106,7 +184,14 @@ Result<MeshLease> mesh_lease(const Context& ctx, const MeshNeeds& needs) {
     labels[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (!labels.empty()) body["labels"] = labels;
-  auto r = api(ctx, "POST", "/v1/mesh/lease", body, kLeaseTimeout);
+  if (needs.group) body["group"] = *needs.group;
+  return body;
+}
+
+Result<MeshLease> mesh_lease(const Context& ctx, const MeshNeeds& needs) {
+  auto body = mesh_lease_body(needs);
+  if (!body) return std::move(body).error();
+  auto r = api(ctx, "POST", "/v1/mesh/lease", *body, kLeaseTimeout);
   if (!r) return std::move(r).error();
   for (const auto& f : (*r)["refusals"]) {
     std::fprintf(stderr, "yonder: mesh: %s refused: %s\n", f.value("name", "").c_str(), f.value("reason", "").c_str());

@@ -4,6 +4,7 @@
 // to the chosen provider through the usual run path, then mesh_bind).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,7 +14,14 @@
 
 namespace yonder::cli {
 
-int cmd_mesh(const Context& ctx);
+// `group`: only the members of that group (name or id prefix). `cached`:
+// what the daemon holds (pulled earlier or pushed by the providers), asking no one.
+int cmd_mesh(const Context& ctx, const std::string& group = "", bool cached = false);
+// `yonder mesh verify PEER [--size N]`: runs the known-answer benchmark on
+// PEER (POST /v1/mesh/verify) and prints the outcome; exits
+// kExitVerificationFailed when the provider failed it. size 0: the
+// daemon's mesh.benchmark_size.
+int cmd_mesh_verify(const Context& ctx, const std::string& peer, uint32_t size = 0);
 
 // What a job asks the mesh for.
 struct MeshNeeds {
@@ -21,6 +29,7 @@ struct MeshNeeds {
   uint64_t vram_bytes = 0;                // per GPU
   std::optional<std::string> cuda;        // "8.0": the least compute capability
   std::vector<std::string> labels;        // KEY=VALUE, all required
+  std::optional<std::string> group;       // only members of this group (name or id prefix)
 };
 // The lease the daemon got for a job.
 struct MeshLease {
@@ -32,6 +41,8 @@ struct MeshLease {
 // "8.6" -> 806. kInvalidArgument for anything but MAJOR[.MINOR], each 0..99.
 Result<uint32_t> parse_cuda_capability(const std::string& text);
 
+// The body of POST /v1/mesh/lease for `needs` (also a mesh job's "needs").
+Result<nlohmann::json> mesh_lease_body(const MeshNeeds& needs);
 // Places the job and books the chosen provider's devices (POST
 // /v1/mesh/lease); prints on stderr which provider was chosen and why (its
 // score's parts) and who refused on the way.

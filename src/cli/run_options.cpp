@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -51,7 +52,7 @@ std::string relative_to(const std::string& base_dir, const std::string& path) {
 // The keys of a job file, in the order docs/cli.md lists them.
 constexpr const char* kJobKeys =
     "on, image, command, gpus, vram, cpus, memory, disk, time, env, env_file, workdir, out, ports, upload, "
-    "no_upload, detach, tty";
+    "no_upload, detach, tty, mesh, cuda, labels, group, retries, replicas, validator";
 
 class JobFileReader {
  public:
@@ -184,6 +185,44 @@ class JobFileReader {
       YONDER_ASSIGN(a.detach, boolean(n, key));
     } else if (key == "tty") {
       YONDER_ASSIGN(a.tty, boolean(n, key));
+    } else if (key == "mesh") {
+      YONDER_ASSIGN(a.mesh, boolean(n, key));
+    } else if (key == "cuda") {
+      if (auto s = n.as_string()) {
+        a.cuda = s->get();
+      } else if (auto f = n.as_floating_point()) {
+        char text[16];
+        std::snprintf(text, sizeof text, "%.1f", f->get());
+        a.cuda = text;
+      } else {
+        return bad(n, key, "a compute capability like \"8.0\"");
+      }
+    } else if (key == "retries" || key == "replicas") {
+      auto i = n.as_integer();
+      if (i == nullptr || i->get() < 0 || i->get() > 100) return bad(n, key, "a whole number");
+      (key == "retries" ? a.retries : a.replicas) = static_cast<int>(i->get());
+    } else if (key == "validator") {
+      std::string v;
+      YONDER_ASSIGN(v, string(n, key));
+      a.validator = v;
+    } else if (key == "group") {
+      std::string g;
+      YONDER_ASSIGN(g, string(n, key));
+      a.group = g;
+    } else if (key == "labels") {
+      // [labels] site = "lab2", or ["site=lab2"] like --label.
+      if (auto* table = n.as_table()) {
+        for (auto&& [label_key, value] : *table) {
+          auto s = value.as_string();
+          if (s == nullptr) return bad(value, "labels." + std::string(label_key.str()), "a string");
+          a.labels.push_back(std::string(label_key.str()) + "=" + s->get());
+        }
+      } else {
+        YONDER_ASSIGN(a.labels, strings(n, key, "a table ([labels] with key = \"value\") or [\"key=value\", ...]"));
+        for (const auto& l : a.labels) {
+          if (l.find('=') == std::string::npos || l[0] == '=') return bad(n, key, "made of \"key=value\" strings");
+        }
+      }
     } else {
       return invalid(at(n) + ": unknown key `" + key.substr(0, 64) + "`; a job file has " + kJobKeys);
     }
@@ -321,6 +360,13 @@ Result<RunArgs> effective_run_args(const RunArgs& given, const config::EnvFn& en
     }
     out.detach = given.detach || file.detach;
     out.tty = given.tty || file.tty;
+    out.mesh = given.mesh || file.mesh;
+    fill(out.labels, file.labels);
+    if (!out.cuda) out.cuda = file.cuda;
+    if (!out.group) out.group = file.group;
+    if (!out.retries) out.retries = file.retries;
+    if (!out.replicas) out.replicas = file.replicas;
+    if (!out.validator) out.validator = file.validator;
   }
   // The environment, by layers: each later one wins (cmd_run keeps the last
   // value of a name).

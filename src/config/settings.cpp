@@ -107,6 +107,33 @@ constexpr std::array kSettings = {
                 "to the next provider in the plan."},
     SettingSpec{"mesh.advertisement_ttl_s", T::kInt, "120", "120", "", "",
                 "How long (s) the capacity this provider advertises counts as fresh for its peers."},
+    SettingSpec{"mesh.advertisement_push_s", T::kInt, "30", "30", "", "",
+                "How often (s) this provider pushes its signed capacity to the peers it grants `mesh`, besides a push "
+                "about a second after it changes (a job submitted or ended, a lease granted or released); 0 turns "
+                "pushes off (peers then ask when they look)."},
+    SettingSpec{"mesh.provider_timeout_s", T::kInt, "60", "60", "", "",
+                "How long (s) a provider running one of this node's mesh jobs may go without answering before the "
+                "attempt counts as lost and the job is requeued on another provider (from its last checkpoint)."},
+    SettingSpec{"mesh.max_requeues", T::kInt, "3", "3", "", "",
+                "How many times a mesh job is requeued after a provider lost it or could not start it before it "
+                "fails (`--retries N` counts the job's own failures separately)."},
+    SettingSpec{"mesh.checkpoint_interval_s", T::kInt, "30", "30", "", "",
+                "How often (s) the `checkpoint/` folder of a running mesh job's workspace is copied to this node, "
+                "to restart the job from it elsewhere if its provider is lost."},
+    SettingSpec{"mesh.benchmark_image", T::kString, "docker.io/library/debian:12", "docker.io/library/debian:12",
+                "YONDER_MESH_BENCHMARK_IMAGE", "",
+                "Image of the known-answer benchmark (`yonder mesh verify`): any image with sh and awk that the "
+                "providers allow. It checks a correct answer and measures a rate on the CPU; on GPU providers use an "
+                "image that runs the same check as a CUDA matrix product (output contract in src/mesh/benchmark.h), since a CPU answer says "
+                "nothing about the GPU model."},
+    SettingSpec{"mesh.benchmark_size", T::kInt, "64", "64", "", "",
+                "n of the benchmark's n x n matrix product mod a prime (1..512); the work grows as n^3."},
+    SettingSpec{"mesh.benchmark_interval_s", T::kInt, "86400", "86400", "YONDER_MESH_BENCHMARK_INTERVAL_S", "",
+                "Automatic known-answer benchmarks: about every this many seconds (each wait drawn from 0.5x..1.5x) "
+                "one paired provider drawn at random, and each provider that joins a group this node owns or "
+                "administers; 0: only `yonder mesh verify`."},
+    SettingSpec{"mesh.benchmark_timeout_s", T::kInt, "600", "600", "", "",
+                "A benchmark job still running after this many seconds is stopped and counts as a failed check."},
     SettingSpec{"gpu.vram_check_interval_ms", T::kInt, "2000", "2000", "", "",
                 "How often running jobs' GPU memory is sampled (NVML per-process accounting) against their VRAM limit."},
     SettingSpec{"gpu.fake_without_runtime", T::kBool, "false", "false", "YONDER_GPU_FAKE_WITHOUT_RUNTIME", "",

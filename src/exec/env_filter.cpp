@@ -16,6 +16,7 @@ constexpr std::array<std::string_view, 8> kReservedNames = {
 // (VISIBLE_DEVICES, DRIVER_CAPABILITIES, REQUIRE_*, DISABLE_REQUIRE,
 // MIG_CONFIG_DEVICES, ...); YONDER_* is ours.
 constexpr std::array<std::string_view, 2> kReservedPrefixes = {"NVIDIA_", "YONDER_"};
+constexpr std::string_view kArrayPrefix = "YONDER_ARRAY_";
 
 std::string upper(std::string_view s) {
   std::string out(s);
@@ -34,6 +35,9 @@ bool is_valid_env_name(std::string_view name) {
 
 bool is_reserved_env(std::string_view name) {
   std::string u = upper(name);
+  // An array task's index and parameter line (issue 12) are the consumer's
+  // to give: they select nothing on the provider.
+  if (u.rfind(kArrayPrefix, 0) == 0) return false;
   for (auto n : kReservedNames) {
     if (u == n) return true;
   }
@@ -55,6 +59,11 @@ Status check_consumer_env(const std::map<std::string, std::string>& env) {
                             "' is not valid: use letters, digits and '_', not starting with a digit");
     }
     if (is_reserved_env(name)) {
+      if (upper(name).rfind("YONDER_", 0) == 0) {
+        return make_error(ErrorCode::kPermissionDenied,
+                          "environment variable " + name +
+                              " is set by the provider and cannot be set by a job (only YONDER_ARRAY_* can); rename it");
+      }
       return make_error(ErrorCode::kPermissionDenied,
                         "environment variable " + name +
                             " is set by the provider from the job's GPU lease and cannot be set by a job; remove it "

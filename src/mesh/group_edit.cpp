@@ -110,6 +110,25 @@ Result<Membership> without_member(const Membership& held, const PeerKey& who) {
   return m;
 }
 
+Result<Membership> with_role(const Membership& held, const PeerKey& who, MemberRole role) {
+  if (who == held.owner) {
+    return make_error(ErrorCode::kPermissionDenied,
+                      "the owner of group " + held.name + " is always an admin; its role cannot change");
+  }
+  Membership m = next_of(held);
+  auto it = std::find_if(m.members.begin(), m.members.end(), [&](const Member& x) { return x.id == who; });
+  if (it == m.members.end()) {
+    return make_error(ErrorCode::kNotFound, "that node is not a member of group " + held.name);
+  }
+  if (it->role == role) {
+    return make_error(ErrorCode::kAlreadyExists, std::string("that node is ") +
+                                                     (role == MemberRole::kAdmin ? "an admin" : "no admin") +
+                                                     " of group " + held.name + " already");
+  }
+  it->role = role;
+  return m;
+}
+
 Result<Membership> with_label(const Membership& held, const PeerKey& who, const std::string& key,
                               const std::string& value) {
   YONDER_TRY(check_label(key, value));

@@ -27,6 +27,11 @@ Result<Membership> with_member(const Membership& held, const PeerKey& who,
                                const std::map<std::string, std::string>& labels = {});
 // `who` is no longer listed. kNotFound when it is not; kPermissionDenied for the owner.
 Result<Membership> without_member(const Membership& held, const PeerKey& who);
+// Makes a listed member an admin (kAdmin) or a plain member again (kMember).
+// kNotFound when `who` is not listed; kPermissionDenied for the owner (always
+// an admin); kAlreadyExists when it has that role already. Only the owner
+// signs such a version (node/groups.cpp; an admin cannot promote others).
+Result<Membership> with_role(const Membership& held, const PeerKey& who, MemberRole role);
 // Sets (an empty value: removes) one label of a listed member.
 Result<Membership> with_label(const Membership& held, const PeerKey& who, const std::string& key,
                               const std::string& value);

@@ -37,7 +37,10 @@ struct Receipt {
   UnixMs start_ms = 0;
   UnixMs end_ms = 0;        // >= start_ms
   int32_t exit_status = 0;  // the job's exit code, or 128+signal
-  std::string output_hash;  // 64 lower-case hex (SHA-256 of the output archive)
+  // 64 lower-case hex: the job's outputs, its stdout and stderr and the
+  // workspace files it created or changed (jobs/provider/job_log.h
+  // output_sha256, jobs/provider/workspace_digest.h): equal runs, equal hashes.
+  std::string output_hash;
   Bytes provider_signature;
   Bytes consumer_signature;  // empty until countersigned
 

@@ -27,8 +27,8 @@ TrustResult compute_trust(const std::vector<Receipt>& receipts, const std::vecto
     peer_set.insert(r.provider);
   }
   for (const auto& o : outcomes) {
-    if (o.agreed || o.judge == o.provider) continue;
-    sat[{o.judge, o.provider}] -= params.penalty_gpu_seconds;
+    if (o.judge == o.provider || (o.agreed && !o.known_answer)) continue;
+    sat[{o.judge, o.provider}] += o.agreed ? params.benchmark_pass_gpu_seconds : -params.penalty_gpu_seconds;
     peer_set.insert(o.judge);
     peer_set.insert(o.provider);
   }

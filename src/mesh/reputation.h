@@ -5,7 +5,10 @@
 // Local trust: consumer i's satisfaction with provider j is the normalised
 // GPU-seconds j served i (verified, countersigned receipts: i vouched for
 // them) minus penalty_gpu_seconds for every verification in which i saw j
-// outvoted; s_ij = max(0, that), c_ij = s_ij / sum_j s_ij, and a peer with
+// outvoted or saw fail a known-answer benchmark, plus
+// benchmark_pass_gpu_seconds for every benchmark i saw j pass (a correct
+// answer is a little evidence on its own, even for a job too short to
+// leave GPU-seconds in its receipt); s_ij = max(0, that), c_ij = s_ij / sum_j s_ij, and a peer with
 // no positive opinion trusts the pre-trusted peers (c_i = p).
 // Global trust: t <- (1 - a) C^T t + a p, from t = p, until the L1 change is
 // below tolerance (or max_iterations): p is uniform over the pre-trusted
@@ -31,12 +34,14 @@ struct TrustParams {
   double tolerance = 1e-9;  // stop when sum |t' - t| < tolerance
   int max_iterations = 200;
   double penalty_gpu_seconds = 3600.0;  // one outvoted replica costs an hour of served work
+  double benchmark_pass_gpu_seconds = 60.0;  // one passed known-answer benchmark counts like a minute
 };
 
 struct VerificationOutcome {
   PeerKey judge{};  // the consumer that ran the replicas
   PeerKey provider{};
-  bool agreed = true;  // false: outvoted (quorum.h)
+  bool agreed = true;  // false: outvoted (quorum.h), or a failed benchmark
+  bool known_answer = false;  // a known-answer benchmark (agreed = passed), not a replica
 };
 
 struct TrustResult {

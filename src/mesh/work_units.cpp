@@ -199,6 +199,33 @@ std::vector<uint64_t> ArrayRun::redundant_attempts() const {
   return out;
 }
 
+Status ArrayRun::reopen(uint32_t task) {
+  if (task >= tasks_.size() || tasks_[task].state != TaskState::kDone) {
+    return make_error(ErrorCode::kFailedPrecondition, "task " + std::to_string(task) + " is not done");
+  }
+  Task& t = tasks_[task];
+  t.state = TaskState::kPending;
+  t.result.clear();
+  if (t.result_by) t.avoid.insert(*t.result_by);
+  t.result_by.reset();
+  pending_.insert(task);
+  ++retried_;
+  return ok_status();
+}
+
+Result<uint64_t> ArrayRun::adopt(uint32_t task, UnixMs now) {
+  if (task >= tasks_.size() || tasks_[task].state != TaskState::kPending) {
+    return make_error(ErrorCode::kFailedPrecondition, "task " + std::to_string(task) + " is not waiting to run");
+  }
+  pending_.erase(task);
+  tasks_[task].state = TaskState::kRunning;
+  uint64_t id = next_attempt_++;
+  attempts_[id] = Attempt{task, std::nullopt, now, false};
+  tasks_[task].running.push_back(id);
+  if (first_start_ == 0) first_start_ = now;
+  return id;
+}
+
 uint32_t ArrayRun::retry_failed() {
   uint32_t n = 0;
   for (uint32_t i = 0; i < tasks_.size(); ++i) {
@@ -289,6 +316,9 @@ UnixMs ArrayRun::estimate_left_ms(UnixMs now) const {
 }
 
 nlohmann::json ArrayRun::to_json() const {
+  // Providers are named once; a task's "by" is an index into that list.
+  std::map<PeerKey, size_t> index;
+  nlohmann::json providers = nlohmann::json::array();
   nlohmann::json tasks = nlohmann::json::array();
   for (const auto& t : tasks_) {
     // Running tasks are kept as pending: their attempts are the driver's.
@@ -297,7 +327,11 @@ nlohmann::json ArrayRun::to_json() const {
     if (t.failures) j["f"] = t.failures;
     if (t.losses) j["l"] = t.losses;
     if (!t.result.empty()) j["r"] = t.result;
-    if (t.result_by) j["by"] = NodeId(*t.result_by).to_string();
+    if (t.result_by) {
+      auto [it, fresh] = index.emplace(*t.result_by, index.size());
+      if (fresh) providers.push_back(NodeId(*t.result_by).to_string());
+      j["by"] = it->second;
+    }
     tasks.push_back(std::move(j));
   }
   return {{"v", 1},
@@ -307,6 +341,10 @@ nlohmann::json ArrayRun::to_json() const {
           {"max_losses", spec_.max_losses},
           {"max_speculative", spec_.max_speculative},
           {"cancelled", cancelled_},
+          {"retried", retried_},
+          {"lost", lost_},
+          {"discarded", discarded_},
+          {"providers", std::move(providers)},
           {"state", std::move(tasks)}};
 }
 
@@ -335,6 +373,18 @@ Result<ArrayRun> ArrayRun::from_json_unchecked(const nlohmann::json& j) {
   spec.max_speculative = j.value("max_speculative", 2u);
   ArrayRun run(spec);
   run.cancelled_ = j.value("cancelled", false);
+  std::vector<PeerKey> providers;
+  if (j.contains("providers")) {
+    if (!j["providers"].is_array()) return bad("providers");
+    for (const auto& p : j["providers"]) {
+      auto id = p.is_string() ? NodeId::parse(p.get<std::string>()) : Result<NodeId>(make_error(ErrorCode::kDataLoss, "x"));
+      if (!id) return bad("provider id");
+      providers.push_back(id->public_key());
+    }
+  }
+  run.retried_ = j.value("retried", uint64_t{0});
+  run.lost_ = j.value("lost", uint64_t{0});
+  run.discarded_ = j.value("discarded", uint64_t{0});
   run.pending_.clear();
   for (uint32_t i = 0; i < spec.tasks; ++i) {
     const auto& t = st[i];
@@ -344,10 +394,11 @@ Result<ArrayRun> ArrayRun::from_json_unchecked(const nlohmann::json& j) {
     task.failures = t.value("f", 0u);
     task.losses = t.value("l", 0u);
     task.result = t.value("r", "");
-    if (t.contains("by") && t["by"].is_string()) {
-      auto id = NodeId::parse(t["by"].get<std::string>());
-      if (!id) return bad("task " + std::to_string(i) + " provider");
-      task.result_by = id->public_key();
+    if (t.contains("by")) {
+      if (!t["by"].is_number_unsigned() || t["by"].get<uint64_t>() >= providers.size()) {
+        return bad("task " + std::to_string(i) + " provider");
+      }
+      task.result_by = providers[t["by"].get<size_t>()];
     }
     if (s == "done") {
       task.state = TaskState::kDone;

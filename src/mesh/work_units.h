@@ -100,6 +100,13 @@ class ArrayRun {
   // (and then reports them kStopped).
   std::vector<uint64_t> redundant_attempts() const;
 
+  // After a restart: task `task` (pending in the restored state) has an
+  // attempt still running somewhere; it gets a new attempt id, provider
+  // unknown until started().
+  Result<uint64_t> adopt(uint32_t task, UnixMs now);
+  // A done task whose result could not be collected (its provider vanished
+  // before the outputs came home) runs again; its result is dropped.
+  Status reopen(uint32_t task);
   // `retry --failed`: failed tasks become pending with fresh tries.
   uint32_t retry_failed();
   // Cancel: nothing more starts; running attempts are the driver's to stop.

@@ -38,8 +38,13 @@
 #include "node/receipts_consumer.h"
 #include "node/receipts_provider.h"
 #include "node/mesh_consumer.h"
+#include "node/mesh_arrays.h"
+#include "node/mesh_jobs.h"
 #include "node/mesh_provider.h"
 #include "node/groups.h"
+#include "node/mesh_benchmark.h"
+#include "node/mesh_opinions.h"
+#include "node/verifications.h"
 #include "jobs/receipts/receipt_store.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "node/setup.h"
@@ -214,6 +219,28 @@ int run_daemon(const DaemonOptions& options) {
   MeshConsumer mesh_consumer(io, *peer_link, *mesh_settings);
   mesh_consumer.set_credits(&credits);
   mesh_consumer.add_routes(router);
+  mesh_consumer.register_methods();  // advertisement.push from providers
+  remote_provider.set_on_job_submitted([&] { mesh_provider.changed(); });
+  // Mesh jobs (`run --mesh --retries N`): persisted, requeued when a provider is lost, checkpoints synced.
+  auto mesh_job_settings = mesh_job_settings_from_config(*cfg);
+  if (!mesh_job_settings) return fail(mesh_job_settings.error());
+  auto mesh_job_store = MeshJobStore::open(paths->database());
+  if (!mesh_job_store) return fail(mesh_job_store.error());
+  MeshJobs mesh_jobs(io, pool, *peer_link, mesh_consumer, remote_consumer, fetch_consumer, std::move(*mesh_job_store),
+                     paths->home + "/mesh-jobs", *mesh_job_settings);
+  mesh_jobs.add_routes(router);
+  mesh_jobs.start();
+  // Array jobs (issue 12): each task attempt is a mesh job, created through
+  // the mesh job routes in-process (a router of their own: the main one
+  // moves into the API server).
+  api::Router array_task_routes;
+  mesh_jobs.add_routes(array_task_routes);
+  RouterTaskRunner array_runner(array_task_routes);
+  auto array_store = MeshArrayStore::open(paths->database());
+  if (!array_store) return fail(array_store.error());
+  MeshArrays mesh_arrays(io, pool, array_runner, fetch_consumer, std::move(*array_store));
+  mesh_arrays.add_routes(router);
+  mesh_arrays.start();
   // --- end mesh
   // --- groups (issue 10): signed membership lists in SQLite, invites as share links, gossip on the links.
   auto group_store = GroupStore::open(paths->database());
@@ -222,7 +249,26 @@ int run_daemon(const DaemonOptions& options) {
   if (auto st = groups.load(); !st) return fail(st.error());
   groups.register_methods();
   groups.add_routes(router);
+  mesh_consumer.set_groups(&groups);  // `run --mesh --group G`, `yonder mesh --group G`
   // --- end groups
+  // --- reputation and verification (issue 10): checks recorded and signed (verifications), mesh.opinions,
+  // EigenTrust fed to placement, the known-answer benchmark (`yonder mesh verify`).
+  auto verifications = Verifications::open(paths->database(), *identity);
+  if (!verifications) return fail(verifications.error());
+  mesh_jobs.set_verifications(verifications->get());  // --replicas: who agreed, who was outvoted
+  MeshOpinions mesh_opinions(io, pool, *peer_link, *identity, **receipt_store, **verifications);
+  mesh_opinions.set_groups(&groups);
+  mesh_opinions.register_methods();
+  mesh_opinions.add_routes(router);
+  mesh_consumer.set_opinions(&mesh_opinions);
+  mesh_opinions.start(std::chrono::minutes(5));  // reputation stays current without `yonder mesh`
+  auto benchmark_settings = benchmark_settings_from_config(*cfg);
+  if (!benchmark_settings) return fail(benchmark_settings.error());
+  MeshBenchmark mesh_benchmark(io, *peer_link, remote_consumer, **verifications, mesh_opinions, *benchmark_settings);
+  mesh_benchmark.add_routes(router);
+  mesh_benchmark.start();
+  groups.set_on_member_added([&](const mesh::PeerKey& member) { mesh_benchmark.on_member_joined(member); });
+  // --- end reputation and verification
   router.add("GET", "/v1/status", [&](const api::Request&, api::Reply reply) {
     auto uptime = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
     reply(api::Response::json(

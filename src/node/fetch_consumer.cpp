@@ -10,6 +10,7 @@
 #include <sodium.h>
 
 #include "jobs/consumer/consumer_jobs.h"
+#include "node/in_process.h"
 #include "transfer/tree_extract.h"
 #include "transfer/tree_fetch.h"
 
@@ -38,7 +39,7 @@ void remove_tree(const std::string& dir) {
 
 // One fetch in flight: the extractor the archive goes into.
 struct Fetch {
-  std::string job_id, dir, tmp;
+  std::string job_id, dir, tmp, base;  // base: what "changed" is judged against (default dir)
   std::unique_ptr<transfer::TreeExtractor> x;
   std::shared_ptr<link::Tunnel> tunnel;
   Reply reply;
@@ -55,6 +56,10 @@ FetchConsumer::FetchConsumer(asio::io_context& io, asio::thread_pool& pool, Peer
 
 void FetchConsumer::add_routes(api::Router& router) {
   router.add("POST", "/v1/jobs/fetch", [this](const Request& req, Reply reply) { fetch(req, std::move(reply)); });
+}
+
+void FetchConsumer::fetch_into(const nlohmann::json& body, std::function<void(Result<nlohmann::json>)> answer) {
+  fetch(local_post("/v1/jobs/fetch", body), reply_to(std::move(answer)));
 }
 
 void FetchConsumer::fetch(const Request& req, Reply reply) {
@@ -82,6 +87,15 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
   auto f = std::make_shared<Fetch>();
   f->job_id = body["job_id"];
   f->dir = dir;
+  // "base": judge what changed against this folder instead of "dir" (an
+  // array task's outputs go to a folder of their own, judged against the
+  // task's input folder).
+  if (body.contains("base")) {
+    if (!body["base"].is_string() || body["base"].get<std::string>().empty() || body["base"].get<std::string>()[0] != '/') {
+      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"base\" must be an absolute path")));
+    }
+    f->base = body["base"];
+  }
   f->reply = std::move(reply);
   if (body.contains("transfer_id") && body["transfer_id"].is_string()) f->transfer_id = body["transfer_id"];
   // Ends the transfer's progress whichever way the fetch ends.
@@ -104,7 +118,7 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
       } else {
         transfer::ArchiveLimits limits;
         limits.max_bytes = kMaxFetchBytes;
-        auto have = transfer::have_manifest(f->dir, limits, kMaxManifestJson);
+        auto have = transfer::have_manifest(f->base.empty() ? f->dir : f->base, limits, kMaxManifestJson);
         if (have) params["have"] = transfer::manifest_to_json(*have);  // too big a folder: fetch it all
       }
       transfer::ArchiveLimits limits;

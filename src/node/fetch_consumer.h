@@ -1,11 +1,13 @@
 // The consumer's side of bringing files home from a job's workspace:
 //
-//   POST /v1/jobs/fetch {"job_id", "dir", "paths"?: [...]}
+//   POST /v1/jobs/fetch {"job_id", "dir", "paths"?: [...], "base"?: folder}
 //       -> {"files": [relative paths written], "bytes"}
 //
 // Without "paths", fetches what changed: the files of the job's workspace
 // that differ from (or are missing in) `dir`, judged by size and SHA-256
-// against a manifest of `dir` sent with the request (list_tree's rules).
+// against a manifest of `dir` (or of "base" when given: an array task's
+// outputs are judged against its input folder) sent with the request
+// (list_tree's rules).
 // The archive goes into a fresh `dir/.yonder-fetch-*` folder first (nothing
 // in it can be a link), then each file is moved into place without passing
 // through a symbolic link or replacing a folder (transfer/tree_fetch.h), so
@@ -39,6 +41,9 @@ class FetchConsumer {
   FetchConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
                 std::shared_ptr<jobs::consumer::ConsumerJobStore> store);
   void add_routes(api::Router& router);
+  // POST /v1/jobs/fetch as a C++ call (node/mesh_jobs.h): `body` as the
+  // route takes it; `answer` (event loop) gets its answer.
+  void fetch_into(const nlohmann::json& body, std::function<void(Result<nlohmann::json>)> answer);
   // Where fetches report their progress ("transfer_id" in the request).
   void set_transfers(Transfers* t) { transfers_ = t; }
 

@@ -2,6 +2,8 @@
 
 #include <utility>  // before Boost.Asio (GCC 12)
 
+#include <set>
+
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
@@ -54,7 +56,9 @@ Status Groups::load() {
       (void)store_->remove(row.group_id);
       continue;
     }
-    groups_[row.group_id] = Held{std::move(*m)};
+    Held& h = groups_[row.group_id];
+    h.list = std::move(*m);
+    note_proof(h);
   }
   return ok_status();
 }
@@ -63,8 +67,8 @@ bool Groups::paired(const mesh::PeerKey& key) const {
   return link_.grant_of(key).has_value();
 }
 
-Result<Groups::Held*> Groups::find(const std::string& text) {
-  std::vector<Held*> by_name, by_id;
+Result<const Groups::Held*> Groups::find(const std::string& text) const {
+  std::vector<const Held*> by_name, by_id;
   for (auto& [id, g] : groups_) {
     if (g.list.name == text) by_name.push_back(&g);
     if (text.size() >= 4 && id.rfind(text, 0) == 0) by_id.push_back(&g);
@@ -77,6 +81,18 @@ Result<Groups::Held*> Groups::find(const std::string& text) {
   if (by_id.size() == 1) return by_id[0];
   return make_error(ErrorCode::kNotFound,
                     "this node is in no group \"" + text.substr(0, 80) + "\"; `yonder group list` shows its groups");
+}
+
+Result<Membership> Groups::membership(const std::string& name_or_id) const {
+  auto g = find(name_or_id);
+  if (!g) return std::move(g).error();
+  return (*g)->list;
+}
+
+std::vector<Membership> Groups::memberships() const {
+  std::vector<Membership> out;
+  for (const auto& [id, g] : groups_) out.push_back(g.list);
+  return out;
 }
 
 Result<mesh::PeerKey> Groups::member_key(const Held& g, const std::string& text) const {
@@ -118,13 +134,53 @@ Status Groups::adopt(const Membership& m, const std::optional<mesh::PeerKey>& fr
   row.version = m.version;
   row.membership_json = mesh::encode_membership(m);
   YONDER_TRY(store_->put(row));  // durable before anyone hears of it
-  groups_[m.group_id] = Held{m};
+  // Whom to tell: the members of the new list, and those of the previous
+  // one it drops (whoever removed them, so a removal by an admin that is not
+  // paired with the member still reaches it through the others).
+  std::set<mesh::PeerKey> to;
+  for (const auto& mem : m.members) to.insert(mem.id);
+  Held& h = groups_[m.group_id];
+  for (const auto& mem : h.list.members) to.insert(mem.id);
+  if (removed) to.insert(*removed);
+  h.list = m;
+  note_proof(h);
   spdlog::info("group {} is at version {} ({} members)", m.name, m.version, m.members.size());
-  for (const auto& mem : m.members) {
-    if (mem.id != self_ && (!from || mem.id != *from)) push(m, mem.id);
+  for (const auto& key : to) {
+    if (key != self_ && (!from || key != *from)) push(m, key);
   }
-  if (removed && (!from || *removed != *from)) push(m, *removed);
   return ok_status();
+}
+
+void Groups::note_proof(Held& h) const {
+  const Membership& m = h.list;
+  if (m.owner == self_ || !mesh::is_admin(m, self_)) {
+    h.proof.reset();
+    return;
+  }
+  if (m.signer == m.owner) h.proof = m;
+}
+
+void Groups::ask_proof(const std::string& group_id) {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end() || it->second.proof) return;
+  const Membership& held = it->second.list;
+  if (held.owner == self_ || !mesh::is_admin(held, self_) || !paired(held.owner)) return;
+  auto t = link_.target(id_text(held.owner));
+  if (!t) return;
+  link_.service().call(held.owner, t->addresses, "group.proof", json{{"group", group_id}},
+                       [this, group_id](Result<json> r) {
+                         auto g = groups_.find(group_id);  // may be gone by now
+                         if (!r || g == groups_.end() || !mesh::is_admin(g->second.list, self_)) return;
+                         auto p = mesh::decode_membership(string_field(*r, "membership"));
+                         const Membership& now = g->second.list;
+                         if (!p || p->group_id != group_id ||
+                             mesh::judge_membership_update(nullptr, now.owner, *p) != MembershipVerdict::kAccept ||
+                             !mesh::is_admin(*p, self_)) {
+                           spdlog::info("group {}: the owner's admin proof does not verify", now.name);
+                           return;
+                         }
+                         g->second.proof = std::move(*p);
+                       });
 }
 
 void Groups::push(const Membership& m, const mesh::PeerKey& to) {
@@ -201,6 +257,7 @@ json Groups::on_redeemed(const LinkIdBytes& id, const PublicKeyBytes& key) {
     spdlog::warn("group {}: {}", held.name, st.error().to_string());
     return json::object();
   }
+  if (on_member_added_) on_member_added_(key);
   return answer;
 }
 
@@ -209,44 +266,56 @@ void Groups::on_paired(const PublicKeyBytes& provider, const json& answer, std::
   if (invited == answer.end() || !invited->is_array() || invited->empty()) return done(json::array());
   auto t = link_.target(id_text(provider));
   if (!t) return done(json::array());
-  link_.service().call(provider, t->addresses, "group.sync", json::object(),
-                       [this, provider, done = std::move(done)](Result<json> r) {
-                         json joined = json::array();
-                         if (!r) {
-                           spdlog::info("pairing: could not ask {} for group lists: {}", id_text(provider).substr(0, 7),
-                                        r.error().message());
-                           return done(joined);
-                         }
-                         const json& lists = (*r)["memberships"];
-                         if (!lists.is_array()) return done(joined);
-                         for (const auto& text : lists) {
-                           if (!text.is_string()) continue;
-                           auto m = mesh::decode_membership(text.get<std::string>());
-                           if (!m) continue;
-                           if (groups_.count(m->group_id)) {
-                             (void)receive(provider, text.get<std::string>());
-                             continue;
-                           }
-                           // A group this node does not hold: only through the inviter just paired with.
-                           if (mesh::judge_membership_update(nullptr, m->owner, *m) != MembershipVerdict::kAccept ||
-                               !mesh::is_member(*m, self_) || !mesh::is_admin(*m, provider)) {
-                             continue;
-                           }
-                           if (auto st = adopt(*m, provider, std::nullopt); !st) {
-                             spdlog::warn("group {}: {}", m->name, st.error().to_string());
-                             continue;
-                           }
-                           spdlog::info("joined group {} ({}), owner {}", m->name, m->group_id, id_text(m->owner));
-                           joined.push_back(summary(groups_.at(m->group_id)));
-                         }
-                         done(joined);
-                       });
+  link_.service().call(
+      provider, t->addresses, "group.sync", json::object(), [this, provider, done = std::move(done)](Result<json> r) {
+        json joined = json::array();
+        if (!r) {
+          spdlog::info("pairing: could not ask {} for group lists: {}", id_text(provider).substr(0, 7),
+                       r.error().message());
+          return done(joined);
+        }
+        const json& lists = (*r)["memberships"];
+        if (!lists.is_array()) return done(joined);
+        const json& proofs = (*r)["proofs"];
+        // An admin-signed first list: valid with an owner-signed list naming its signer admin.
+        auto proven = [&](const Membership& m) {
+          if (!proofs.is_object() || m.signer != provider) return false;
+          auto p = mesh::decode_membership(string_field(proofs, m.group_id.c_str()));
+          return p && p->group_id == m.group_id &&
+                 mesh::judge_membership_update(nullptr, m.owner, *p) == MembershipVerdict::kAccept &&
+                 mesh::is_admin(*p, m.signer) && mesh::membership_signature_valid(m);
+        };
+        for (const auto& text : lists) {
+          if (!text.is_string()) continue;
+          auto m = mesh::decode_membership(text.get<std::string>());
+          if (!m) continue;
+          if (groups_.count(m->group_id)) {
+            (void)receive(provider, text.get<std::string>());
+            continue;
+          }
+          // A group this node does not hold: only through the inviter just paired with.
+          bool first = mesh::judge_membership_update(nullptr, m->owner, *m) == MembershipVerdict::kAccept;
+          if (!(first || proven(*m)) || !mesh::is_member(*m, self_) || !mesh::is_admin(*m, provider)) {
+            continue;
+          }
+          if (auto st = adopt(*m, provider, std::nullopt); !st) {
+            spdlog::warn("group {}: {}", m->name, st.error().to_string());
+            continue;
+          }
+          spdlog::info("joined group {} ({}), owner {}", m->name, m->group_id, id_text(m->owner));
+          joined.push_back(summary(groups_.at(m->group_id)));
+        }
+        done(joined);
+      });
 }
 
 void Groups::on_session(const PublicKeyBytes& peer) {
+  std::vector<std::string> proofless;
   for (const auto& [id, g] : groups_) {
     if (peer != self_ && mesh::is_member(g.list, peer)) push(g.list, peer);
+    if (peer == g.list.owner && !g.proof && mesh::is_admin(g.list, self_)) proofless.push_back(id);
   }
+  for (const auto& id : proofless) ask_proof(id);
 }
 
 void Groups::register_methods() {
@@ -259,10 +328,26 @@ void Groups::register_methods() {
   });
   service.add_method("group.sync", [this](const PublicKeyBytes& peer, const json&, link::RpcReply reply) {
     json lists = json::array();
+    json proofs = json::object();
     for (const auto& [id, g] : groups_) {
-      if (mesh::is_member(g.list, peer)) lists.push_back(mesh::encode_membership(g.list));
+      if (!mesh::is_member(g.list, peer)) continue;
+      lists.push_back(mesh::encode_membership(g.list));
+      if (g.proof) proofs[id] = mesh::encode_membership(*g.proof);
     }
-    reply(json{{"memberships", lists}});
+    reply(json{{"memberships", lists}, {"proofs", proofs}});
+  });
+  service.add_method("group.proof", [this](const PublicKeyBytes& peer, const json& params, link::RpcReply reply) {
+    auto it = groups_.find(string_field(params, "group"));
+    if (it == groups_.end()) return reply(make_error(ErrorCode::kNotFound, "this node is not in that group"));
+    const Membership& held = it->second.list;
+    if (held.owner != self_)
+      return reply(make_error(ErrorCode::kPermissionDenied, "only the group's owner signs proofs"));
+    if (!mesh::is_admin(held, peer)) {
+      return reply(make_error(ErrorCode::kPermissionDenied, "the caller is no admin of group " + held.name));
+    }
+    Membership proof = held;
+    mesh::sign_membership(proof, identity_);
+    reply(json{{"membership", mesh::encode_membership(proof)}});
   });
   service.add_method("group.leave", [this](const PublicKeyBytes& peer, const json& params, link::RpcReply reply) {
     auto it = groups_.find(string_field(params, "group"));
@@ -311,6 +396,8 @@ json Groups::members_json(const Held& g) const {
   }
   json out = summary(g);
   out["signer_id"] = id_text(g.list.signer);
+  // An admin's invitees need its owner-signed proof (see groups.h).
+  if (g.list.owner != self_ && mesh::is_admin(g.list, self_)) out["admin_proof"] = g.proof.has_value();
   out["members"] = arr;
   return out;
 }
@@ -441,6 +528,32 @@ void Groups::add_routes(api::Router& router) {
     if (!next) return reply(Response::error(next.error()));
     if (auto st = adopt(*next, std::nullopt, std::nullopt); !st) return reply(Response::error(st.error()));
     reply(Response::json(200, {{"version", next->version}}));
+  });
+
+  // The owner alone promotes and demotes: an admin cannot make others admins.
+  router.add("POST", "/v1/groups/admin", [this, body_of](const Request& req, Reply reply) {
+    auto body = body_of(req);
+    if (!body) return reply(Response::error(body.error()));
+    auto g = find(string_field(*body, "group"));
+    if (!g) return reply(Response::error(g.error()));
+    const Membership& held = (*g)->list;
+    if (held.owner != self_) {
+      return reply(Response::error(make_error(ErrorCode::kPermissionDenied, "only the owner of group " + held.name +
+                                                                                " (" + NodeId(held.owner).short_form() +
+                                                                                ") can make or unmake admins")));
+    }
+    auto admin = body->find("admin");
+    if (admin != body->end() && !admin->is_boolean()) {
+      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"admin\" must be true or false")));
+    }
+    bool promote = admin == body->end() || admin->get<bool>();
+    auto who = member_key(**g, string_field(*body, "member"));
+    if (!who) return reply(Response::error(who.error()));
+    auto next = sign_next(mesh::with_role(held, *who, promote ? mesh::MemberRole::kAdmin : mesh::MemberRole::kMember));
+    if (!next) return reply(Response::error(next.error()));
+    if (auto st = adopt(*next, std::nullopt, std::nullopt); !st) return reply(Response::error(st.error()));
+    reply(Response::json(
+        200, {{"member", id_text(*who)}, {"role", promote ? "admin" : "member"}, {"version", next->version}}));
   });
 
   router.add("GET", "/v1/groups/members", [this](const Request& req, Reply reply) {

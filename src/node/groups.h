@@ -16,6 +16,14 @@
 // the owner or an admin it has just paired with. That first list pins the
 // owner key (the holder trusts the inviter it chose to pair with).
 //
+// Admins. The owner alone promotes and demotes (`yonder group admin`, a new
+// version with the member's role). An admin's list is accepted by a node
+// that already holds one naming it admin; a newcomer an admin invited holds
+// none, so the inviter sends, with the list, its proof: an owner-signed list
+// that names it admin (kept from the promotion, or asked of the owner with
+// `group.proof` when a session with it comes up). The newcomer accepts the
+// admin-signed list only with a valid proof for its signer.
+//
 // Link methods (any pinned peer may call them; membership is not a grant
 // and changes no scope):
 //   group.membership {"membership": "<list>"} -> {"verdict": "accepted"|"stale", "membership"?: "<newer list>"}
@@ -25,20 +33,26 @@
 //       list it holds (so a node back from offline catches up); anything
 //       else is refused (kPermissionDenied), as is a group it is not in.
 //       A node that accepts a list without itself drops the group.
-//   group.sync {} -> {"memberships": ["<list>", ...]}  the lists naming the caller
+//   group.sync {} -> {"memberships": ["<list>", ...], "proofs": {group id: "<owner-signed list>"}}
+//       the lists naming the caller, and this node's admin proofs
+//   group.proof {"group"} -> {"membership": "<list>"}  (owner only) the held
+//       list signed again by the owner, for a caller that is an admin in it:
+//       never adopted or pushed (same version and contents), only shown.
 //   group.leave {"group"} -> {"version"}  the caller leaves: an owner/admin
 //       signs the next version without it.
 // Pushes go out when a list changes (to the members of the new list and to
-// a member just removed) and when a session with a member comes up (both
+// the members of the previous one it no longer names) and when a session with a member comes up (both
 // sides push what they hold, so a node that was offline converges).
 //
 // Threading: event loop only (SQLite writes here are small and rare).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -58,14 +72,32 @@ class Groups {
   // Link methods and the PeerLink hooks (redeem, pair, session).
   void register_methods();
   // GET /v1/groups, POST /v1/groups, POST /v1/groups/invite, /leave, /remove,
-  // /label, GET /v1/groups/members?group=NAME.
+  // /label, /admin, GET /v1/groups/members?group=NAME.
   void add_routes(api::Router& router);
+
+  // For placement (`run --mesh --group G`): the list this node holds for the
+  // group named (or id-prefixed) `name_or_id`; kNotFound, naming `yonder
+  // group list`, when this node is in no such group.
+  Result<mesh::Membership> membership(const std::string& name_or_id) const;
+  // Every list this node holds (one per group it is in).
+  std::vector<mesh::Membership> memberships() const;
+  // Called (event loop) when this node, as owner or admin, added a member
+  // through a redeemed invite (the known-answer benchmark of newcomers).
+  void set_on_member_added(std::function<void(const mesh::PeerKey&)> hook) { on_member_added_ = std::move(hook); }
 
  private:
   struct Held {
     mesh::Membership list;
+    // An owner-signed list naming this node admin (none when it is no admin,
+    // or is the owner): shown to newcomers this node invites.
+    std::optional<mesh::Membership> proof;
   };
-  Result<Held*> find(const std::string& name_or_id);
+  // Keeps h.list as the proof when it is one; drops the proof when h.list
+  // no longer names this node admin.
+  void note_proof(Held& h) const;
+  // Asks the owner for a proof (group.proof) if this node is an admin without one.
+  void ask_proof(const std::string& group_id);
+  Result<const Held*> find(const std::string& name_or_id) const;
   Result<mesh::PeerKey> member_key(const Held& g, const std::string& text) const;
   // Stores a list this node signed (or accepted) and pushes it.
   Status adopt(const mesh::Membership& m, const std::optional<mesh::PeerKey>& from,
@@ -91,6 +123,7 @@ class Groups {
   std::string self_name_;
   std::unique_ptr<GroupStore> store_;
   std::map<std::string, Held> groups_;  // by group id
+  std::function<void(const mesh::PeerKey&)> on_member_added_;
 };
 
 }  // namespace yonder::node

@@ -3,6 +3,7 @@
 #include <utility>  // before Boost.Asio (GCC 12)
 
 #include <algorithm>
+#include <set>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
@@ -10,6 +11,9 @@
 #include "mesh/advertisement.h"
 #include "mesh/capacity.h"
 #include "mesh/lease.h"
+#include "node/mesh_opinions.h"
+#include "node/in_process.h"
+#include "node/groups.h"
 
 namespace yonder::node {
 namespace asio = boost::asio;
@@ -78,6 +82,22 @@ void call_with_timeout(asio::io_context& io, PeerLink& link, const PeerLink::Tar
   });
 }
 
+// The advertisement in a provider's message (a mesh.advertisement answer or
+// an advertisement.push), checked: it decodes, names `from` (the peer's
+// pinned key) and its signature verifies.
+Result<mesh::Advertisement> verified_advertisement(const nlohmann::json& m, const PublicKeyBytes& from) {
+  if (!m.is_object() || !m.contains("advertisement") || !m["advertisement"].is_string()) {
+    return make_error(ErrorCode::kInvalidArgument, "the provider's answer has no advertisement");
+  }
+  auto ad = mesh::decode_advertisement(m["advertisement"].get_ref<const std::string&>());
+  if (!ad) return std::move(ad).error();
+  if (ad->provider != from) {
+    return make_error(ErrorCode::kPermissionDenied, "the advertisement names another provider's key");
+  }
+  if (auto st = mesh::verify_advertisement(*ad); !st) return std::move(st).error();
+  return ad;
+}
+
 Result<uint64_t> body_uint(const nlohmann::json& b, const char* key, uint64_t def, uint64_t max) {
   if (!b.contains(key)) return def;
   if (!b[key].is_number_unsigned() || b[key].get<uint64_t>() > max) {
@@ -107,9 +127,25 @@ MeshConsumer::~MeshConsumer() {
 
 void MeshConsumer::add_routes(api::Router& router) {
   router.add("GET", "/v1/mesh", [this](const Request& req, Reply reply) {
-    auto answer = [this, reply] { reply(Response::json(200, capacity_json(wall_ms()))); };
-    if (api::parse_query(req.query)["refresh"] == "0") return answer();
-    refresh(answer);
+    auto query = api::parse_query(req.query);
+    std::optional<mesh::Membership> only;
+    if (!query["group"].empty()) {
+      auto g = group_list(query["group"]);
+      if (!g) return reply(Response::error(g.error()));
+      only = std::move(*g);
+    }
+    auto answer = [this, reply, only] {
+      reply(Response::json(200, capacity_json(wall_ms(), only ? &*only : nullptr)));
+    };
+    if (query["refresh"] == "0") return answer();
+    if (opinions_ == nullptr) return refresh(answer);
+    // Opinions (reputation) are asked for alongside the advertisements.
+    auto left = std::make_shared<int>(2);
+    auto both = [left, answer] {
+      if (--*left == 0) answer();
+    };
+    refresh(both);
+    opinions_->refresh(both);
   });
   router.add("POST", "/v1/mesh/lease", [this](const Request& req, Reply reply) { lease(req, std::move(reply)); });
   auto lease_route = [this](const char* method) {
@@ -124,6 +160,37 @@ void MeshConsumer::add_routes(api::Router& router) {
   };
   router.add("POST", "/v1/mesh/bind", lease_route("mesh.bind"));
   router.add("POST", "/v1/mesh/release", lease_route("mesh.release"));
+}
+
+void MeshConsumer::register_methods() {
+  // Any pinned peer may call it (no `mesh.` prefix: the provider holds no
+  // grant from us); only a provider we are paired with is heard.
+  link_.service().add_method("advertisement.push", [this](const PublicKeyBytes& peer, const nlohmann::json& params,
+                                                          link::RpcReply reply) {
+    auto targets = link_.targets();
+    auto t = std::find_if(targets.begin(), targets.end(), [&](const auto& x) { return x.key == peer; });
+    if (t == targets.end()) {
+      return reply(make_error(ErrorCode::kPermissionDenied, "this node is not paired with the sender"));
+    }
+    auto ad = verified_advertisement(params, peer);
+    if (!ad) {
+      spdlog::info("mesh: refused an advertisement pushed by {}: {}", t->name, ad.error().message());
+      return reply(std::move(ad).error());
+    }
+    Known& k = known_[peer];
+    k.target = *t;
+    // The newest wins, pulled or pushed.
+    if (!k.ad || ad->issued_at_ms >= k.ad->issued_at_ms) k.ad = std::move(*ad);
+    k.error.clear();
+    k.fetched_at_ms = wall_ms();
+    k.pushed = true;
+    if (k.path.empty()) {
+      for (const auto& s : link_.service().sessions()) {
+        if (s.peer == peer && s.established && !s.draining) k.path = s.path;
+      }
+    }
+    reply(nlohmann::json{{"accepted", true}});
+  });
 }
 
 void MeshConsumer::refresh(std::function<void()> done) {
@@ -145,6 +212,7 @@ void MeshConsumer::refresh(std::function<void()> done) {
           Known& k = known_[t.key];
           k.target = t;
           k.fetched_at_ms = wall_ms();
+          k.pushed = false;
           k.rtt_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
           k.path.clear();
           // The link's own RTT and path, when it has measured them.
@@ -158,19 +226,7 @@ void MeshConsumer::refresh(std::function<void()> done) {
             if (s.rtt) k.rtt_ms = std::chrono::duration<double, std::milli>(*s.rtt).count();
           }
           bool answered = r.ok();
-          auto verified = [&]() -> Result<mesh::Advertisement> {
-            if (!r) return std::move(r).error();
-            if (!r->is_object() || !r->contains("advertisement") || !(*r)["advertisement"].is_string()) {
-              return make_error(ErrorCode::kInvalidArgument, "the provider's answer has no advertisement");
-            }
-            auto ad = mesh::decode_advertisement((*r)["advertisement"].get_ref<const std::string&>());
-            if (!ad) return std::move(ad).error();
-            if (ad->provider != t.key) {
-              return make_error(ErrorCode::kPermissionDenied, "the advertisement names another provider's key");
-            }
-            if (auto st = mesh::verify_advertisement(*ad); !st) return std::move(st).error();
-            return ad;
-          }();
+          auto verified = r ? verified_advertisement(*r, t.key) : Result<mesh::Advertisement>(r.error());
           if (verified) {
             // The newest wins; an older one (a reordered answer) is ignored.
             if (!k.ad || verified->issued_at_ms >= k.ad->issued_at_ms) k.ad = std::move(*verified);
@@ -215,13 +271,16 @@ void MeshConsumer::refresh(std::function<void()> done) {
   }
 }
 
-nlohmann::json MeshConsumer::capacity_json(mesh::UnixMs now) const {
+nlohmann::json MeshConsumer::capacity_json(mesh::UnixMs now, const mesh::Membership* only) const {
   nlohmann::json providers = nlohmann::json::array();
   uint64_t total = 0, free = 0, queued = 0, answering = 0;
   for (const auto& [key, k] : known_) {
+    if (only != nullptr && !mesh::is_member(*only, key)) continue;
     nlohmann::json p = {{"node_id", k.target.node_id}, {"name", k.target.name}, {"path", k.path},
-                        {"rtt_ms", k.rtt_ms}, {"fetched_at_ms", k.fetched_at_ms}};
+                        {"rtt_ms", k.rtt_ms}, {"fetched_at_ms", k.fetched_at_ms},
+                        {"source", k.pushed ? "pushed" : "pulled"}};
     if (!k.error.empty()) p["error"] = k.error;
+    if (opinions_ != nullptr) p.update(opinions_->provider_json(key));  // reputation, latest benchmark
     if (!k.ad) {
       p["state"] = "no advertisement";
       providers.push_back(std::move(p));
@@ -257,8 +316,17 @@ nlohmann::json MeshConsumer::capacity_json(mesh::UnixMs now) const {
     }
     providers.push_back(std::move(p));
   }
-  return {{"providers", providers},
-          {"totals", {{"providers", answering}, {"gpus", total}, {"free", free}, {"queued", queued}}}};
+  nlohmann::json out = {{"providers", providers},
+                        {"totals", {{"providers", answering}, {"gpus", total}, {"free", free}, {"queued", queued}}}};
+  if (only != nullptr) out["group"] = {{"group_id", only->group_id}, {"name", only->name}};
+  return out;
+}
+
+Result<mesh::Membership> MeshConsumer::group_list(const std::string& name_or_id) const {
+  if (groups_ == nullptr) {
+    return make_error(ErrorCode::kUnavailable, "this daemon does not track groups; placement by group is off");
+  }
+  return groups_->membership(name_or_id);
 }
 
 mesh::Snapshot MeshConsumer::snapshot(mesh::UnixMs now) const {
@@ -273,6 +341,8 @@ mesh::Snapshot MeshConsumer::snapshot(mesh::UnixMs now) const {
     allowance = report["params"].value("starting_allowance", 0.0);
     for (const auto& p : report["peers"]) balance[p.value("peer_id", "")] = p.value("balance", 0.0);
   }
+  std::vector<mesh::Membership> lists;
+  if (groups_ != nullptr) lists = groups_->memberships();
   for (const auto& [key, k] : known_) {
     if (!k.ad) continue;
     mesh::ProviderView v;
@@ -283,7 +353,14 @@ mesh::Snapshot MeshConsumer::snapshot(mesh::UnixMs now) const {
       auto b = balance.find(k.target.node_id);
       v.credit = b == balance.end() ? allowance : 2 * allowance - b->second;
     }
-    // Reputation is not wired into placement yet (0 for everyone).
+    if (opinions_ != nullptr) v.reputation = opinions_->reputation(key);  // EigenTrust, 0..1
+    // The groups it is in, by the lists this node holds (a list names the
+    // provider by key; the owner counts as a member).
+    if (groups_ != nullptr) {
+      for (const auto& m : lists) {
+        if (mesh::is_member(m, key)) v.groups.push_back(m.group_id);
+      }
+    }
     s.providers.push_back(std::move(v));
   }
   return s;
@@ -314,16 +391,41 @@ void MeshConsumer::lease(const Request& req, Reply reply) {
     if (!labels) return reply(Response::error(labels.error()));
     job.labels = std::move(*labels);
   }
-  refresh([this, alive = alive_, job, reply] {
+  // The group's display name, for the "nothing feasible" error.
+  std::string group_name;
+  if (b.contains("group")) {
+    if (!b["group"].is_string()) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"group\" must be a string")));
+    auto g = group_list(b["group"].get<std::string>());
+    if (!g) return reply(Response::error(g.error()));
+    job.group = g->group_id;
+    group_name = g->name;
+  }
+  // "exclude": providers (node ids) not to place on (a mesh job's requeue).
+  std::set<std::string> exclude;
+  if (b.contains("exclude")) {
+    if (!b["exclude"].is_array() || b["exclude"].size() > 256) {
+      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"exclude\" must be a list of node ids")));
+    }
+    for (const auto& e : b["exclude"]) {
+      if (e.is_string()) exclude.insert(e.get<std::string>());
+    }
+  }
+  refresh([this, alive = alive_, job, group_name, exclude, reply] {
     if (!*alive) return;
     mesh::UnixMs now = wall_ms();
     mesh::Snapshot snap = snapshot(now);
+    std::erase_if(snap.providers, [&](const mesh::ProviderView& v) {
+      auto k = known_.find(v.ad.provider);
+      return k != known_.end() && exclude.count(k->second.target.node_id) > 0;
+    });
     mesh::Weights weights;
     mesh::Plan plan = mesh::place(snap, job, weights);
     if (plan.ranked.empty()) {
       size_t fresh = 0;
       for (const auto& v : snap.providers) fresh += mesh::advertisement_fresh(v.ad, now) ? 1 : 0;
-      return reply(Response::error(mesh::nothing_feasible(job, fresh)));
+      mesh::JobRequest named = job;
+      if (named.group) named.group = group_name;
+      return reply(Response::error(mesh::nothing_feasible(named, fresh)));
     }
     nlohmann::json plan_json = nlohmann::json::array();
     for (const auto& c : plan.ranked) {
@@ -413,6 +515,21 @@ void MeshConsumer::lease(const Request& req, Reply reply) {
     // `refused`) until the chain ends.
     (*next)(0);
   });
+}
+
+void MeshConsumer::lease_for(const nlohmann::json& needs, std::function<void(Result<nlohmann::json>)> answer) {
+  lease(local_post("/v1/mesh/lease", needs), reply_to(std::move(answer)));
+}
+
+void MeshConsumer::bind_lease(const std::string& provider, uint64_t lease_id, const std::string& job_id,
+                              std::function<void(Result<nlohmann::json>)> answer) {
+  lease_call(provider, {{"provider", provider}, {"lease_id", lease_id}, {"job_id", job_id}}, reply_to(std::move(answer)),
+             "mesh.bind");
+}
+
+void MeshConsumer::release_lease(const std::string& provider, uint64_t lease_id,
+                                 std::function<void(Result<nlohmann::json>)> answer) {
+  lease_call(provider, {{"provider", provider}, {"lease_id", lease_id}}, reply_to(std::move(answer)), "mesh.release");
 }
 
 void MeshConsumer::renew_later(std::shared_ptr<Held> held) {

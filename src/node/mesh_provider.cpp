@@ -50,6 +50,12 @@ Result<MeshSettings> mesh_settings_from_config(const config::Config& cfg) {
   auto ttl = positive(cfg, "mesh.advertisement_ttl_s", mesh::kMaxAdvertisementTtlMs / 1000);
   if (!ttl) return std::move(ttl).error();
   s.advertisement_ttl_ms = *ttl * 1000;
+  int64_t push = cfg.get_int("mesh.advertisement_push_s");
+  if (push < 0 || push > 86'400) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "mesh.advertisement_push_s must be between 0 (no pushes) and 86400; fix it in config.toml");
+  }
+  s.advertisement_push_ms = static_cast<uint64_t>(push) * 1000;
   s.backend = cfg.get("executor.backend");
   return s;
 }
@@ -67,7 +73,12 @@ MeshProvider::MeshProvider(asio::io_context& io, asio::thread_pool& pool, PeerLi
       horizon_file_(std::move(horizon_file)),
       book_(static_cast<uint32_t>(mesh::kMaxGpusPerProvider)) {}
 
-MeshProvider::~MeshProvider() { *alive_ = false; }
+MeshProvider::~MeshProvider() {
+  *alive_ = false;
+  for (auto* t : {debounce_.get(), periodic_.get()}) {
+    if (t != nullptr) t->cancel();
+  }
+}
 
 mesh::UnixMs MeshProvider::now_ms() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -129,6 +140,7 @@ void MeshProvider::with_devices(std::function<void(Result<Devices>)> then) {
 void MeshProvider::collect(mesh::UnixMs now) {
   for (const auto& g : book_.expire(now)) {
     spdlog::info("mesh: lease {} of {} expired (devices freed)", g.lease_id, NodeId(g.consumer).to_string());
+    changed();
     if (auto b = bound_.find(g.lease_id); b != bound_.end()) {
       lease_of_job_.erase(b->second);
       bound_.erase(b);
@@ -136,27 +148,84 @@ void MeshProvider::collect(mesh::UnixMs now) {
   }
 }
 
+void MeshProvider::advertise(std::function<void(Result<mesh::Advertisement>)> then) {
+  with_devices([this, then = std::move(then)](Result<Devices> d) {
+    if (!d) return then(std::move(d).error());
+    mesh::UnixMs now = now_ms();
+    collect(now);
+    mesh::Advertisement ad;
+    ad.gpus = std::move(d->gpus);
+    for (uint32_t i = 0; i < ad.gpus.size(); ++i) {
+      if (now < hold_until_ms_ || !book_.device_free(i, now)) ad.gpus[i].leased = true;
+    }
+    ad.queue_depth = std::min<uint32_t>(d->queued, 1'000'000);
+    if (!settings_.backend.empty() && settings_.backend != "none") ad.backends.push_back(settings_.backend);
+    ad.labels = settings_.labels;
+    ad.issued_at_ms = now;
+    ad.expires_at_ms = now + static_cast<mesh::UnixMs>(settings_.advertisement_ttl_ms);
+    mesh::sign_advertisement(ad, identity_);
+    then(std::move(ad));
+  });
+}
+
+void MeshProvider::changed() {
+  if (settings_.advertisement_push_ms == 0) return;
+  asio::post(io_, [this, alive = alive_] {
+    if (!*alive || push_pending_) return;
+    push_pending_ = true;
+    push_later(std::chrono::seconds(1), false);
+  });
+}
+
+void MeshProvider::push_later(std::chrono::milliseconds after, bool periodic) {
+  auto& timer = periodic ? periodic_ : debounce_;
+  if (!timer) timer = std::make_unique<asio::steady_timer>(io_);
+  timer->expires_after(after);
+  timer->async_wait([this, alive = alive_, periodic](boost::system::error_code ec) {
+    if (ec || !*alive) return;
+    if (periodic) {
+      push_later(std::chrono::milliseconds(settings_.advertisement_push_ms), true);
+    } else {
+      push_pending_ = false;
+    }
+    push_now();
+  });
+}
+
+void MeshProvider::push_now() {
+  // Peers granted `mesh` with a session up now; the others pull when they look.
+  std::set<PublicKeyBytes> online;
+  for (const auto& s : link_.service().sessions()) {
+    if (s.established && !s.draining) online.insert(s.peer);
+  }
+  std::vector<PeerLink::Target> to;
+  for (auto& t : link_.targets()) {
+    auto grant = link_.grant_of(t.key);
+    if (grant && grant->allows(Capability::kMesh) && online.count(t.key)) to.push_back(std::move(t));
+  }
+  if (to.empty()) return;
+  advertise([this, to = std::move(to)](Result<mesh::Advertisement> ad) {
+    if (!ad) return spdlog::debug("mesh: no advertisement to push: {}", ad.error().message());
+    nlohmann::json params = {{"advertisement", mesh::encode_advertisement(*ad)}};
+    for (const auto& t : to) {
+      link_.service().call(t.key, t.addresses, "advertisement.push", params, [name = t.name](Result<nlohmann::json> r) {
+        if (!r) spdlog::debug("mesh: pushing the advertisement to {}: {}", name, r.error().message());
+      });
+    }
+  });
+}
+
 void MeshProvider::register_methods() {
   link::LinkService& service = link_.service();
   service.add_method("mesh.advertisement", [this](const PublicKeyBytes&, const nlohmann::json&, link::RpcReply reply) {
-    with_devices([this, reply = std::move(reply)](Result<Devices> d) {
-      if (!d) return reply(std::move(d).error());
-      mesh::UnixMs now = now_ms();
-      collect(now);
-      mesh::Advertisement ad;
-      ad.gpus = std::move(d->gpus);
-      for (uint32_t i = 0; i < ad.gpus.size(); ++i) {
-        if (now < hold_until_ms_ || !book_.device_free(i, now)) ad.gpus[i].leased = true;
-      }
-      ad.queue_depth = std::min<uint32_t>(d->queued, 1'000'000);
-      if (!settings_.backend.empty() && settings_.backend != "none") ad.backends.push_back(settings_.backend);
-      ad.labels = settings_.labels;
-      ad.issued_at_ms = now;
-      ad.expires_at_ms = now + static_cast<mesh::UnixMs>(settings_.advertisement_ttl_ms);
-      mesh::sign_advertisement(ad, identity_);
-      reply(nlohmann::json{{"advertisement", mesh::encode_advertisement(ad)}});
+    advertise([reply = std::move(reply)](Result<mesh::Advertisement> ad) {
+      if (!ad) return reply(std::move(ad).error());
+      reply(nlohmann::json{{"advertisement", mesh::encode_advertisement(*ad)}});
     });
   });
+  if (settings_.advertisement_push_ms > 0) {
+    push_later(std::chrono::milliseconds(settings_.advertisement_push_ms), true);
+  }
   service.add_method("mesh.lease", [this](const PublicKeyBytes& peer, const nlohmann::json& params,
                                           link::RpcReply reply) {
     if (!params.is_object() || !params.contains("message") || !params["message"].is_string()) {
@@ -200,6 +269,7 @@ void MeshProvider::answer(const PublicKeyBytes& peer, const mesh::LeaseMessage& 
                      out.expires_at_ms);
         // On disk before the accept leaves, so a restart cannot hand the devices out again.
         raise_horizon(out.expires_at_ms, [send, out] { send(out); });
+        changed();
       });
       return;
     }
@@ -232,6 +302,7 @@ void MeshProvider::answer(const PublicKeyBytes& peer, const mesh::LeaseMessage& 
       auto st = book_.release(m.lease_id, peer);
       if (st) {
         spdlog::info("mesh: lease {} released by {}", m.lease_id, who);
+        changed();
         if (auto b = bound_.find(m.lease_id); b != bound_.end()) {
           lease_of_job_.erase(b->second);
           bound_.erase(b);
@@ -292,6 +363,7 @@ void MeshProvider::bind(const PublicKeyBytes& peer, const nlohmann::json& params
 void MeshProvider::on_job_end(const nlohmann::json& view) {
   std::string job_id = view.value("job_id", "");
   if (job_id.empty()) return;
+  changed();  // its devices are free again, its lease or not
   asio::post(io_, [this, alive = alive_, job_id] {
     if (!*alive) return;
     if (ended_.insert(job_id).second) {

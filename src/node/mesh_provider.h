@@ -9,6 +9,14 @@
 //                      submitted here): it lasts while the job does and is
 //                      released when the job ends, with no renewals.
 //
+// Pushes: besides answering mesh.advertisement, the provider sends its
+// signed advertisement to every paired peer it grants `mesh`
+// (advertisement.push, answered by node/mesh_consumer.h, which verifies it as
+// it does a pulled one) about a second after something it shows changed (a
+// job submitted or ended, a lease granted, bound, released or expired: one
+// push for a burst) and every mesh.advertisement_push_s (0: no pushes), so a
+// consumer's snapshot is fresh without asking.
+//
 // The advertisement is built on each request from the GPU inventory (a
 // Slurm provider's cluster inventory, else this host's), the job manager
 // (queued jobs; devices its jobs hold count as leased), the lease book,
@@ -34,6 +42,9 @@
 // manager and the horizon file on the pool. on_job_end from any thread.
 #pragma once
 
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -63,6 +74,7 @@ struct MeshSettings {
   uint64_t lease_term_ms = 60'000;            // mesh.lease_term_s
   uint64_t offer_timeout_ms = 5'000;          // mesh.offer_timeout_ms
   uint64_t advertisement_ttl_ms = 120'000;    // mesh.advertisement_ttl_s
+  uint64_t advertisement_push_ms = 30'000;    // mesh.advertisement_push_s; 0: no pushes
   std::string backend;                        // executor.backend
 };
 Result<MeshSettings> mesh_settings_from_config(const config::Config& cfg);
@@ -78,6 +90,9 @@ class MeshProvider {
   void register_methods();
   // A job ended (its final view; any thread): its lease, if bound, is released.
   void on_job_end(const nlohmann::json& view);
+  // What the advertisement shows may have changed (e.g. a job was
+  // submitted): pushes it within about a second (debounced). Any thread.
+  void changed();
 
  private:
   // What the pool learns for an advertisement or an offer.
@@ -86,6 +101,11 @@ class MeshProvider {
     uint32_t queued = 0;
   };
   void with_devices(std::function<void(Result<Devices>)> then);
+  // The signed advertisement as it stands (event loop).
+  void advertise(std::function<void(Result<mesh::Advertisement>)> then);
+  // Sends it to every paired peer granted `mesh` (advertisement.push).
+  void push_now();
+  void push_later(std::chrono::milliseconds after, bool periodic);
   void answer(const PublicKeyBytes& peer, const mesh::LeaseMessage& m, link::RpcReply reply);
   void bind(const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply);
   // Writes the horizon if `expires_at_ms` is past it; `then` once on disk (or not).
@@ -108,6 +128,8 @@ class MeshProvider {
   std::map<std::string, uint64_t> lease_of_job_;  // job id -> lease id
   std::set<std::string> ended_;                   // recently ended job ids (a bind racing the end)
   std::deque<std::string> ended_order_;
+  std::unique_ptr<boost::asio::steady_timer> debounce_, periodic_;
+  bool push_pending_ = false;  // debounce_ is armed
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -79,16 +79,20 @@ void RemoteConsumer::run(const Request& req, Reply reply) {
   if (!dir.empty() && dir.front() != '/') {
     return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"dir\" must be an absolute path")));
   }
-  nlohmann::json job = body["job"];
-  PeerLink::Target t = *target;
-
   std::string transfer_id = body.contains("transfer_id") && body["transfer_id"].is_string() ? body["transfer_id"].get<std::string>() : "";
+  submit(*target, body["job"], dir, transfer_id, [reply](Result<nlohmann::json> r) {
+    reply(r ? Response::json(200, *r) : Response::error(r.error()));
+  });
+}
+
+void RemoteConsumer::submit(const PeerLink::Target& t, const nlohmann::json& job, const std::string& dir,
+                            const std::string& transfer_id, std::function<void(Result<nlohmann::json>)> answer) {
   auto progress = transfers_.begin(transfer_id, dir.empty() ? "submit" : "upload", t.name, dir);
-  // Ends the request once: the transfer's outcome, then the reply.
-  auto done = [this, progress, reply](Result<nlohmann::json> r, const std::string& outcome) {
+  // Ends the request once: the transfer's outcome, then the answer.
+  auto done = [this, progress, answer = std::move(answer)](Result<nlohmann::json> r, const std::string& outcome) {
     if (!r) progress->error = r.error().message();
     transfers_.end(progress, outcome);
-    reply(r ? Response::json(200, *r) : Response::error(r.error()));
+    answer(std::move(r));
   };
 
   // Submit (after the upload, if any), remember, reply. A cancel that came
@@ -222,23 +226,31 @@ void RemoteConsumer::list(const Request& req, Reply reply) {
 
 void RemoteConsumer::forward(const std::string& id, const std::string& method, nlohmann::json params, bool record,
                              Reply reply) {
-  if (id.empty()) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "a job id is required")));
+  call_job(id, method, std::move(params), record, [reply](Result<nlohmann::json> r) {
+    reply(r ? Response::json(200, *r) : Response::error(r.error()));
+  });
+}
+
+void RemoteConsumer::call_job(const std::string& id, const std::string& method, nlohmann::json params, bool record,
+                              std::function<void(Result<nlohmann::json>)> answer) {
+  std::function<void(Result<nlohmann::json>)> reply = std::move(answer);
+  if (id.empty()) return reply(make_error(ErrorCode::kInvalidArgument, "a job id is required"));
   asio::post(pool_, [this, id, method, params, record, reply]() mutable {
     auto job = store_->find(id);
     asio::post(io_, [this, job = std::move(job), method, params, record, reply]() mutable {
-      if (!job) return reply(Response::error(job.error()));
+      if (!job) return reply(job.error());
       auto t = link_.target(job->provider_id);
       if (!t) {
-        return reply(Response::error(make_error(ErrorCode::kFailedPrecondition, "job " + job->job_id +
-                                                                                     " runs on a provider this node is no longer paired with")));
+        return reply(make_error(ErrorCode::kFailedPrecondition,
+                                "job " + job->job_id + " runs on a provider this node is no longer paired with"));
       }
       params["job_id"] = job->job_id;
       link_.service().call(t->key, t->addresses, method, params, [this, record, reply, provider = job->provider_id,
                                                                   job_id = job->job_id](Result<nlohmann::json> r) {
-        if (!r) return reply(Response::error(r.error()));
+        if (!r) return reply(r.error());
         if (!record) {
           if (r->is_object() && r->value("ended", false) && on_job_ended_) on_job_ended_(provider, job_id);
-          return reply(Response::json(200, *r));
+          return reply(*r);
         }
         asio::post(pool_, [this, reply, view = *r, provider, job_id] {
           (void)store_->update_from_view(view);
@@ -247,7 +259,7 @@ void RemoteConsumer::forward(const std::string& id, const std::string& method, n
           bool ended = found && found->finished();
           asio::post(io_, [this, reply, out, ended, provider, job_id] {
             if (ended && on_job_ended_) on_job_ended_(provider, job_id);
-            reply(Response::json(200, out));
+            reply(out);
           });
         });
       });

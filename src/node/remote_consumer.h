@@ -52,6 +52,18 @@ class RemoteConsumer {
   // Called (event loop) when this node learns that a job it submitted ended
   // (an inspect, stop, list or log read says so), after the end is
   // recorded: the metering receipt is fetched then (node/receipts_consumer.h).
+  // POST /v1/jobs as a C++ call (node/mesh_jobs.h): uploads `dir` (absolute;
+  // "" for none) to `target`, submits `job` (a JobRequest as JSON, already
+  // checked), remembers the job; `answer` (event loop) gets the route's
+  // answer ({"job_id", ..., "upload"}) or why it failed.
+  void submit(const PeerLink::Target& target, const nlohmann::json& job, const std::string& dir,
+              const std::string& transfer_id, std::function<void(Result<nlohmann::json>)> answer);
+  // Calls `method` (run.inspect, run.stop, run.logs) on the provider of job
+  // `id` (submitted from here) with {"job_id"} + `params`; with `record`,
+  // stores the returned view and answers the stored job's JSON. An end
+  // seen here fires the on_job_ended hook, as the routes do.
+  void call_job(const std::string& id, const std::string& method, nlohmann::json params, bool record,
+                std::function<void(Result<nlohmann::json>)> answer);
   void set_on_job_ended(std::function<void(const std::string& provider_id, const std::string& job_id)> hook) {
     on_job_ended_ = std::move(hook);
   }

@@ -336,7 +336,11 @@ void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& pa
       detail["code"] = error_code_name(result.error().code());
       record(peer_id, "run.submit", "", std::move(detail));
     }
-    asio::post(io_, [reply = std::move(reply), result = std::move(result)]() mutable { reply(std::move(result)); });
+    asio::post(io_, [this, reply = std::move(reply), result = std::move(result)]() mutable {
+      bool accepted = result.ok();
+      reply(std::move(result));
+      if (accepted && on_job_submitted_) on_job_submitted_();
+    });
   });
 }
 

@@ -56,6 +56,8 @@ class RemoteProvider {
   // the end is visible to anyone: the metering receipt is written here
   // (node/receipts_provider.h). Set before the first request.
   void set_on_job_end(std::function<void(const nlohmann::json& view)> hook) { on_job_end_ = std::move(hook); }
+  // A job was accepted (run.submit); on the event loop. Set before serving.
+  void set_on_job_submitted(std::function<void()> hook) { on_job_submitted_ = std::move(hook); }
   // Appends an audit entry on the pool (any thread). `peer_id` is the actor.
   void record(const std::string& peer_id, const std::string& action, const std::string& subject, nlohmann::json detail);
 
@@ -79,6 +81,7 @@ class RemoteProvider {
   std::string uploads_dir_;
   audit::AuditLog* audit_ = nullptr;
   std::function<void(const nlohmann::json&)> on_job_end_;
+  std::function<void()> on_job_submitted_;
   std::atomic<jobs::provider::ProviderJobs*> hooked_{nullptr};
 
   struct Upload {

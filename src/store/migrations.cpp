@@ -138,6 +138,70 @@ CREATE TABLE group_invites (
 ) STRICT;
 )sql";
 
+// v7: mesh jobs (issue 10) on the consumer that submits them: the job as
+// asked (spec: request, upload folder, needs, retries, replicas), where it
+// stands, and one row per attempt on a provider (node/mesh_jobs.h). A job is
+// written here before its id is handed back, so a restarted daemon picks it
+// up again.
+constexpr std::string_view kV7 = R"sql(
+CREATE TABLE mesh_jobs (
+  mesh_job_id TEXT PRIMARY KEY,
+  state       TEXT NOT NULL,
+  spec_json   TEXT NOT NULL,
+  result_json TEXT,
+  created_at  INTEGER NOT NULL,
+  updated_at  INTEGER NOT NULL
+) STRICT;
+CREATE TABLE mesh_job_attempts (
+  mesh_job_id   TEXT NOT NULL,
+  attempt       INTEGER NOT NULL,
+  replica       INTEGER NOT NULL,
+  provider_id   TEXT NOT NULL,
+  provider_name TEXT NOT NULL,
+  job_id        TEXT,
+  state         TEXT NOT NULL,
+  why           TEXT,
+  exit_code     INTEGER,
+  started_at    INTEGER NOT NULL,
+  ended_at      INTEGER,
+  PRIMARY KEY (mesh_job_id, attempt)
+) STRICT;
+)sql";
+
+// v8: verification outcomes (issue 10): one row per check this node made
+// of a provider (node/verifications.h): a replica compared by quorum or a
+// known-answer benchmark. signed_json is the row signed by this node
+// (mesh/verification.h), handed to peers as evidence for reputation.
+constexpr std::string_view kV8 = R"sql(
+CREATE TABLE verifications (
+  id           INTEGER PRIMARY KEY,
+  provider_id  TEXT NOT NULL,
+  kind         TEXT NOT NULL CHECK (kind IN ('replica', 'known_answer')),
+  subject      TEXT NOT NULL,
+  outcome      TEXT NOT NULL CHECK (outcome IN ('agreed', 'outvoted', 'passed', 'failed')),
+  details_json TEXT NOT NULL,
+  signed_json  TEXT NOT NULL,
+  at_ms        INTEGER NOT NULL
+) STRICT;
+CREATE INDEX verifications_by_provider ON verifications (provider_id, at_ms);
+CREATE INDEX verifications_by_time ON verifications (at_ms);
+)sql";
+
+// v9: array jobs (issue 12): one row per array on the consumer
+// (node/mesh_array_store.h): the request, the tasks' states
+// (mesh::ArrayRun as JSON) and the mesh jobs running its attempts.
+constexpr std::string_view kV9 = R"sql(
+CREATE TABLE mesh_arrays (
+  array_id   TEXT PRIMARY KEY,
+  state      TEXT NOT NULL,
+  spec_json  TEXT NOT NULL,
+  run_json   TEXT NOT NULL,
+  tasks_json TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "peers and share links", kV1},
     {2, "jobs, audit log, peer denial", kV2},
@@ -145,6 +209,9 @@ constexpr Migration kMigrations[] = {
     {4, "provider job results and GPU leases", kV4},
     {5, "metering receipts", kV5},
     {6, "groups and group invites", kV6},
+    {7, "mesh jobs and their attempts", kV7},
+    {8, "verification outcomes", kV8},
+    {9, "array jobs", kV9},
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "add a step when raising kSchemaVersion");
 

@@ -44,7 +44,10 @@ Status walk(const std::string& root, const std::string& rel, const IgnoreRules& 
     struct stat st {};
     if (::lstat((root + "/" + child).c_str(), &st) != 0) continue;  // vanished meanwhile
     bool is_dir = S_ISDIR(st.st_mode);
-    if ((!is_dir && !S_ISREG(st.st_mode)) || rules.ignored(child, is_dir) || !check_archive_path(child)) {
+    // A folder marked as outputs (an array's out/, which grows while its
+    // tasks run) is never part of an upload.
+    bool outputs = is_dir && ::access((root + "/" + child + "/" + kOutputsMarker).c_str(), F_OK) == 0;
+    if ((!is_dir && !S_ISREG(st.st_mode)) || outputs || rules.ignored(child, is_dir) || !check_archive_path(child)) {
       ++out.skipped;
       continue;
     }

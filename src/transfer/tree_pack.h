@@ -36,6 +36,11 @@ struct TreeListing {
   uint64_t skipped = 0;  // ignored, links, special files
 };
 
+// A folder holding a file of this name is left out of every listing (and so
+// of uploads): an array job's out/ folder, which fills while its tasks run
+// in the folder being uploaded.
+inline constexpr const char* kOutputsMarker = ".yonder-outputs";
+
 // kResourceExhausted when the folder holds more than `limits` allow (the
 // message says to add a .yonderignore).
 Result<TreeListing> list_tree(const std::string& root, const ArchiveLimits& limits);

@@ -119,6 +119,57 @@ DEBUG = true
   EXPECT_EQ(a->env, (std::vector<std::string>{"DEBUG=true", "EPOCHS=3", "WANDB_MODE=offline"}));  // toml++ sorts keys
 }
 
+TEST(JobFile, MeshPlacementKeys) {
+  auto a = parse_job_file("mesh = true\ncuda = \"8.6\"\ngroup = \"lab\"\nlabels = [\"site=lab2\", \"gpu=big\"]\n",
+                          "job.toml", "/jobs");
+  ASSERT_TRUE(a.ok()) << a.error().to_string();
+  EXPECT_TRUE(a->mesh);
+  EXPECT_EQ(a->cuda, "8.6");
+  EXPECT_EQ(a->group, "lab");
+  EXPECT_EQ(a->labels, (std::vector<std::string>{"site=lab2", "gpu=big"}));
+  auto t = parse_job_file("mesh = true\ncuda = 8.0\n[labels]\nsite = \"lab2\"\n", "job.toml", "/jobs");
+  ASSERT_TRUE(t.ok()) << t.error().to_string();
+  EXPECT_EQ(t->cuda, "8.0");
+  EXPECT_EQ(t->labels, (std::vector<std::string>{"site=lab2"}));
+  EXPECT_FALSE(parse_job_file("labels = [\"nokey\"]\n", "job.toml", "/jobs").ok());
+  EXPECT_FALSE(parse_job_file("group = 3\n", "job.toml", "/jobs").ok());
+
+  // Flags win; the file fills what they leave out.
+  testing::TempDir dir;
+  std::ofstream(dir / "job.toml") << "mesh = true\ngroup = \"lab\"\ncuda = \"8.0\"\nlabels = [\"site=lab2\"]\n";
+  RunArgs cli;
+  cli.job_file = dir / "job.toml";
+  cli.group = "other";
+  auto e = effective_run_args(cli, fake_env({}));
+  ASSERT_TRUE(e.ok()) << e.error().to_string();
+  EXPECT_TRUE(e->mesh);
+  EXPECT_EQ(e->group, "other");
+  EXPECT_EQ(e->cuda, "8.0");
+  EXPECT_EQ(e->labels, (std::vector<std::string>{"site=lab2"}));
+}
+
+TEST(JobFile, MeshJobKeys) {
+  auto a = parse_job_file("mesh = true\nretries = 2\nreplicas = 3\nvalidator = \"python check.py\"\n", "job.toml",
+                          "/jobs");
+  ASSERT_TRUE(a.ok()) << a.error().to_string();
+  EXPECT_EQ(a->retries, 2);
+  EXPECT_EQ(a->replicas, 3);
+  EXPECT_EQ(a->validator, "python check.py");
+  EXPECT_FALSE(parse_job_file("retries = \"two\"\n", "job.toml", "/jobs").ok());
+  EXPECT_FALSE(parse_job_file("replicas = -1\n", "job.toml", "/jobs").ok());
+
+  testing::TempDir dir;
+  std::ofstream(dir / "job.toml") << "mesh = true\nretries = 2\nreplicas = 3\n";
+  RunArgs cli;
+  cli.job_file = dir / "job.toml";
+  cli.retries = 0;
+  auto e = effective_run_args(cli, fake_env({}));
+  ASSERT_TRUE(e.ok()) << e.error().to_string();
+  EXPECT_EQ(e->retries, 0);  // the flag wins
+  EXPECT_EQ(e->replicas, 3);
+  EXPECT_FALSE(e->validator);
+}
+
 TEST(JobFile, UnknownKeysAndWrongTypesNameTheKeyAndLine) {
   struct Case {
     const char* text;

@@ -17,6 +17,14 @@ TEST(EnvFilter, RuntimeControlsAreReservedWhateverTheirCase) {
   }
 }
 
+TEST(EnvFilter, AnArrayTaskMayCarryItsIndexAndParameter) {
+  EXPECT_FALSE(is_reserved_env("YONDER_ARRAY_INDEX"));
+  EXPECT_TRUE(check_consumer_env({{"YONDER_ARRAY_INDEX", "7"}, {"YONDER_ARRAY_PARAM", "{\"p\": 1}"}}).ok());
+  auto st = check_consumer_env({{"YONDER_JOB_ID", "x"}});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("only YONDER_ARRAY_*"), std::string::npos) << st.error().message();
+}
+
 TEST(EnvFilter, OrdinaryVariablesPass) {
   EXPECT_FALSE(is_reserved_env("CUDA_HOME"));
   EXPECT_FALSE(is_reserved_env("MY_NVIDIA_TOKEN"));

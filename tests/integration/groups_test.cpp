@@ -14,6 +14,7 @@
 
 #include "crypto/identity.h"
 #include "crypto/node_id.h"
+#include "mesh/group_edit.h"
 #include "mesh/membership.h"
 #include "support/job_node.h"
 #include "support/subprocess.h"
@@ -166,6 +167,140 @@ TEST(Groups, AMemberOfflineDuringItsRemovalLearnsItOnReconnect) {
     }
     return false;
   }));
+}
+
+// The identity a node's daemon signs with (its unencrypted key file).
+Identity identity_of(const Node& node) {
+  auto text = read_key_file(node.home() + "/identity.key");
+  EXPECT_TRUE(text.ok());
+  auto file = parse_key_file(*text);
+  EXPECT_TRUE(file.ok());
+  auto id = open_key_file(*file, std::nullopt);
+  EXPECT_TRUE(id.ok());
+  return std::move(*id);
+}
+
+// `role` of `id` in `node`'s list.
+std::string role_in(const Node& node, const std::string& id) {
+  json m = members(node);
+  if (!m.is_object()) return "";
+  for (const auto& x : m["members"]) {
+    if (x["id"] == id) return x.value("role", "");
+  }
+  return "";
+}
+
+// The owner promotes beta; beta (an admin, not paired with gamma) invites
+// delta and removes gamma, and every member converges, gamma included; the
+// owner demotes beta, after which a list beta signs is refused.
+TEST(Groups, AnAdminInvitesAndRemovesUntilTheOwnerDemotesIt) {
+  TempDir dir;
+  Node alpha(dir, "alpha", false), beta(dir, "beta", false), gamma(dir, "gamma", false), delta(dir, "delta", false);
+  ASSERT_EQ(alpha.yonder({"group", "create", "lab"}).exit_code, 0);
+  for (const Node* joiner : {&beta, &gamma}) {
+    json invite = alpha.yonder_json({"group", "invite", "lab"});
+    ASSERT_EQ(joiner->yonder({"group", "join", invite.value("link", "")}).exit_code, 0);
+  }
+  std::vector<std::string> three = {alpha.node_id(), beta.node_id(), gamma.node_id()};
+  ASSERT_TRUE(eventually([&](std::string& last) { return all_at({&alpha, &beta, &gamma}, 3, three, last); }));
+
+  // Only the owner makes admins; a member cannot invite yet.
+  auto r = beta.yonder({"group", "admin", "lab", "gamma"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("only the owner of group lab"), std::string::npos) << r.err;
+  r = beta.yonder({"group", "invite", "lab"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("not the owner or an admin"), std::string::npos) << r.err;
+
+  r = alpha.yonder({"group", "admin", "lab", "beta"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("is an admin of group lab (version 4)"), std::string::npos) << r.out;
+  ASSERT_TRUE(eventually([&](std::string& last) { return all_at({&alpha, &beta, &gamma}, 4, three, last); }));
+  EXPECT_EQ(role_in(gamma, beta.node_id()), "admin");
+  EXPECT_NE(alpha.yonder({"group", "admin", "lab", "beta"}).exit_code, 0);  // already one
+
+  // beta invites delta: delta takes beta's list (signed by an admin) with beta's proof.
+  json invite = beta.yonder_json({"group", "invite", "lab"});
+  r = delta.yonder({"group", "join", invite.value("link", "")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> four = {alpha.node_id(), beta.node_id(), gamma.node_id(), delta.node_id()};
+  ASSERT_TRUE(eventually([&](std::string& last) { return all_at({&alpha, &beta, &gamma, &delta}, 5, four, last); }));
+
+  // beta removes gamma (beta and gamma are not paired): the others converge, gamma learns it through alpha.
+  r = beta.yonder({"group", "remove", "lab", gamma.node_id()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> left = {alpha.node_id(), beta.node_id(), delta.node_id()};
+  EXPECT_TRUE(eventually([&](std::string& last) { return all_at({&alpha, &beta, &delta}, 6, left, last); }));
+  EXPECT_TRUE(eventually([&](std::string& last) { return in_no_group(gamma, last); }));
+  // beta labels delta.
+  ASSERT_EQ(beta.yonder({"group", "label", "lab", "delta", "site=lab3"}).exit_code, 0);
+  EXPECT_TRUE(eventually([&](std::string& last) { return all_at({&alpha, &beta, &delta}, 7, left, last); }));
+
+  // The owner demotes beta; everyone learns it.
+  r = alpha.yonder({"group", "admin", "--remove", "lab", "beta"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(eventually([&](std::string& last) { return all_at({&alpha, &beta, &delta}, 8, left, last); }));
+  EXPECT_EQ(role_in(delta, beta.node_id()), "member");
+  r = beta.yonder({"group", "remove", "lab", "delta"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("not the owner or an admin"), std::string::npos) << r.err;
+
+  // A list beta signs anyway (version 9, without delta) is refused by the owner and by delta.
+  auto sync = alpha.yonder({"call", "beta", "group.sync", "{}"});
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+  json synced = json::parse(sync.out, nullptr, false);
+  ASSERT_TRUE(synced["memberships"].is_array() && !synced["memberships"].empty()) << synced.dump();
+  auto held = mesh::decode_membership(synced["memberships"][0].get<std::string>());
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held->version, 8u);
+  auto next = mesh::without_member(*held, NodeId::parse(delta.node_id())->public_key());
+  ASSERT_TRUE(next.ok());
+  mesh::sign_membership(*next, identity_of(beta));
+  for (const Node* to : {&alpha, &delta}) {
+    std::string peer = to == &alpha ? std::string("alpha") : delta.node_id();
+    auto refused =
+        beta.yonder({"call", peer, "group.membership", json{{"membership", mesh::encode_membership(*next)}}.dump()});
+    EXPECT_NE(refused.exit_code, 0) << refused.out;
+    EXPECT_NE((refused.out + refused.err).find("refused"), std::string::npos) << refused.out << refused.err;
+  }
+  EXPECT_EQ(members(alpha).value("version", 0), 8);
+  EXPECT_EQ(members(delta).value("version", 0), 8);
+}
+
+// An admin restarted while the list it holds is signed by another admin has
+// no owner-signed proof on disk: it asks the owner (group.proof) when their
+// link comes up, and its invites work again.
+TEST(Groups, ARestartedAdminGetsItsProofFromTheOwner) {
+  TempDir dir;
+  Node alpha(dir, "alpha", false), beta(dir, "beta", false), gamma(dir, "gamma", false), delta(dir, "delta", false);
+  ASSERT_EQ(alpha.yonder({"group", "create", "lab"}).exit_code, 0);
+  for (const Node* joiner : {&beta, &gamma}) {
+    json invite = alpha.yonder_json({"group", "invite", "lab"});
+    ASSERT_EQ(joiner->yonder({"group", "join", invite.value("link", "")}).exit_code, 0);
+  }
+  ASSERT_EQ(alpha.yonder({"group", "admin", "lab", "beta"}).exit_code, 0);   // v4
+  ASSERT_EQ(alpha.yonder({"group", "admin", "lab", "gamma"}).exit_code, 0);  // v5
+  std::vector<std::string> three = {alpha.node_id(), beta.node_id(), gamma.node_id()};
+  ASSERT_TRUE(eventually([&](std::string& last) { return all_at({&alpha, &beta, &gamma}, 5, three, last); }));
+  // gamma (an admin) signs v6; beta then holds a list signed by gamma, not by the owner.
+  ASSERT_EQ(gamma.yonder({"group", "label", "lab", beta.node_id(), "gpu=a100"}).exit_code, 0);
+  ASSERT_TRUE(eventually([&](std::string& last) { return all_at({&alpha, &beta}, 6, three, last); }));
+  EXPECT_EQ(members(beta).value("signer_id", ""), gamma.node_id());
+
+  EXPECT_TRUE(members(beta).value("admin_proof", false));  // kept from its promotion
+  beta.restart();
+  // v6 (signed by gamma) is no proof, and no owner-signed list arrives by
+  // itself: once beta's link to alpha is up again, beta asks alpha for one.
+  EXPECT_TRUE(eventually([&](std::string& last) {
+    json m = members(beta);
+    last = m.dump();
+    return m.value("admin_proof", false);
+  }));
+  json invite = beta.yonder_json({"group", "invite", "lab"});
+  auto joined = delta.yonder({"group", "join", invite.value("link", "")});
+  ASSERT_EQ(joined.exit_code, 0) << joined.err;
+  std::vector<std::string> four = {alpha.node_id(), beta.node_id(), gamma.node_id(), delta.node_id()};
+  EXPECT_TRUE(eventually([&](std::string& last) { return all_at({&alpha, &beta, &gamma, &delta}, 7, four, last); }));
 }
 
 }  // namespace

@@ -6,8 +6,11 @@
 // the only fitting GPU never both get it.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/docker_env.h"
@@ -171,6 +174,119 @@ TEST_F(MeshRun, TwoConsumersAtOnceNeverShareAGpu) {
     for (const auto& j : ps["jobs"]) running_on_big += j["provider"] == big.node_id();
   }
   EXPECT_EQ(running_on_big, 1u) << seen;
+}
+
+// `run --mesh --group G` ranks only the providers in G's list (the one this
+// node holds): a job goes to the group's provider even though the other
+// provider ranked first without the group; `mesh --group G` shows only the
+// members; a group this node is not in is a clear error.
+TEST_F(MeshRun, AGroupJobGoesToTheGroupsProviderEvenWhenAnotherRanksHigher) {
+  TempDir dir;
+  Node small(dir, "small", true, provider_env("fake:1:SMALL:16", "")),
+      big(dir, "big", true, provider_env("fake:1:BIG:48", "")), laptop(dir, "laptop", false);
+  pair_for_mesh(laptop, small);
+  pair_for_mesh(laptop, big);
+
+  // Without a group: whichever ranks first (equal GPUs for this job, so the
+  // score's RTT or the key decides) gets it.
+  auto r = laptop.yonder(mesh_run({}, {"true"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  bool big_first = r.err.find("mesh: chose big") != std::string::npos;
+  ASSERT_TRUE(big_first || r.err.find("mesh: chose small") != std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("out of 2 feasible"), std::string::npos) << r.err;
+  const Node& winner = big_first ? big : small;
+  const Node& member = big_first ? small : big;
+
+  // The group: laptop owns it, the provider that lost joins with an invite.
+  ASSERT_EQ(laptop.yonder({"group", "create", "lab"}).exit_code, 0);
+  json invite = laptop.yonder_json({"group", "invite", "lab", "--scope", "run"});
+  auto joined = member.yonder({"group", "join", invite.value("link", "")});
+  ASSERT_EQ(joined.exit_code, 0) << joined.err;
+
+  for (int i = 0; i < 2; ++i) {
+    r = laptop.yonder(mesh_run({"--group", "lab"}, {"true"}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("mesh: chose " + std::string(big_first ? "small" : "big") + " ("), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("out of 1 feasible"), std::string::npos) << r.err;
+  }
+  json ps = laptop.yonder_json({"ps", "--all"});
+  size_t on_member = 0, on_winner = 0;
+  for (const auto& j : ps["jobs"]) {
+    on_member += j["provider"] == member.node_id();
+    on_winner += j["provider"] == winner.node_id();
+  }
+  EXPECT_EQ(on_member, 2u) << ps.dump();
+  EXPECT_EQ(on_winner, 1u) << ps.dump();
+
+  json mesh = laptop.yonder_json({"mesh", "--group", "lab"});
+  ASSERT_EQ(mesh["providers"].size(), 1u) << mesh.dump();
+  EXPECT_EQ(mesh["providers"][0]["node_id"], member.node_id());
+  EXPECT_EQ(mesh["group"]["name"], "lab");
+  EXPECT_EQ(laptop.yonder_json({"mesh"})["providers"].size(), 2u);
+
+  // A group whose members offer nothing: the error names the group.
+  ASSERT_EQ(laptop.yonder({"group", "create", "solo"}).exit_code, 0);
+  r = laptop.yonder(mesh_run({"--group", "solo"}, {"true"}));
+  EXPECT_EQ(r.exit_code, 125) << r.err;
+  EXPECT_NE(r.err.find("no paired provider has 1 free GPU in group solo"), std::string::npos) << r.err;
+  // Not in the group: says where to look.
+  r = laptop.yonder(mesh_run({"--group", "nosuch"}, {"true"}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("`yonder group list`"), std::string::npos) << r.err;
+  r = laptop.yonder({"mesh", "--group", "nosuch"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("`yonder group list`"), std::string::npos) << r.err;
+  // --group is a placement need: without --mesh it is a usage error.
+  r = laptop.yonder({"run", "--on", "big", "--group", "lab", "--image", kImage, "--", "true"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(laptop.yonder_json({"ps", "--all"})["jobs"].size(), 3u);
+}
+
+// Polls `mesh --cached` on `node` (no asking) until `check` holds for the
+// provider `name` or 30 s pass; the last state goes into the failure.
+bool cached_eventually(const Node& node, const std::string& name, const std::function<bool(const json&)>& check) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  json last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    last = provider_named(node.yonder_json({"mesh", "--cached"}), name);
+    if (!last.is_null() && check(last)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ADD_FAILURE() << "timed out; last: " << last.dump();
+  return false;
+}
+
+// A provider pushes its advertisement when it changes: the consumer's
+// snapshot (`mesh --cached`, GET /v1/mesh?refresh=0) shows a job's GPU
+// taken and freed again without asking; a push that does not verify is
+// refused and changes nothing.
+TEST_F(MeshRun, PushedAdvertisementsKeepTheSnapshotFreshWithoutAsking) {
+  TempDir dir;
+  Node big(dir, "big", true, provider_env("fake:1:BIG:48", "")), laptop(dir, "laptop", false);
+  pair_for_mesh(laptop, big);
+  json b = provider_named(laptop.yonder_json({"mesh"}), "big");  // one pull
+  ASSERT_EQ(b["free"], 1) << b.dump();
+  EXPECT_EQ(b["source"], "pulled");
+
+  // A job (not placed by the mesh) takes the GPU: the push says so.
+  auto d = laptop.yonder({"run", "--on", "big", "--image", kImage, "--no-upload", "--gpus", "1", "-d", "--", "sleep",
+                          "60"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string job = d.out.substr(0, d.out.find('\n'));
+  EXPECT_TRUE(cached_eventually(laptop, "big", [](const json& p) {
+    return p["source"] == "pushed" && p["free"] == 0 && p["gpus"][0]["leased"] == true;
+  }));
+
+  // A push that does not verify is refused and leaves the snapshot alone.
+  auto forged = big.yonder({"call", "laptop", "advertisement.push", json{{"advertisement", "{}"}}.dump()});
+  EXPECT_NE(forged.exit_code, 0) << forged.out;
+  EXPECT_NE((forged.out + forged.err).find("malformed"), std::string::npos) << forged.out << forged.err;
+  EXPECT_EQ(provider_named(laptop.yonder_json({"mesh", "--cached"}), "big")["free"], 0);
+
+  // Its end frees the GPU: pushed again.
+  ASSERT_EQ(laptop.yonder({"stop", job}).exit_code, 0);
+  EXPECT_TRUE(cached_eventually(laptop, "big", [](const json& p) { return p["source"] == "pushed" && p["free"] == 1; }));
 }
 
 // The lease book lives in memory: a provider restarted while a lease it

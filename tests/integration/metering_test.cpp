@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -202,6 +204,36 @@ TEST_F(Metering, AConsumerDownWhenItsJobEndedStillGetsItsReceipt) {
   json mine = receipt_of(laptop, job, "countersigned");
   EXPECT_TRUE(mine.value("verified", false)) << mine.dump();
   EXPECT_EQ(receipt_of(studio, job, "countersigned")["receipt"], mine["receipt"]);
+}
+
+// The receipt's output hash covers the files the job created or changed in
+// its workspace, not only what it printed: equal logs with other files
+// differ, an equal run is equal, the uploaded files as they came count for
+// nothing and a changed one counts.
+TEST_F(Metering, TheOutputHashCoversTheFilesTheJobWrote) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {});
+  std::filesystem::create_directories(dir / "project");
+  std::ofstream(dir / "project/input.txt") << "uploaded\n";
+  auto hash_of = [&](const std::string& script) {
+    auto d = laptop.yonder(
+        {"run", "--on", "studio", "--image", kImage, "--upload", dir / "project", "-d", "--", "sh", "-c", script});
+    EXPECT_EQ(d.exit_code, 0) << d.err;
+    std::string job = d.out.substr(0, d.out.find('\n'));
+    auto logs = laptop.yonder({"logs", "-f", job});  // returns once the job has ended
+    EXPECT_EQ(logs.out, "same\n") << logs.err;
+    return receipt_of(laptop, job, "").value("output_hash", "");
+  };
+  std::string a = hash_of("echo same; echo A > out.txt");
+  std::string b = hash_of("echo same; echo B > out.txt");
+  std::string a_again = hash_of("echo same; echo A > out.txt; cat input.txt > /dev/null");
+  std::string a_changed = hash_of("echo same; echo A > out.txt; echo edited > input.txt");
+  EXPECT_EQ(a.size(), 64u);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a, a_again);
+  EXPECT_NE(a, a_changed);
+  EXPECT_NE(b, a_changed);
 }
 
 }  // namespace

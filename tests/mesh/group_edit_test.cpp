@@ -89,6 +89,43 @@ TEST(GroupEdit, AddRemoveAndLabelEachMakeTheNextVersion) {
   EXPECT_EQ(judge_membership_update(&*v5, owner.public_key(), *v3), MembershipVerdict::kStale);
 }
 
+// The owner promotes b: b's lists are then accepted by nodes holding the
+// promotion; once demoted, b's next list is refused.
+TEST(GroupEdit, PromotedAdminsSignUntilDemoted) {
+  Identity owner = make_identity(), b = make_identity(), c = make_identity();
+  auto v1 = new_group(kGroupId, "lab", owner.public_key(), {});
+  ASSERT_TRUE(v1.ok());
+  auto v2 = with_member(*v1, b.public_key());
+  auto v3 = with_member(*v2, c.public_key());
+  ASSERT_TRUE(v3.ok());
+  auto v4 = with_role(*v3, b.public_key(), MemberRole::kAdmin);
+  ASSERT_TRUE(v4.ok()) << v4.error().message();
+  EXPECT_EQ(v4->version, 4u);
+  EXPECT_TRUE(is_admin(*v4, b.public_key()));
+  EXPECT_FALSE(is_admin(*v3, b.public_key()));  // the held list is untouched
+  EXPECT_EQ(with_role(*v4, b.public_key(), MemberRole::kAdmin).error().code(), ErrorCode::kAlreadyExists);
+  EXPECT_EQ(with_role(*v4, owner.public_key(), MemberRole::kMember).error().code(), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(with_role(*v4, make_identity().public_key(), MemberRole::kAdmin).error().code(), ErrorCode::kNotFound);
+  sign_membership(*v4, owner);
+
+  // b, now an admin, removes c: accepted by a node holding v4.
+  auto v5 = without_member(*v4, c.public_key());
+  ASSERT_TRUE(v5.ok());
+  sign_membership(*v5, b);
+  EXPECT_EQ(judge_membership_update(&*v4, owner.public_key(), *v5), MembershipVerdict::kAccept);
+
+  // The owner demotes b; b's later list is refused by a node holding the demotion.
+  auto v6 = with_role(*v5, b.public_key(), MemberRole::kMember);
+  ASSERT_TRUE(v6.ok());
+  EXPECT_FALSE(is_admin(*v6, b.public_key()));
+  sign_membership(*v6, owner);
+  EXPECT_EQ(judge_membership_update(&*v5, owner.public_key(), *v6), MembershipVerdict::kAccept);
+  auto v7 = with_label(*v6, b.public_key(), "role", "x");
+  ASSERT_TRUE(v7.ok());
+  sign_membership(*v7, b);
+  EXPECT_EQ(judge_membership_update(&*v6, owner.public_key(), *v7), MembershipVerdict::kRejected);
+}
+
 TEST(GroupEdit, AListHoldsAtMostTheCodecsMembers) {
   Identity owner = make_identity();
   auto m = new_group(kGroupId, "big", owner.public_key(), {});

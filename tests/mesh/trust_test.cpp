@@ -107,8 +107,8 @@ TEST(Reputation, OutvotedProvidersLoseTrustAndResultsAreDeterministic) {
   std::vector<Receipt> rs = {receipt(good, o, "a", 3600, kNow), receipt(liar, o, "b", 3600, kNow)};
   auto before = compute_trust(rs, {}, {o.public_key()}, TrustParams{});
   EXPECT_NEAR(before.global[good.public_key()], before.global[liar.public_key()], 1e-12);
-  std::vector<VerificationOutcome> outcomes = {{o.public_key(), liar.public_key(), false},
-                                               {o.public_key(), good.public_key(), true}};
+  std::vector<VerificationOutcome> outcomes = {{o.public_key(), liar.public_key(), false, false},
+                                               {o.public_key(), good.public_key(), true, false}};
   auto after = compute_trust(rs, outcomes, {o.public_key()}, TrustParams{});
   EXPECT_GT(after.global[good.public_key()], after.global[liar.public_key()]);
   // Same inputs in another order: bit-for-bit the same.

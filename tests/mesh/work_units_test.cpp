@@ -305,6 +305,13 @@ TEST(WorkUnits, ALostProviderRequeuesItsTasksAndADuplicateResultIsDiscarded) {
   EXPECT_EQ(run.finished(l[0].attempt, AttemptOutcome::kSucceeded, 330, "z"), ArrayRun::Verdict::kDiscarded);
   EXPECT_EQ(run.result(0), "y");
   EXPECT_TRUE(run.complete());
+  // Its outputs could not be collected: it runs again, elsewhere.
+  ASSERT_TRUE(run.reopen(0).ok());
+  EXPECT_FALSE(run.reopen(0).ok());
+  auto rerun = run.next(400, 5);
+  ASSERT_EQ(rerun.size(), 1u);
+  EXPECT_EQ(rerun[0].task, 0u);
+  EXPECT_EQ(rerun[0].avoid.count(key(3)), 1u);
 }
 
 TEST(WorkUnits, StateSurvivesARestartWithoutRerunningFinishedTasks) {
@@ -320,6 +327,7 @@ TEST(WorkUnits, StateSurvivesARestartWithoutRerunningFinishedTasks) {
   ASSERT_TRUE(restored.ok()) << restored.error().to_string();
   EXPECT_EQ(restored->state(0), TaskState::kDone);
   EXPECT_EQ(restored->result(0), "d0");
+  EXPECT_EQ(restored->counts().retried, 1u) << "the counters survive too";
   std::vector<uint32_t> started;
   for (const auto& x : restored->next(20, 10)) started.push_back(x.task);
   EXPECT_EQ(started, (std::vector<uint32_t>{1, 2, 3, 4})) << "everything but the finished task runs again";

@@ -115,6 +115,26 @@ constexpr SampleRow kSamples[] = {
      "INSERT INTO receipts (provider_id, job_id, consumer_id, role, state, receipt_json, problem, created_at, "
      "updated_at) VALUES ('node-b', 'job-1', 'node-a', 'consumer', 'signed', '{}', NULL, 1700000005, 1700000005)",
      "SELECT role || '|' || state || '|' || consumer_id FROM receipts", "consumer|signed|node-a"},
+    // v7 (mesh jobs): a job and its first attempt.
+    {7,
+     "INSERT INTO mesh_jobs (mesh_job_id, state, spec_json, result_json, created_at, updated_at) "
+     "VALUES ('mj-1', 'running', '{}', NULL, 1700000006, 1700000006)",
+     "SELECT state || '|' || spec_json || '|' || ifnull(result_json, 'null') FROM mesh_jobs", "running|{}|null"},
+    {7,
+     "INSERT INTO mesh_job_attempts (mesh_job_id, attempt, replica, provider_id, provider_name, job_id, state, why, "
+     "exit_code, started_at, ended_at) VALUES ('mj-1', 1, 0, 'node-b', 'bob', 'job-1', 'lost', 'silent', NULL, "
+     "1700000006, 1700000007)",
+     "SELECT provider_name || '|' || state || '|' || why FROM mesh_job_attempts", "bob|lost|silent"},
+    // v8 (verification outcomes): one known-answer check.
+    {8,
+     "INSERT INTO verifications (provider_id, kind, subject, outcome, details_json, signed_json, at_ms) "
+     "VALUES ('node-b', 'known_answer', 'bench-1', 'passed', '{}', '{}', 1700000008000)",
+     "SELECT kind || '|' || subject || '|' || outcome FROM verifications", "known_answer|bench-1|passed"},
+    // v9 (array jobs): one array, half done.
+    {9,
+     "INSERT INTO mesh_arrays (array_id, state, spec_json, run_json, tasks_json, created_at, updated_at) "
+     "VALUES ('arr-1', 'running', '{}', '{}', '{}', 1700000009, 1700000010)",
+     "SELECT array_id || '|' || state FROM mesh_arrays", "arr-1|running"},
 };
 
 std::vector<std::string> fresh_latest_schema() {
@@ -134,8 +154,9 @@ TEST(Migrations, EmptyDatabaseMigratesToLatest) {
   Status status = migrate(db);
   ASSERT_TRUE(status.ok()) << status.error().to_string();
   EXPECT_EQ(version_of(db), kSchemaVersion);
-  EXPECT_EQ(kSchemaVersion, 6);
-  for (const char* table : {"peers", "share_links", "jobs", "audit_log", "receipts", "groups", "group_invites"}) {
+  EXPECT_EQ(kSchemaVersion, 9);
+  for (const char* table : {"peers", "share_links", "jobs", "audit_log", "receipts", "groups", "group_invites", "mesh_jobs",
+                            "mesh_job_attempts", "verifications", "mesh_arrays"}) {
     EXPECT_EQ(query_text(db, std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '") +
                                  table + "'"),
               "1")

@@ -36,7 +36,9 @@ class Node {
             {"YONDER_LINK_LISTEN", "127.0.0.1:0"},
             {"YONDER_GPU_INVENTORY", "fake:2"},
             {"YONDER_PASSPHRASE", ""},
-            {"YONDER_PASSPHRASE_FILE", ""}};
+            {"YONDER_PASSPHRASE_FILE", ""},
+            // No automatic known-answer benchmarks unless a test asks for them.
+            {"YONDER_MESH_BENCHMARK_INTERVAL_S", "0"}};
     for (const auto& [k, v] : extra) env_[k] = v;
     if (provider) {
       env_["YONDER_IMAGE_ALLOWLIST"] = "yonder-test/*";

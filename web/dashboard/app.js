@@ -218,7 +218,16 @@ async function newLink() {
 // ---------- jobs and live logs
 
 async function loadJobs() {
-  const [mine, theirs] = await Promise.all([api("/v1/jobs?all=1"), api("/v1/provider/jobs")]);
+  const [mine, theirs, arrays] = await Promise.all([
+    api("/v1/jobs?all=1"), api("/v1/provider/jobs"), api("/v1/mesh/arrays?all=1").catch(() => ({ arrays: [] }))]);
+  const arows = (arrays.arrays || []).map((a) => {
+    const c = a.counts || {};
+    return {
+      id: a.array_id, state: a.state, tasks: a.tasks || 0, done: c.done || 0, failed: c.failed || 0,
+      running: c.attempts_running || 0, rate: a.throughput_per_min, eta: a.eta_s,
+    };
+  });
+  renderRows("array-table", "array-empty", arows, "id", arrayRow);
   const rows = (mine.jobs || []).map((j) => ({
     id: j.job_id, who: j.provider_name || short(j.provider), cmd: (j.command || []).join(" "), state: j.state,
     exit: j.exit_code,
@@ -232,6 +241,30 @@ async function loadJobs() {
     const j = (logView.provider ? prow : rows).find((x) => x.id === logView.id);
     if (j) $("log-state").textContent = "(" + j.state + (j.exit === null || j.exit === undefined ? "" : ", exit " + j.exit) + ")";
   }
+}
+
+// An array's live progress: done (and failed) of all its tasks as a bar.
+function arrayRow(r) {
+  const pct = r.tasks ? (100 * (r.done + r.failed)) / r.tasks : 0;
+  const text = r.done + "/" + r.tasks + " done" + (r.failed ? ", " + r.failed + " failed" : "") +
+    (r.running ? ", " + r.running + " running" : "");
+  return el("tr", { "data-array-id": r.id },
+    el("td", {}, el("code", { class: "id", title: r.id }, short(r.id))), stateCell(r.state),
+    el("td", {}, meter("", text, pct)),
+    el("td", { class: "hide-narrow" }, r.rate === undefined ? "—" : r.rate.toFixed(1) + "/min"),
+    el("td", {}, r.state === "running" && r.eta > 0 ? fmtDuration(r.eta) : "—"),
+    el("td", {}, r.state !== "running" ? null
+      : el("button", { class: "danger stop", type: "button", onclick: (ev) => cancelArray(r.id, ev.target) }, "Cancel")));
+}
+
+async function cancelArray(id, button) {
+  button.disabled = true;
+  try {
+    await api("/v1/mesh/arrays/cancel", { array_id: id });
+  } catch (e) {
+    showBanner("Cancelling array " + short(id) + " failed: " + e.message);
+  }
+  loadJobs();
 }
 
 function jobRow(r, provider) {

@@ -9,6 +9,8 @@
 
 #include <sodium.h>
 
+#include "jobs/provider/workspace_digest.h"
+
 namespace yonder::jobs::provider {
 namespace {
 
@@ -167,7 +169,15 @@ Result<LogSlice> JobLog::read(uint64_t offset, size_t max_bytes) const {
   return slice;
 }
 
-Result<std::string> JobLog::output_sha256() const {
+Result<std::string> JobLog::output_sha256(std::string_view files_digest) const {
+  std::string files_hex = files_digest.empty() ? empty_outputs_digest() : std::string(files_digest);
+  uint8_t files[crypto_hash_sha256_BYTES];
+  size_t files_len = 0;
+  if (files_hex.size() != 2 * sizeof files ||
+      sodium_hex2bin(files, sizeof files, files_hex.data(), files_hex.size(), nullptr, &files_len, nullptr) != 0 ||
+      files_len != sizeof files) {
+    return make_error(ErrorCode::kInvalidArgument, "a workspace digest is 64 hex digits");
+  }
   crypto_hash_sha256_state out, err;
   crypto_hash_sha256_init(&out);
   crypto_hash_sha256_init(&err);
@@ -183,7 +193,7 @@ Result<std::string> JobLog::output_sha256() const {
     }
     offset = slice->next_offset;
   }
-  static constexpr char kLabel[] = "yonder-output-v1\n";
+  static constexpr char kLabel[] = "yonder-output-v2\n";
   uint8_t parts[2 * crypto_hash_sha256_BYTES];
   crypto_hash_sha256_final(&out, parts);
   crypto_hash_sha256_final(&err, parts + crypto_hash_sha256_BYTES);
@@ -191,6 +201,7 @@ Result<std::string> JobLog::output_sha256() const {
   crypto_hash_sha256_init(&all);
   crypto_hash_sha256_update(&all, reinterpret_cast<const uint8_t*>(kLabel), sizeof kLabel - 1);
   crypto_hash_sha256_update(&all, parts, sizeof parts);
+  crypto_hash_sha256_update(&all, files, sizeof files);
   uint8_t digest[crypto_hash_sha256_BYTES];
   crypto_hash_sha256_final(&all, digest);
   static constexpr char kHex[] = "0123456789abcdef";

@@ -63,11 +63,13 @@ class JobLog {
   Result<LogSlice> read(uint64_t offset, size_t max_bytes) const;
 
   // The job's output as one SHA-256 (64 lower-case hex): SHA-256 of
-  // "yonder-output-v1\n" + SHA-256(all stdout bytes) + SHA-256(all stderr
-  // bytes). Not the times, the record boundaries, how the two streams
-  // interleave, or provider notices: two runs that print the same hash the
-  // same. The metering receipt's output hash (mesh/receipt.h).
-  Result<std::string> output_sha256() const;
+  // "yonder-output-v2\n" + SHA-256(all stdout bytes) + SHA-256(all stderr
+  // bytes) + the 32 bytes of `files_digest` (the files the job created or
+  // changed in its workspace, workspace_digest.h; empty: no files). Not the
+  // times, the record boundaries, how the two streams interleave, or
+  // provider notices: two runs that print the same and write the same files
+  // hash the same. The metering receipt's output hash (mesh/receipt.h).
+  Result<std::string> output_sha256(std::string_view files_digest = {}) const;
 
   uint64_t size() const { return size_.load(); }
   bool truncated() const { return truncated_.load(); }

@@ -7,10 +7,15 @@
 
 #include "jobs/provider/live_job.h"
 #include "jobs/provider/provider_jobs.h"
+#include "jobs/provider/workspace_digest.h"
+#include "os/files.h"
 
 namespace yonder::jobs::provider {
 
 using Clock = std::chrono::steady_clock;
+
+// In the job's folder: the seed's file digests (workspace_digest.h).
+constexpr const char* kSeedDigestsFile = "seed-digests.json";
 
 void ProviderJobs::finish_locked(const LivePtr& job, JobState state, const std::string& reason,
                                  const std::string& message, std::optional<exec::ExitInfo> exit) {
@@ -26,7 +31,7 @@ void ProviderJobs::finish_locked(const LivePtr& job, JobState state, const std::
   if (!r.gpu_uuids.empty()) r.result["gpus"] = r.gpu_uuids;
   // What the metering receipt commits to (mesh/metering.h); the pump is done.
   if (auto log = open_log_locked(*job); log) {
-    if (auto hash = (*log)->output_sha256(); hash) r.result["output_sha256"] = *hash;
+    if (auto hash = (*log)->output_sha256(job->files_digest); hash) r.result["output_sha256"] = *hash;
   }
   for (const auto& u : r.gpu_uuids) leases_.erase(u);
   r.gpu_uuids.clear();  // the save below deletes the lease rows
@@ -79,6 +84,14 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
       }
     }
     Result<exec::TaskHandle> started = error.empty() ? executor_.start(task) : Result<exec::TaskHandle>(make_error(ErrorCode::kInvalidArgument, error));
+    if (started && !task.seed_dir.empty()) {
+      // What the workspace started with, for the outputs part of the
+      // receipt's output hash (kept on disk for a restarted provider).
+      // Not kept (a full disk): every file then counts as an output.
+      std::string dir = options_.jobs_dir + "/" + job->rec.job_id;
+      auto seed = digest_tree(task.seed_dir);
+      if (seed && os::make_dirs(dir, 0700)) (void)write_file_digests(dir + "/" + kSeedDigestsFile, seed->files);
+    }
     if (!task.seed_dir.empty()) {  // copied into the workspace (or the start failed): not needed again
       std::error_code ec;
       std::filesystem::remove_all(task.seed_dir, ec);
@@ -142,11 +155,22 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
     auto status = executor_.inspect(handle);
     if (status && status->state == exec::TaskState::kExited) exit = status->exit;
   }
+  // The files the job created or changed, read while the workspace is still
+  // mounted and nothing writes it any more.
+  std::string files_digest;
+  if (!handle.workspace.empty()) {
+    auto after = digest_tree(handle.workspace);
+    if (after) {
+      auto before = read_file_digests(options_.jobs_dir + "/" + job->rec.job_id + "/" + kSeedDigestsFile);
+      files_digest = outputs_digest(*after, before ? *before : FileDigests{});
+    }
+  }
   std::string cleanup;
   if (auto destroyed = executor_.destroy(handle, false); !destroyed) {
     cleanup = " (cleaning up failed: " + destroyed.error().to_string() + ")";
   }
   std::unique_lock lock(mutex_);
+  job->files_digest = files_digest;
   if (!exit) {
     finish_locked(job, JobState::kFailed, "lost", "lost track of the job's task: " + exit.error().to_string() + cleanup,
                   std::nullopt);

@@ -38,6 +38,9 @@ struct ProviderJobs::Live {
   bool pump_done = false;
   std::condition_variable pump_cv;
   std::atomic<bool> runner_done{false};  // set by the runner as its last act
+  // workspace_digest.h: the files the job created or changed, set by the
+  // runner (under the lock) before finish_locked; "" when it had no workspace.
+  std::string files_digest;
 };
 
 }  // namespace yonder::jobs::provider

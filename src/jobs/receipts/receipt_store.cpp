@@ -1,5 +1,6 @@
 #include "jobs/receipts/receipt_store.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace yonder::jobs::receipts {
@@ -90,6 +91,22 @@ Result<std::vector<StoredReceipt>> ReceiptStore::list() {
   std::lock_guard lock(mutex_);
   auto st = db_.prepare(std::string("SELECT ") + kColumns + " FROM receipts ORDER BY created_at, job_id");
   if (!st) return std::move(st).error();
+  std::vector<StoredReceipt> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return std::move(row).error();
+    if (!*row) break;
+    out.push_back(read_row(*st));
+  }
+  return out;
+}
+
+Result<std::vector<StoredReceipt>> ReceiptStore::newest_countersigned(size_t limit) {
+  std::lock_guard lock(mutex_);
+  auto st = db_.prepare(std::string("SELECT ") + kColumns +
+                        " FROM receipts WHERE state = 'countersigned' ORDER BY created_at DESC, job_id DESC LIMIT ?1");
+  if (!st) return std::move(st).error();
+  YONDER_TRY(st->bind(1, static_cast<int64_t>(std::min<size_t>(limit, 1'000'000))));
   std::vector<StoredReceipt> out;
   for (;;) {
     auto row = st->step();

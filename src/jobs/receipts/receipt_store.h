@@ -43,6 +43,9 @@ class ReceiptStore {
   Result<std::optional<StoredReceipt>> get(const std::string& provider_id, const std::string& job_id);
   // Oldest first.
   Result<std::vector<StoredReceipt>> list();
+  // The newest `limit` countersigned receipts, newest first (the evidence a
+  // node hands its peers for reputation, node/mesh_opinions.h).
+  Result<std::vector<StoredReceipt>> newest_countersigned(size_t limit);
 
  private:
   explicit ReceiptStore(store::Database db) : db_(std::move(db)) {}

@@ -1,0 +1,930 @@
+#include "node/mesh_jobs.h"
+
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <sodium.h>
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <filesystem>
+#include <set>
+
+#include "base/bytes.h"
+#include "jobs/provider/job_request.h"
+#include "mesh/quorum.h"
+#include "node/fetch_consumer.h"
+#include "node/mesh_consumer.h"
+#include "node/mesh_replicas.h"
+#include "node/remote_consumer.h"
+#include "node/verifications.h"
+
+namespace yonder::node {
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using api::Reply;
+using api::Request;
+using api::Response;
+
+namespace {
+
+constexpr uint64_t kMaxRetries = 100;
+// How often a running attempt is asked how it is (bounded by the timeout).
+constexpr std::chrono::milliseconds kMaxTick{2000};
+constexpr std::chrono::milliseconds kMinTick{100};
+constexpr uint64_t kMaxReplicas = 9;
+// What one replica's log may weigh when it is read for its digest.
+constexpr size_t kMaxReplicaLog = 64u << 20;
+constexpr std::chrono::minutes kValidatorTimeout{5};
+
+int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string new_id() {
+  uint8_t b[16];
+  randombytes_buf(b, sizeof b);
+  return hex_encode(ByteView(b, sizeof b));
+}
+
+bool finished_state(const std::string& s) {
+  return s == "exited" || s == "stopped" || s == "failed";
+}
+
+// The requeues so far (the provider lost the job, or never started it) and
+// the retries (the job itself ended without success).
+struct Counts {
+  uint32_t requeues = 0;
+  uint32_t retries = 0;
+};
+Counts count_attempts(const MeshJobRow& row, int replica) {
+  Counts c;
+  for (const auto& a : row.attempts) {
+    if (a.replica != replica) continue;
+    if (a.state == "lost" || a.state == "not started") ++c.requeues;
+    if (finished_state(a.state)) ++c.retries;
+  }
+  return c;
+}
+
+// Files under `dir`, recursively (0 when it does not exist).
+size_t count_files(const std::string& dir) {
+  std::error_code ec;
+  size_t n = 0;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file(ec)) ++n;
+  }
+  return n;
+}
+
+// Mirrors `from` into `to` with hard links (copies across file systems),
+// leaving out the top-level names in `skip`. Links stay links.
+Status link_tree(const fs::path& from, const fs::path& to, const std::set<std::string>& skip) {
+  std::error_code ec;
+  fs::create_directories(to, ec);
+  if (ec) return make_error(ErrorCode::kFailedPrecondition, "cannot create " + to.string() + ": " + ec.message());
+  fs::recursive_directory_iterator it(from, fs::directory_options::skip_permission_denied, ec), end;
+  if (ec) return make_error(ErrorCode::kFailedPrecondition, "cannot read " + from.string() + ": " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) return make_error(ErrorCode::kFailedPrecondition, "cannot read " + from.string() + ": " + ec.message());
+    fs::path rel = it->path().lexically_relative(from);
+    if (it.depth() == 0 && skip.count(rel.string()) > 0) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    fs::path dest = to / rel;
+    std::error_code e2;
+    if (it->is_symlink(e2)) {
+      fs::copy_symlink(it->path(), dest, e2);
+    } else if (it->is_directory(e2)) {
+      fs::create_directories(dest, e2);
+    } else if (it->is_regular_file(e2)) {
+      fs::create_hard_link(it->path(), dest, e2);
+      if (e2) {
+        e2.clear();
+        fs::copy_file(it->path(), dest, fs::copy_options::overwrite_existing, e2);
+      }
+    }
+    if (e2)
+      return make_error(ErrorCode::kFailedPrecondition, "cannot stage " + it->path().string() + ": " + e2.message());
+  }
+  return ok_status();
+}
+
+// The folder an attempt uploads: the job's own folder, or (with a
+// checkpoint) a staged copy of it with the checkpoint in `checkpoint/`.
+struct Staged {
+  std::string dir;        // what to upload ("" for nothing)
+  std::string temporary;  // a staged folder to remove after the upload
+  size_t checkpoint_files = 0;
+};
+Result<Staged> stage_upload(const std::string& source, const std::string& job_dir, int attempt) {
+  Staged s;
+  s.dir = source;
+  std::string checkpoint = job_dir + "/checkpoint";
+  s.checkpoint_files = count_files(checkpoint);
+  if (s.checkpoint_files == 0) return s;
+  s.temporary = job_dir + "/upload-" + std::to_string(attempt);
+  std::error_code ec;
+  fs::remove_all(s.temporary, ec);
+  if (!source.empty()) YONDER_TRY(link_tree(source, s.temporary, {".git", "checkpoint"}));
+  fs::create_directories(s.temporary, ec);
+  fs::copy(checkpoint, s.temporary + "/checkpoint", fs::copy_options::recursive, ec);
+  if (ec) return make_error(ErrorCode::kFailedPrecondition, "cannot stage the checkpoint: " + ec.message());
+  s.dir = s.temporary;
+  return s;
+}
+
+Result<uint64_t> body_uint(const nlohmann::json& b, const char* key, uint64_t def, uint64_t max) {
+  if (!b.contains(key)) return def;
+  if (!b[key].is_number_unsigned() || b[key].get<uint64_t>() > max) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      std::string("\"") + key + "\" must be a whole number up to " + std::to_string(max));
+  }
+  return b[key].get<uint64_t>();
+}
+
+Result<std::chrono::milliseconds> seconds_setting(const config::Config& cfg, const char* key, int64_t max) {
+  int64_t v = cfg.get_int(key);
+  if (v <= 0 || v > max) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      std::string(key) + " must be between 1 and " + std::to_string(max) + "; fix it in config.toml");
+  }
+  return std::chrono::milliseconds(v * 1000);
+}
+
+}  // namespace
+
+Result<MeshJobSettings> mesh_job_settings_from_config(const config::Config& cfg) {
+  MeshJobSettings s;
+  auto timeout = seconds_setting(cfg, "mesh.provider_timeout_s", 86400);
+  if (!timeout) return std::move(timeout).error();
+  s.provider_timeout = *timeout;
+  auto interval = seconds_setting(cfg, "mesh.checkpoint_interval_s", 86400);
+  if (!interval) return std::move(interval).error();
+  s.checkpoint_interval = *interval;
+  int64_t requeues = cfg.get_int("mesh.max_requeues");
+  if (requeues < 0 || requeues > 100) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "mesh.max_requeues must be between 0 and 100; fix it in config.toml");
+  }
+  s.max_requeues = static_cast<uint32_t>(requeues);
+  return s;
+}
+
+struct MeshJobs::Writer {
+  explicit Writer(asio::thread_pool& pool) : strand(asio::make_strand(pool)) {}
+  asio::strand<asio::thread_pool::executor_type> strand;
+};
+
+// One replica of the job (one for a plain mesh job): its attempts run one
+// after another, each on one provider.
+struct MeshJobs::Slot {
+  Slot(asio::io_context& io, int r) : replica(r), timer(io) {}
+  int replica;
+  asio::steady_timer timer;
+  int current = -1;  // index in row.attempts of the attempt in flight; -1: none
+  uint64_t lease_id = 0;
+  std::set<std::string> failed_on;  // providers that lost or failed it
+  bool allow_failed = false;        // nobody else could take it: try them again
+  uint32_t placement_failures = 0;
+  int inspecting = 0;    // the attempt number an inspect is in flight for
+  int fetching = 0;      // the attempt number a checkpoint fetch is in flight for
+  bool done = false;     // has its answer, or gave up
+  int answer = -1;       // index in row.attempts of the attempt that answered
+  bool waiting = false;  // to be placed once a sibling's placement is over
+  std::chrono::steady_clock::time_point last_answer, last_checkpoint;
+};
+
+struct MeshJobs::Live {
+  MeshJobRow row;
+  std::vector<std::unique_ptr<Slot>> slots;
+  size_t checkpoint_files = 0;  // in the last checkpoint synced
+  bool stopping = false;
+  bool verifying = false;
+  bool done = false;
+
+  int replicas() const { return static_cast<int>(slots.size()); }
+  MeshAttempt* attempt(const Slot& s) {
+    return s.current < 0 ? nullptr : &row.attempts[static_cast<size_t>(s.current)];
+  }
+};
+
+// One replica's answer while the quorum is being gathered.
+struct MeshJobs::Answer {
+  int replica = 0;
+  MeshAttempt attempt;
+  std::string folder;
+  std::string out, err;       // the job's stdout and stderr
+  std::string hash;           // "" when its outputs could not be had
+  std::optional<bool> valid;  // the validator's verdict
+  std::string problem;
+};
+
+MeshJobs::MeshJobs(asio::io_context& io, asio::thread_pool& pool, PeerLink& link, MeshConsumer& mesh,
+                   RemoteConsumer& remote, FetchConsumer& fetch, std::unique_ptr<MeshJobStore> store, std::string dir,
+                   MeshJobSettings settings)
+    : io_(io),
+      pool_(pool),
+      link_(link),
+      mesh_(mesh),
+      remote_(remote),
+      fetch_(fetch),
+      store_(std::move(store)),
+      dir_(std::move(dir)),
+      settings_(settings),
+      writer_(std::make_unique<Writer>(pool)) {}
+
+MeshJobs::~MeshJobs() {
+  *alive_ = false;
+  for (auto& [_, l] : live_) {
+    for (auto& s : l->slots) s->timer.cancel();
+  }
+}
+
+std::shared_ptr<MeshJobs::Live> MeshJobs::make_live(MeshJobRow row) {
+  auto live = std::make_shared<Live>();
+  live->row = std::move(row);
+  int replicas = static_cast<int>(std::clamp<uint64_t>(live->row.spec.value("replicas", uint64_t{1}), 1, kMaxReplicas));
+  for (int r = 0; r < replicas; ++r) live->slots.push_back(std::make_unique<Slot>(io_, r));
+  return live;
+}
+
+void MeshJobs::start() {
+  asio::post(pool_, [this, alive = alive_] {
+    auto rows = store_->list(true);
+    asio::post(io_, [this, alive, rows = std::move(rows)]() mutable {
+      if (!*alive) return;
+      if (!rows) {
+        spdlog::warn("mesh jobs: cannot read the jobs a previous run left: {}", rows.error().to_string());
+        return;
+      }
+      for (auto& row : *rows) {
+        auto live = make_live(std::move(row));
+        live_[live->row.id] = live;
+        for (size_t i = 0; i < live->row.attempts.size(); ++i) {
+          const MeshAttempt& a = live->row.attempts[i];
+          if (a.replica < 0 || a.replica >= live->replicas()) continue;
+          Slot& s = *live->slots[static_cast<size_t>(a.replica)];
+          if (!a.ended()) {
+            s.current = static_cast<int>(i);
+          } else if (a.state == "exited" && (live->replicas() > 1 || a.exit_code == 0)) {
+            s.done = true;
+            s.answer = static_cast<int>(i);
+          } else {
+            s.failed_on.insert(a.provider_id);
+          }
+        }
+        spdlog::info("mesh job {}: picked up again", live->row.id.substr(0, 12));
+        for (int r = 0; r < live->replicas(); ++r) {
+          Slot& s = *live->slots[static_cast<size_t>(r)];
+          MeshAttempt* a = live->attempt(s);
+          if (s.done) continue;
+          if (a && a->state == "running" && !a->job_id.empty()) {
+            watch(live, r);
+          } else if (a) {
+            // Cut short during its upload: that attempt never started.
+            a->state = "not started";
+            a->why = "the daemon stopped while it was being submitted";
+            a->ended_at = now_s();
+            s.current = -1;
+            save(live, [this, live, r] { place(live, r); });
+          } else {
+            place(live, r);
+          }
+        }
+        if (std::all_of(live->slots.begin(), live->slots.end(), [](const auto& s) { return s->done; })) verify(live);
+      }
+    });
+  });
+}
+
+void MeshJobs::add_routes(api::Router& router) {
+  router.add("POST", "/v1/mesh/jobs", [this](const Request& req, Reply reply) { create(req, std::move(reply)); });
+  auto find = [this](const std::string& id, std::function<void(Result<nlohmann::json>)> answer) {
+    for (const auto& [key, l] : live_) {
+      if (!id.empty() && key.compare(0, id.size(), id) == 0) return answer(view(*l));
+    }
+    asio::post(pool_, [this, id, answer] {
+      auto row = store_->find(id);
+      asio::post(io_, [row = std::move(row), answer] {
+        if (!row) return answer(row.error());
+        answer(row->to_json());
+      });
+    });
+  };
+  router.add("GET", "/v1/mesh/jobs/inspect", [find](const Request& req, Reply reply) {
+    find(api::parse_query(req.query)["id"],
+         [reply](Result<nlohmann::json> r) { reply(r ? Response::json(200, *r) : Response::error(r.error())); });
+  });
+  router.add("GET", "/v1/mesh/jobs", [this](const Request& req, Reply reply) {
+    bool all = api::parse_query(req.query)["all"] == "1";
+    asio::post(pool_, [this, all, reply] {
+      auto rows = store_->list(!all);
+      asio::post(io_, [this, rows = std::move(rows), reply] {
+        if (!rows) return reply(Response::error(rows.error()));
+        nlohmann::json jobs = nlohmann::json::array();
+        for (const auto& r : *rows) {
+          auto l = live_.find(r.id);
+          jobs.push_back(l != live_.end() ? view(*l->second) : r.to_json());
+        }
+        reply(Response::json(200, {{"jobs", jobs}}));
+      });
+    });
+  });
+  router.add("POST", "/v1/mesh/jobs/stop", [this](const Request& req, Reply reply) {
+    auto b = nlohmann::json::parse(req.body, nullptr, false);
+    std::string id = b.is_object() && b.contains("mesh_job_id") && b["mesh_job_id"].is_string()
+                         ? b["mesh_job_id"].get<std::string>()
+                         : "";
+    if (id.empty())
+      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "the body needs \"mesh_job_id\"")));
+    std::shared_ptr<Live> live;
+    for (const auto& [key, l] : live_) {
+      if (key.compare(0, id.size(), id) == 0) live = l;
+    }
+    if (!live) {
+      return reply(Response::error(
+          make_error(ErrorCode::kNotFound, "no running mesh job " + id + " here; `yonder mesh jobs` lists them")));
+    }
+    live->stopping = true;
+    bool any_running = false;
+    for (auto& s : live->slots) {
+      MeshAttempt* a = live->attempt(*s);
+      if (a == nullptr || a->state != "running") continue;
+      any_running = true;
+      remote_.call_job(a->job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
+    }
+    // Not on a provider: nothing to stop there (a submit on its way is stopped when it lands).
+    if (!any_running) finish(live, "stopped", {{"message", "stopped before it ran"}, {"exit_code", nullptr}});
+    reply(Response::json(200, view(*live)));
+  });
+}
+
+nlohmann::json MeshJobs::view(const Live& live) const {
+  nlohmann::json j = live.row.to_json();
+  // The attempt in flight of the first replica still running (what `run` follows).
+  j["current_attempt"] = nullptr;
+  for (const auto& s : live.slots) {
+    if (s->current >= 0) {
+      j["current_attempt"] = live.row.attempts[static_cast<size_t>(s->current)].attempt;
+      break;
+    }
+  }
+  j["checkpoint_files"] = live.checkpoint_files;
+  return j;
+}
+
+void MeshJobs::create(const Request& req, Reply reply) {
+  auto b = nlohmann::json::parse(req.body, nullptr, false);
+  if (!b.is_object() || !b.contains("job")) {
+    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "the body needs \"job\"")));
+  }
+  auto request = jobs::provider::parse_job_request(b["job"]);
+  if (!request) return reply(Response::error(request.error()));
+  std::string dir = b.contains("dir") && b["dir"].is_string() ? b["dir"].get<std::string>() : "";
+  if (!dir.empty() && dir.front() != '/') {
+    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"dir\" must be an absolute path")));
+  }
+  nlohmann::json needs = b.value("needs", nlohmann::json::object());
+  if (!needs.is_object())
+    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"needs\" must be an object")));
+  auto retries = body_uint(b, "retries", 0, kMaxRetries);
+  if (!retries) return reply(Response::error(retries.error()));
+  auto replicas = body_uint(b, "replicas", 1, kMaxReplicas);
+  if (!replicas) return reply(Response::error(replicas.error()));
+  if (*replicas == 0)
+    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"replicas\" must be 1 or more")));
+  std::string validator;
+  if (b.contains("validator")) {
+    if (!b["validator"].is_string() || b["validator"].get<std::string>().size() > 4096) {
+      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"validator\" must be a command line")));
+    }
+    validator = b["validator"].get<std::string>();
+  }
+  MeshJobRow row;
+  row.id = new_id();
+  row.state = "running";
+  row.spec = {{"job", b["job"]}, {"dir", dir}, {"needs", needs}, {"retries", *retries}, {"replicas", *replicas}};
+  if (!validator.empty()) row.spec["validator"] = validator;
+  row.created_at = now_s();
+  auto live = make_live(std::move(row));
+  asio::post(writer_->strand, [this, alive = alive_, live, reply] {
+    std::error_code ec;
+    fs::create_directories(job_dir(live->row.id), ec);
+    Status st = ec ? Status(make_error(ErrorCode::kFailedPrecondition,
+                                       "cannot create " + job_dir(live->row.id) + ": " + ec.message()))
+                   : store_->put(live->row);
+    asio::post(io_, [this, alive, live, reply, st = std::move(st)] {
+      if (!*alive) return;
+      if (!st) return reply(Response::error(st.error()));
+      live_[live->row.id] = live;
+      spdlog::info("mesh job {}: accepted ({} replica(s))", live->row.id.substr(0, 12), live->replicas());
+      reply(Response::json(200, view(*live)));
+      for (int r = 0; r < live->replicas(); ++r) place(live, r);
+    });
+  });
+}
+
+void MeshJobs::place(const std::shared_ptr<Live>& live, int r) {
+  Slot& s = *live->slots[static_cast<size_t>(r)];
+  if (live->done || s.done || s.current != -1) return;
+  // One placement at a time per job, so that replicas land on distinct providers.
+  for (const auto& other : live->slots) {
+    if (other->current == -2) {
+      s.waiting = true;
+      return;
+    }
+  }
+  nlohmann::json needs = live->row.spec.value("needs", nlohmann::json::object());
+  // Replicas run on distinct providers, always; the ones that failed this
+  // replica are left out while anyone else can take it.
+  std::set<std::string> exclude;
+  for (const auto& other : live->slots) {
+    if (other.get() == &s) continue;
+    int i = other->current >= 0 ? other->current : other->answer;
+    if (i >= 0) exclude.insert(live->row.attempts[static_cast<size_t>(i)].provider_id);
+  }
+  bool excluding_failed = !s.allow_failed && !s.failed_on.empty();
+  if (excluding_failed) exclude.insert(s.failed_on.begin(), s.failed_on.end());
+  if (!exclude.empty()) needs["exclude"] = exclude;
+  // A placeholder keeps a sibling placed at the same moment off the provider
+  // this one is being offered (the lease answers first).
+  s.current = -2;
+  mesh_.lease_for(needs, [this, alive = alive_, live, r, excluding_failed](Result<nlohmann::json> got) {
+    if (!*alive) return;
+    Slot& sl = *live->slots[static_cast<size_t>(r)];
+    sl.current = -1;
+    // Siblings that waited for this placement go next (after this one's attempt is recorded).
+    asio::post(io_, [this, alive, live] {
+      if (!*alive) return;
+      for (int o = 0; o < live->replicas(); ++o) {
+        Slot& other = *live->slots[static_cast<size_t>(o)];
+        if (other.waiting && other.current == -1) {
+          other.waiting = false;
+          return place(live, o);
+        }
+      }
+    });
+    if (live->done || sl.done) {
+      if (got)
+        mesh_.release_lease((*got)["provider"].value("node_id", ""), got->value("lease_id", uint64_t{0}),
+                            [](Result<nlohmann::json>) {});
+      return;
+    }
+    if (!got && excluding_failed) {
+      spdlog::info("mesh job {}: no other provider can take it ({}); trying the previous ones too",
+                   live->row.id.substr(0, 12), got.error().message());
+      sl.allow_failed = true;
+      return place(live, r);
+    }
+    sl.allow_failed = false;
+    if (!got) {
+      bool never_ran = std::none_of(live->row.attempts.begin(), live->row.attempts.end(),
+                                    [&](const MeshAttempt& a) { return a.replica == r; });
+      if (never_ran && live->replicas() == 1) {
+        return finish(live, "failed",
+                      {{"message", got.error().message()},
+                       {"exit_code", nullptr},
+                       {"code", error_code_name(got.error().code())}});
+      }
+      if (++sl.placement_failures > settings_.max_requeues) {
+        return slot_gave_up(live, r, "could not place it: " + got.error().message());
+      }
+      spdlog::info("mesh job {}: cannot place replica {} now ({}); trying again in {} ms", live->row.id.substr(0, 12),
+                   r, got.error().message(), settings_.provider_timeout.count());
+      sl.timer.expires_after(settings_.provider_timeout);
+      sl.timer.async_wait([this, alive, live, r](boost::system::error_code ec) {
+        if (!ec && *alive) place(live, r);
+      });
+      return;
+    }
+    sl.placement_failures = 0;
+    submit(live, r, *got);
+  });
+}
+
+void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::json& lease) {
+  Slot& s = *live->slots[static_cast<size_t>(r)];
+  std::string provider = lease["provider"].value("node_id", "");
+  MeshAttempt a;
+  a.attempt = static_cast<int>(live->row.attempts.size()) + 1;
+  a.replica = r;
+  a.provider_id = provider;
+  a.provider_name = lease["provider"].value("name", provider);
+  a.state = "uploading";
+  a.started_at = now_s();
+  live->row.attempts.push_back(a);
+  s.current = static_cast<int>(live->row.attempts.size()) - 1;
+  s.lease_id = lease.value("lease_id", uint64_t{0});
+  spdlog::info("mesh job {}: attempt {} (replica {}) on {}", live->row.id.substr(0, 12), a.attempt, r, a.provider_name);
+  // An attempt that never started: the lease goes back, the job goes elsewhere.
+  auto not_started = [this, live, r, provider, n = a.attempt](const Error& e) {
+    Slot& sl = *live->slots[static_cast<size_t>(r)];
+    mesh_.release_lease(provider, sl.lease_id, [](Result<nlohmann::json>) {});
+    MeshAttempt* cur = live->attempt(sl);
+    if (cur == nullptr || cur->attempt != n) return;
+    cur->state = "not started";
+    cur->why = e.message();
+    cur->ended_at = now_s();
+    sl.failed_on.insert(provider);
+    spdlog::info("mesh job {}: attempt {} did not start: {}", live->row.id.substr(0, 12), n, e.message());
+    requeue(live, r);
+  };
+  auto target = link_.target(provider);
+  if (!target) return not_started(target.error());
+  // Only a lone replica resumes from a checkpoint: replicas stay independent.
+  bool checkpointed = live->replicas() == 1;
+  save(live, [this, alive = alive_, live, r, t = *target, n = a.attempt, not_started, checkpointed] {
+    std::string source = live->row.spec.value("dir", "");
+    asio::post(pool_, [this, alive, live, r, t, n, not_started, source, checkpointed] {
+      auto staged =
+          checkpointed ? stage_upload(source, job_dir(live->row.id), n) : Result<Staged>(Staged{source, "", 0});
+      asio::post(io_, [this, alive, live, r, t, n, not_started, staged = std::move(staged)] {
+        if (!*alive || live->done) return;
+        if (!staged) return not_started(staged.error());
+        Slot& sl = *live->slots[static_cast<size_t>(r)];
+        if (staged->checkpoint_files > 0) {
+          if (MeshAttempt* cur = live->attempt(sl)) {
+            cur->why = "from checkpoint: " + std::to_string(staged->checkpoint_files) + " file(s)";
+          }
+        }
+        std::string transfer_id = "mesh-" + live->row.id.substr(0, 12) + "-" + std::to_string(n);
+        remote_.submit(
+            t, live->row.spec["job"], staged->dir, transfer_id,
+            [this, alive, live, r, t, n, not_started, temporary = staged->temporary](Result<nlohmann::json> got) {
+              if (!temporary.empty()) {
+                asio::post(pool_, [temporary] {
+                  std::error_code ec;
+                  fs::remove_all(temporary, ec);
+                });
+              }
+              if (!*alive) return;
+              if (!got) return not_started(got.error());
+              std::string job_id = got->value("job_id", "");
+              if (live->done) {  // stopped while it was being submitted
+                remote_.call_job(job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
+                return;
+              }
+              Slot& s2 = *live->slots[static_cast<size_t>(r)];
+              MeshAttempt* cur = live->attempt(s2);
+              if (cur == nullptr || cur->attempt != n) return;
+              cur->job_id = job_id;
+              cur->state = "running";
+              mesh_.bind_lease(t.node_id, s2.lease_id, job_id, [id = live->row.id](Result<nlohmann::json> b) {
+                if (!b)
+                  spdlog::warn("mesh job {}: binding the lease failed: {}", id.substr(0, 12), b.error().message());
+              });
+              if (live->stopping) {
+                remote_.call_job(job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
+              }
+              save(live, [this, live, r] { watch(live, r); });
+            });
+      });
+    });
+  });
+}
+
+void MeshJobs::watch(const std::shared_ptr<Live>& live, int r) {
+  Slot& s = *live->slots[static_cast<size_t>(r)];
+  s.last_answer = s.last_checkpoint = std::chrono::steady_clock::now();
+  tick(live, r);
+}
+
+void MeshJobs::tick(const std::shared_ptr<Live>& live, int r) {
+  Slot& s = *live->slots[static_cast<size_t>(r)];
+  MeshAttempt* a = live->attempt(s);
+  if (live->done || a == nullptr || a->state != "running") return;
+  auto now = std::chrono::steady_clock::now();
+  if (now - s.last_answer > settings_.provider_timeout) return lost(live, r);
+  int n = a->attempt;
+  if (s.inspecting != n) {
+    s.inspecting = n;
+    remote_.call_job(a->job_id, "run.inspect", nlohmann::json::object(), true,
+                     [this, alive = alive_, live, r, n](Result<nlohmann::json> got) {
+                       if (!*alive) return;
+                       Slot& sl = *live->slots[static_cast<size_t>(r)];
+                       if (sl.inspecting == n) sl.inspecting = 0;
+                       MeshAttempt* cur = live->attempt(sl);
+                       if (live->done || cur == nullptr || cur->attempt != n || cur->state != "running") return;
+                       if (!got) {
+                         spdlog::debug("mesh job {}: inspect failed: {}", live->row.id.substr(0, 12),
+                                       got.error().message());
+                         return;
+                       }
+                       sl.last_answer = std::chrono::steady_clock::now();
+                       if (finished_state(got->value("state", ""))) attempt_ended(live, r, *got);
+                     });
+  }
+  if (live->replicas() == 1 && now - s.last_checkpoint >= settings_.checkpoint_interval && s.fetching != n) {
+    sync_checkpoint(live, r);
+  }
+  auto period = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(settings_.provider_timeout / 4),
+                           kMinTick, kMaxTick);
+  s.timer.expires_after(period);
+  s.timer.async_wait([this, alive = alive_, live, r](boost::system::error_code ec) {
+    if (!ec && *alive) tick(live, r);
+  });
+}
+
+void MeshJobs::sync_checkpoint(const std::shared_ptr<Live>& live, int r) {
+  Slot& s = *live->slots[static_cast<size_t>(r)];
+  MeshAttempt* a = live->attempt(s);
+  if (a == nullptr) return;
+  int n = a->attempt;
+  s.fetching = n;
+  nlohmann::json body = {{"job_id", a->job_id}, {"dir", job_dir(live->row.id)}, {"paths", {"checkpoint"}}};
+  fetch_.fetch_into(body, [alive = alive_, live, r, n](Result<nlohmann::json> got) {
+    if (!*alive) return;
+    Slot& sl = *live->slots[static_cast<size_t>(r)];
+    if (sl.fetching == n) sl.fetching = 0;
+    sl.last_checkpoint = std::chrono::steady_clock::now();
+    if (!got) {
+      // Most often: the job has written no checkpoint yet.
+      spdlog::debug("mesh job {}: no checkpoint fetched: {}", live->row.id.substr(0, 12), got.error().message());
+      return;
+    }
+    live->checkpoint_files = (*got)["files"].size();
+    spdlog::debug("mesh job {}: checkpoint synced ({} file(s))", live->row.id.substr(0, 12), live->checkpoint_files);
+  });
+}
+
+nlohmann::json MeshJobs::result_of(const MeshAttempt& a) {
+  nlohmann::json result = {
+      {"job_id", a.job_id}, {"attempt", a.attempt}, {"provider_id", a.provider_id}, {"provider_name", a.provider_name},
+      {"state", a.state},   {"message", a.why}};
+  result["exit_code"] = a.exit_code ? nlohmann::json(*a.exit_code) : nlohmann::json();
+  return result;
+}
+
+void MeshJobs::attempt_ended(const std::shared_ptr<Live>& live, int r, const nlohmann::json& v) {
+  Slot& s = *live->slots[static_cast<size_t>(r)];
+  MeshAttempt* a = live->attempt(s);
+  if (a == nullptr) return;
+  a->state = v.value("state", "failed");
+  if (v.contains("exit_code") && v["exit_code"].is_number_integer()) a->exit_code = v["exit_code"].get<int>();
+  a->why = v.value("message", "");
+  if (a->why.empty() && a->exit_code) a->why = "exited with " + std::to_string(*a->exit_code);
+  a->ended_at = now_s();
+  if (live->stopping) return finish(live, "stopped", result_of(*a));
+  bool answered = a->state == "exited" && (live->replicas() > 1 || a->exit_code == 0);
+  if (answered) {
+    if (live->replicas() == 1) return finish(live, "succeeded", result_of(*a));
+    s.done = true;
+    s.answer = s.current;
+    s.current = -1;
+    spdlog::info("mesh job {}: replica {} answered on {}", live->row.id.substr(0, 12), r, a->provider_name);
+    return save(live, [this, live] { maybe_verify(live); });
+  }
+  uint64_t allowed = live->row.spec.value("retries", uint64_t{0});
+  if (count_attempts(live->row, r).retries <= allowed) {
+    spdlog::info("mesh job {}: attempt {} on {} ended ({}); retrying elsewhere", live->row.id.substr(0, 12), a->attempt,
+                 a->provider_name, a->why);
+    s.failed_on.insert(a->provider_id);
+    s.current = -1;
+    return save(live, [this, live, r] { place(live, r); });
+  }
+  if (live->replicas() == 1) return finish(live, "failed", result_of(*a));
+  slot_gave_up(live, r, a->why);
+}
+
+void MeshJobs::lost(const std::shared_ptr<Live>& live, int r) {
+  Slot& s = *live->slots[static_cast<size_t>(r)];
+  MeshAttempt* a = live->attempt(s);
+  if (a == nullptr) return;
+  auto secs = std::chrono::duration_cast<std::chrono::seconds>(settings_.provider_timeout).count();
+  a->state = "lost";
+  a->why = a->provider_name + " stopped answering for " + std::to_string(secs) + " s";
+  a->ended_at = now_s();
+  s.failed_on.insert(a->provider_id);
+  spdlog::warn("mesh job {}: {}; requeueing", live->row.id.substr(0, 12), a->why);
+  // Should it come back, the job there is stopped (best effort: it may never answer).
+  remote_.call_job(a->job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
+  requeue(live, r);
+}
+
+void MeshJobs::requeue(const std::shared_ptr<Live>& live, int r) {
+  Slot& s = *live->slots[static_cast<size_t>(r)];
+  s.current = -1;
+  uint32_t requeues = count_attempts(live->row, r).requeues;
+  if (requeues > settings_.max_requeues) {
+    std::string last;
+    for (const auto& a : live->row.attempts) {
+      if (a.replica == r) last = a.why;
+    }
+    std::string why = "gave up after " + std::to_string(requeues) + " providers lost or refused it (" + last +
+                      "); mesh.max_requeues is " + std::to_string(settings_.max_requeues);
+    if (live->replicas() == 1) return finish(live, "failed", {{"message", why}, {"exit_code", nullptr}});
+    return slot_gave_up(live, r, why);
+  }
+  save(live, [this, live, r] { place(live, r); });
+}
+
+void MeshJobs::slot_gave_up(const std::shared_ptr<Live>& live, int r, const std::string& why) {
+  if (live->replicas() == 1) return finish(live, "failed", {{"message", why}, {"exit_code", nullptr}});
+  Slot& s = *live->slots[static_cast<size_t>(r)];
+  s.done = true;
+  s.current = -1;
+  spdlog::info("mesh job {}: replica {} has no answer: {}", live->row.id.substr(0, 12), r, why);
+  save(live, [this, live] { maybe_verify(live); });
+}
+
+void MeshJobs::maybe_verify(const std::shared_ptr<Live>& live) {
+  if (live->done || live->verifying) return;
+  if (!std::all_of(live->slots.begin(), live->slots.end(), [](const auto& s) { return s->done; })) return;
+  verify(live);
+}
+
+void MeshJobs::verify(const std::shared_ptr<Live>& live) {
+  live->verifying = true;
+  auto answers = std::make_shared<std::vector<Answer>>();
+  for (const auto& s : live->slots) {
+    if (s->answer < 0) continue;
+    Answer a;
+    a.replica = s->replica;
+    a.attempt = live->row.attempts[static_cast<size_t>(s->answer)];
+    a.folder = job_dir(live->row.id) + "/replica-" + std::to_string(s->replica + 1);
+    answers->push_back(std::move(a));
+  }
+  gather(live, answers, 0);
+}
+
+// Brings replica i's outputs and log home, digests them (and runs the
+// validator), then the next; decides once all are in.
+void MeshJobs::gather(const std::shared_ptr<Live>& live, std::shared_ptr<std::vector<Answer>> answers, size_t i) {
+  if (i >= answers->size()) return decide(live, answers);
+  Answer& ans = (*answers)[i];
+  asio::post(pool_, [this, alive = alive_, live, answers, i, folder = ans.folder] {
+    std::error_code ec;
+    fs::remove_all(folder, ec);
+    fs::create_directories(folder, ec);
+    asio::post(io_, [this, alive, live, answers, i, folder] {
+      if (!*alive) return;
+      Answer& a = (*answers)[i];
+      fetch_.fetch_into({{"job_id", a.attempt.job_id}, {"dir", folder}},
+                        [this, alive, live, answers, i](Result<nlohmann::json> got) {
+                          if (!*alive) return;
+                          if (!got)
+                            (*answers)[i].problem = "its outputs could not be fetched: " + got.error().message();
+                          read_log(live, answers, i, 0);
+                        });
+    });
+  });
+}
+
+void MeshJobs::read_log(const std::shared_ptr<Live>& live, std::shared_ptr<std::vector<Answer>> answers, size_t i,
+                        uint64_t offset) {
+  Answer& a = (*answers)[i];
+  remote_.call_job(a.attempt.job_id, "run.logs", {{"offset", offset}, {"wait_ms", 0}}, false,
+                   [this, alive = alive_, live, answers, i](Result<nlohmann::json> got) {
+                     if (!*alive) return;
+                     Answer& ans = (*answers)[i];
+                     bool more = false;
+                     uint64_t next = 0;
+                     if (!got) {
+                       ans.problem = "its log could not be read: " + got.error().message();
+                     } else {
+                       const auto& records = (*got)["records"];
+                       for (const auto& rec : records) {
+                         auto bytes = base64_decode(rec.value("data", ""));
+                         if (!bytes) continue;
+                         std::string stream = rec.value("stream", "");
+                         std::string* to = stream == "stdout" ? &ans.out : stream == "stderr" ? &ans.err : nullptr;
+                         if (to != nullptr) to->append(bytes->begin(), bytes->end());
+                       }
+                       next = got->value("next_offset", uint64_t{0});
+                       more =
+                           records.is_array() && !records.empty() && ans.out.size() + ans.err.size() < kMaxReplicaLog;
+                       if (!more && !records.empty()) ans.problem = "its log is larger than the digest reads";
+                     }
+                     if (more) return read_log(live, answers, i, next);
+                     digest(live, answers, i);
+                   });
+}
+
+void MeshJobs::digest(const std::shared_ptr<Live>& live, std::shared_ptr<std::vector<Answer>> answers, size_t i) {
+  std::string validator = live->row.spec.value("validator", "");
+  asio::post(pool_, [this, alive = alive_, live, answers, i, validator] {
+    Answer& a = (*answers)[i];
+    if (a.problem.empty()) {
+      auto h = replica_digest(a.folder, a.out, a.err, a.attempt.exit_code.value_or(-1));
+      if (h) {
+        a.hash = *h;
+      } else {
+        a.problem = h.error().message();
+      }
+      if (h && !validator.empty()) {
+        auto v = run_validator(a.folder, validator, kValidatorTimeout);
+        if (v) {
+          a.valid = *v;
+        } else {
+          a.problem = v.error().message();
+        }
+      }
+    }
+    asio::post(io_, [this, alive, live, answers, i] {
+      if (*alive) gather(live, answers, i + 1);
+    });
+  });
+}
+
+void MeshJobs::decide(const std::shared_ptr<Live>& live, std::shared_ptr<std::vector<Answer>> answers) {
+  bool with_validator = !live->row.spec.value("validator", "").empty();
+  std::vector<mesh::ReplicaResult> results;
+  std::map<PublicKeyBytes, const Answer*> by_key;
+  for (const auto& a : *answers) {
+    if (!a.problem.empty()) continue;
+    auto t = link_.target(a.attempt.provider_id);
+    if (!t) continue;
+    mesh::ReplicaResult rr;
+    rr.provider = t->key;
+    // With a validator, the accepted ones agree; each rejected one stands alone.
+    rr.output_hash = with_validator ? (a.valid.value_or(false) ? "accepted" : "rejected:" + a.hash) : a.hash;
+    results.push_back(rr);
+    by_key[t->key] = &a;
+  }
+  mesh::QuorumDecision d = mesh::decide_quorum(results);
+  int k = live->replicas();
+  // A strict majority of the replicas asked for, not just of those that answered.
+  bool decided =
+      d.accepted && static_cast<int>(d.agreeing.size()) * 2 > k && (!with_validator || *d.accepted == "accepted");
+  std::set<std::string> outvoted;
+  for (const auto& key : d.outvoted) {
+    if (auto it = by_key.find(key); it != by_key.end()) outvoted.insert(it->second->attempt.provider_id);
+  }
+  nlohmann::json replicas = nlohmann::json::array();
+  const Answer* winner = nullptr;
+  for (const auto& a : *answers) {
+    nlohmann::json j = {{"replica", a.replica + 1},
+                        {"provider_id", a.attempt.provider_id},
+                        {"provider_name", a.attempt.provider_name},
+                        {"job_id", a.attempt.job_id},
+                        {"hash", a.hash},
+                        {"outvoted", decided && outvoted.count(a.attempt.provider_id) > 0}};
+    j["exit_code"] = a.attempt.exit_code ? nlohmann::json(*a.attempt.exit_code) : nlohmann::json();
+    if (a.valid) j["valid"] = *a.valid;
+    if (!a.problem.empty()) j["problem"] = a.problem;
+    replicas.push_back(j);
+    std::string h = with_validator ? (a.valid.value_or(false) ? "accepted" : "") : a.hash;
+    if (decided && winner == nullptr && a.problem.empty() && h == *d.accepted) winner = &a;
+  }
+  nlohmann::json quorum = {{"decided", decided}, {"replicas", replicas}, {"asked", k}};
+  if (decided) quorum["agreeing"] = d.agreeing.size();
+  if (decided && verifications_ != nullptr) {
+    for (const auto& a : *answers) {
+      if (!a.problem.empty()) continue;
+      bool lost_vote = outvoted.count(a.attempt.provider_id) > 0;
+      auto rec = verifications_->record(a.attempt.provider_id, mesh::CheckKind::kReplica, live->row.id,
+                                        lost_vote ? mesh::CheckOutcome::kOutvoted : mesh::CheckOutcome::kAgreed,
+                                        {{"hash", a.hash.substr(0, 64)}, {"replicas", k}});
+      if (!rec)
+        spdlog::warn("mesh job {}: the verification could not be recorded: {}", live->row.id.substr(0, 12),
+                     rec.error().message());
+    }
+  }
+  if (winner == nullptr) {
+    // The largest group that agrees, for the message (decide_quorum names none when undecided).
+    std::map<std::string, size_t> votes;
+    size_t best = 0;
+    for (const auto& rr : results) best = std::max(best, ++votes[rr.output_hash]);
+    std::string message = "no quorum: " + std::to_string(best) + " of the " + std::to_string(k) + " replicas agree" +
+                          (with_validator ? " (validator)" : "") +
+                          "; `yonder mesh jobs --json` shows each replica's hash, and its outputs are in " +
+                          job_dir(live->row.id);
+    return finish(live, "failed", {{"message", message}, {"exit_code", nullptr}, {"quorum", quorum}});
+  }
+  nlohmann::json result = result_of(winner->attempt);
+  result["quorum"] = quorum;
+  result["hash"] = winner->hash;
+  finish(live, winner->attempt.exit_code == 0 ? "succeeded" : "failed", result);
+}
+
+void MeshJobs::finish(const std::shared_ptr<Live>& live, const std::string& state, nlohmann::json result) {
+  if (live->done) return;
+  live->done = true;
+  for (auto& s : live->slots) s->timer.cancel();
+  live->row.state = state;
+  live->row.result = std::move(result);
+  spdlog::info("mesh job {}: {}", live->row.id.substr(0, 12), state);
+  save(live, [this, live] { live_.erase(live->row.id); });
+}
+
+void MeshJobs::save(const std::shared_ptr<Live>& live, std::function<void()> then) {
+  MeshJobRow row = live->row;  // a copy: the pool must not read what the loop changes
+  asio::post(writer_->strand, [this, alive = alive_, row = std::move(row), then = std::move(then)] {
+    Status st = store_->put(row);
+    for (const auto& a : row.attempts) {
+      if (st) st = store_->put_attempt(row.id, a);
+    }
+    if (!st) spdlog::warn("mesh job {}: could not be saved: {}", row.id.substr(0, 12), st.error().to_string());
+    asio::post(io_, [alive, then] {
+      if (*alive && then) then();
+    });
+  });
+}
+
+}  // namespace yonder::node

@@ -1,0 +1,196 @@
+// Array jobs end to end (issue 12): real yonderds over loopback links, tasks
+// on the real dockerd (fake GPUs without the NVIDIA runtime). An array of
+// tasks spreads over two providers, each task's output comes home into
+// out/<index>/ and the shared input is uploaded once per provider; an array
+// file gives each task its line; and a 200-task array survives one
+// provider killed midway and the consumer's daemon restarted midway, with
+// every output home.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "support/docker_env.h"
+#include "support/job_node.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace yonder::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kImage = "yonder-test/busybox:1";
+// A silent provider is noticed within 3 s.
+constexpr const char* kConsumerConfig = "[mesh]\nprovider_timeout_s = 3\n";
+
+class MeshArray : public ::testing::Test {
+ protected:
+  void SetUp() override { YONDER_REQUIRE_DOCKER_OR_SKIP(); }
+};
+
+Env provider_env() { return {{"YONDER_GPU_FAKE_WITHOUT_RUNTIME", "true"}, {"YONDER_GPU_INVENTORY", "fake:2"}}; }
+
+void pair_for_mesh(const Node& consumer, const Node& provider) {
+  consumer.pair_with(provider, {"--scope", "run,mesh,files", "--max-jobs", "8"});
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// `yonder array status ID --json` once `ready` says so (bounded).
+json status_when(const Node& node, const std::string& id, const std::function<bool(const json&)>& ready,
+                 const std::string& what, int tries = 1800) {
+  json last;
+  for (int i = 0; i < tries; ++i) {
+    auto r = node.yonder({"array", "status", id, "--json"});
+    auto j = json::parse(r.out, nullptr, false);
+    if (j.is_object()) {
+      last = j;
+      if (ready(last)) return last;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ADD_FAILURE() << "the array never got " << what << "; last: " << last.dump();
+  return last;
+}
+
+uint64_t done_of(const json& s) { return s["counts"].value("done", uint64_t{0}); }
+
+std::string make_input(const TempDir& dir) {
+  std::string work = dir / "work";
+  EXPECT_EQ(run({"/bin/mkdir", "-p", work}).exit_code, 0);
+  std::ofstream(work + "/words.txt") << "alpha beta gamma\n";
+  return work;
+}
+
+// Every upload a provider's audit log recorded: how many files it had to receive.
+std::vector<uint64_t> uploads_sent(const Node& provider) {
+  std::vector<uint64_t> sent;
+  json audit = provider.yonder_json({"audit"});
+  for (const auto& e : audit.value("entries", json::array())) {
+    if (e.value("capability", "") != "run.upload") continue;
+    const json& d = e.contains("details") ? e["details"] : e;
+    if (d.contains("sent_files") && d["sent_files"].is_number_unsigned()) sent.push_back(d["sent_files"].get<uint64_t>());
+  }
+  return sent;
+}
+
+TEST_F(MeshArray, TasksSpreadOverTheMeshAndEachOutputComesHome) {
+  TempDir dir;
+  Node alpha(dir, "alpha", true, provider_env()), beta(dir, "beta", true, provider_env()),
+      laptop(dir, "laptop", false, {}, kConsumerConfig);
+  pair_for_mesh(laptop, alpha);
+  pair_for_mesh(laptop, beta);
+  std::string work = make_input(dir);
+  auto r = laptop.yonder({"run", "--mesh", "--array", "0-11%4", "--image", kImage, "--upload", work, "--json", "--",
+                          "sh", "-c", "wc -w < words.txt > count.txt; echo \"task $YONDER_ARRAY_INDEX of $YONDER_ARRAY_TASKS\" > who.txt"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << "\n--- laptop:\n" << laptop.daemon().log();
+  json s = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(s.is_object()) << r.out;
+  EXPECT_EQ(s["state"], "done");
+  EXPECT_EQ(done_of(s), 12u);
+  EXPECT_EQ(s["counts"]["failed"], 0);
+  uint64_t shared = 0;
+  for (const auto& p : s["providers"]) shared += p.value("done", uint64_t{0});
+  EXPECT_EQ(shared, 12u) << s.dump();
+  for (int i = 0; i < 12; ++i) {
+    std::string out = work + "/out/" + std::to_string(i);
+    EXPECT_EQ(read_file(out + "/who.txt"), "task " + std::to_string(i) + " of 12\n") << out;
+    EXPECT_EQ(read_file(out + "/count.txt"), "3\n") << out;
+    // Only what the task made comes home, not the input it was given.
+    EXPECT_FALSE(std::ifstream(out + "/words.txt").good()) << out;
+  }
+  // The input went to each provider once; later tasks there sent nothing
+  // (and out/, filling meanwhile in the uploaded folder, was never sent).
+  for (const Node* p : {&alpha, &beta}) {
+    auto sent = uploads_sent(*p);
+    uint64_t with_files = 0;
+    for (uint64_t n : sent) with_files += n > 0 ? 1 : 0;
+    EXPECT_LE(with_files, 1u) << p->home();
+    for (uint64_t n : sent) EXPECT_LE(n, 1u) << "only words.txt is input";
+  }
+  auto list = laptop.yonder_json({"array", "list", "--all"});
+  ASSERT_EQ(list["arrays"].size(), 1u);
+  EXPECT_EQ(list["arrays"][0]["state"], "done");
+}
+
+TEST_F(MeshArray, AnArrayFileGivesEachTaskItsLineAndAFailingTaskIsNamed) {
+  TempDir dir;
+  Node alpha(dir, "alpha", true, provider_env()), laptop(dir, "laptop", false, {}, kConsumerConfig);
+  pair_for_mesh(laptop, alpha);
+  std::string work = make_input(dir);
+  std::ofstream(work + "/params.jsonl") << "{\"prompt\": \"one\"}\n{\"prompt\": \"two\"}\nfail\n";
+  auto r = laptop.yonder({"run", "--mesh", "--array-file", work + "/params.jsonl", "--retries", "1", "--image", kImage,
+                          "--upload", work, "--", "sh", "-c",
+                          "[ \"$YONDER_ARRAY_PARAM\" = fail ] && exit 3; echo \"$YONDER_ARRAY_PARAM\" > param.txt"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("task 2 failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("yonder array retry"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file(work + "/out/0/param.txt"), "{\"prompt\": \"one\"}\n");
+  EXPECT_EQ(read_file(work + "/out/1/param.txt"), "{\"prompt\": \"two\"}\n");
+  auto list = laptop.yonder_json({"array", "list", "--all"});
+  ASSERT_EQ(list["arrays"].size(), 1u);
+  std::string id = list["arrays"][0]["array_id"];
+  json s = laptop.yonder_json({"array", "status", id});
+  EXPECT_EQ(s["state"], "failed");
+  EXPECT_EQ(s["counts"]["done"], 2);
+  EXPECT_EQ(s["counts"]["failed"], 1);
+  EXPECT_EQ(s["counts"]["retried"], 1) << "tried once more before it was given up: " << s.dump();
+  ASSERT_EQ(s["failed"].size(), 1u);
+  EXPECT_EQ(s["failed"][0]["task"], 2);
+  // Its logs are kept on the provider: the job it last ran as is named.
+  std::string job = s["failed"][0]["job_id"];
+  ASSERT_FALSE(job.empty());
+  EXPECT_EQ(laptop.yonder({"logs", job}).exit_code, 0);
+  // A bad range is refused before anything runs.
+  auto bad = laptop.yonder({"run", "--mesh", "--array", "1-5", "--image", kImage, "--no-upload", "--", "true"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("indices start at 0"), std::string::npos) << bad.err;
+}
+
+TEST_F(MeshArray, TwoHundredTasksSurviveALostProviderAndAConsumerRestart) {
+  TempDir dir;
+  Node alpha(dir, "alpha", true, provider_env()), beta(dir, "beta", true, provider_env()),
+      laptop(dir, "laptop", false, {}, kConsumerConfig);
+  pair_for_mesh(laptop, alpha);
+  pair_for_mesh(laptop, beta);
+  std::string work = make_input(dir);
+  auto r = laptop.yonder({"run", "--mesh", "--array", "0-199%6", "--image", kImage, "--upload", work, "-d", "--",
+                          "sh", "-c", "echo $((YONDER_ARRAY_INDEX * YONDER_ARRAY_INDEX)) > square.txt"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string id = r.out.substr(0, r.out.find('\n'));
+  ASSERT_EQ(id.size(), 32u) << r.out;
+
+  // A quarter in: one provider dies for good (SIGKILL, never back).
+  status_when(laptop, id, [](const json& s) { return done_of(s) >= 50; }, "50 tasks done");
+  ::kill(beta.daemon().pid(), SIGKILL);
+  beta.daemon().wait();
+  // Half way: the consumer's daemon restarts (the array is not tied to it).
+  status_when(laptop, id, [](const json& s) { return done_of(s) >= 100; }, "100 tasks done");
+  laptop.restart();
+  json s = status_when(laptop, id, [](const json& j) { return j.value("state", "") != "running"; }, "to its end");
+  EXPECT_EQ(s["state"], "done") << s.dump() << "\n--- laptop:\n" << laptop.daemon().log();
+  EXPECT_EQ(done_of(s), 200u);
+  int missing = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::string got = read_file(work + "/out/" + std::to_string(i) + "/square.txt");
+    EXPECT_EQ(got, std::to_string(i * i) + "\n") << "task " << i;
+    missing += got.empty() ? 1 : 0;
+  }
+  if (missing > 0) ADD_FAILURE() << s.dump() << "\n--- laptop:\n" << laptop.daemon().log();
+}
+
+}  // namespace
+}  // namespace yonder::testing
