@@ -65,7 +65,7 @@ Result<std::vector<MeshArrayRow>> MeshArrayStore::list(bool unfinished_only) {
   std::lock_guard lock(mutex_);
   auto st = db_.prepare(std::string("SELECT array_id, state, spec_json, run_json, tasks_json, created_at, updated_at "
                                     "FROM mesh_arrays ") +
-                        (unfinished_only ? "WHERE state = 'running' " : "") + "ORDER BY created_at DESC, array_id");
+                        (unfinished_only ? "WHERE state = 'running' " : "") + "ORDER BY created_at DESC, rowid DESC");
   if (!st) return std::move(st).error();
   std::vector<MeshArrayRow> out;
   for (;;) {

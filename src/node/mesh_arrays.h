@@ -90,7 +90,7 @@ class MeshArrays {
   static constexpr size_t kMaxParamBytes = 32 * 1024;  // one line of --array-file (an environment value's limit)
 
   MeshArrays(boost::asio::io_context& io, boost::asio::thread_pool& pool, MeshTaskRunner& runner, FetchConsumer& fetch,
-             std::unique_ptr<MeshArrayStore> store, std::chrono::milliseconds tick = std::chrono::seconds(1));
+             std::unique_ptr<MeshArrayStore> store, std::chrono::milliseconds tick = std::chrono::milliseconds(250));
   ~MeshArrays();
   // Resumes the arrays a previous run left running (reads on the pool).
   void start();

@@ -144,7 +144,7 @@ Result<std::vector<MeshJobRow>> MeshJobStore::list(bool unfinished_only) {
   std::lock_guard lock(mutex_);
   auto st = db_.prepare(std::string("SELECT mesh_job_id, state, spec_json, result_json, created_at, updated_at FROM "
                                     "mesh_jobs") +
-                        (unfinished_only ? " WHERE state = 'running'" : "") + " ORDER BY created_at DESC, mesh_job_id");
+                        (unfinished_only ? " WHERE state = 'running'" : "") + " ORDER BY created_at DESC, rowid DESC");
   if (!st) return std::move(st).error();
   std::vector<MeshJobRow> out;
   for (;;) {

@@ -32,8 +32,10 @@ using api::Response;
 namespace {
 
 constexpr uint64_t kMaxRetries = 100;
-// How often a running attempt is asked how it is (bounded by the timeout).
-constexpr std::chrono::milliseconds kMaxTick{2000};
+// How often a running attempt is asked how it is: a quarter of
+// mesh.provider_timeout_s, at most half a second (an array's short tasks
+// wait for this to learn that they ended).
+constexpr std::chrono::milliseconds kMaxTick{500};
 constexpr std::chrono::milliseconds kMinTick{100};
 constexpr uint64_t kMaxReplicas = 9;
 // What one replica's log may weigh when it is read for its digest.

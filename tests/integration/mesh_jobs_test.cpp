@@ -225,7 +225,11 @@ TEST_F(MeshJobs, AFailedRunIsRetriedElsewhereAndItsExitCodeIsTheAnswer) {
       << r.err;
   auto all = laptop.yonder_json({"mesh", "jobs", "--all"});
   ASSERT_EQ(all["jobs"].size(), 2u) << all.dump();
-  const json& retried = all["jobs"][0];
+  json retried;  // the job with a retry (not by position: same-second jobs list in id order)
+  for (const auto& j : all["jobs"]) {
+    if (j["spec"].value("retries", 0) == 1) retried = j;
+  }
+  ASSERT_TRUE(retried.is_object()) << all.dump();
   ASSERT_EQ(retried["attempts"].size(), 2u) << retried.dump();
   EXPECT_EQ(retried["attempts"][0]["exit_code"], 5) << retried.dump();
   EXPECT_NE(retried["attempts"][0]["provider_id"], retried["attempts"][1]["provider_id"]) << retried.dump();
@@ -335,7 +339,12 @@ TEST_F(MeshJobs, ALyingProviderIsOutvotedByTwoAndLeavesTwoUndecided) {
   EXPECT_NE(r.err.find("no quorum: 1 of the 2 replicas agree"), std::string::npos) << r.err;
   auto all = laptop.yonder_json({"mesh", "jobs", "--all"});
   ASSERT_EQ(all["jobs"].size(), 2u) << all.dump();
-  const json& undecided = all["jobs"][0];  // newest first
+  // (Not by position: two jobs made in the same second list in id order.)
+  json undecided;
+  for (const auto& j : all["jobs"]) {
+    if (j["spec"].value("replicas", 0) == 2) undecided = j;
+  }
+  ASSERT_TRUE(undecided.is_object()) << all.dump();
   EXPECT_EQ(undecided["state"], "failed") << undecided.dump();
   EXPECT_FALSE(undecided["result"]["quorum"].value("decided", true)) << undecided.dump();
   EXPECT_TRUE(verifications_of(laptop, undecided["mesh_job_id"]).empty());
@@ -347,7 +356,11 @@ TEST_F(MeshJobs, ALyingProviderIsOutvotedByTwoAndLeavesTwoUndecided) {
   EXPECT_NE(r.err.find("quorum: 2 of 3 replicas agree"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(", rejected (outvoted)"), std::string::npos) << r.err;
   all = laptop.yonder_json({"mesh", "jobs", "--all"});
-  std::string validated = all["jobs"][0]["mesh_job_id"];
+  std::string validated;
+  for (const auto& j : all["jobs"]) {
+    if (j["spec"].contains("validator")) validated = j["mesh_job_id"];
+  }
+  ASSERT_FALSE(validated.empty()) << all.dump();
   EXPECT_EQ(verifications_of(laptop, validated), expected);
 }
 
