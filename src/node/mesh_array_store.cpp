@@ -1,5 +1,7 @@
 #include "node/mesh_array_store.h"
 
+#include "node/id_prefix.h"
+
 #include <chrono>
 #include <optional>
 
@@ -43,22 +45,11 @@ Status MeshArrayStore::put(const MeshArrayRow& row) {
 }
 
 Result<MeshArrayRow> MeshArrayStore::find(const std::string& id_or_prefix) {
-  if (id_or_prefix.empty() || id_or_prefix.size() > 64) {
-    return make_error(ErrorCode::kInvalidArgument, "give an array id (or the start of one)");
-  }
+  static constexpr IdNoun kWhat{"an array", "array", "`yonder array list` shows them"};
+  YONDER_TRY(check_id_arg(id_or_prefix, kWhat));
   auto all = list();
   if (!all) return std::move(all).error();
-  std::optional<MeshArrayRow> found;
-  for (auto& r : *all) {
-    if (r.id.compare(0, id_or_prefix.size(), id_or_prefix) != 0) continue;
-    if (r.id == id_or_prefix) return std::move(r);
-    if (found) {
-      return make_error(ErrorCode::kInvalidArgument, "\"" + id_or_prefix + "\" names more than one array; give more of the id");
-    }
-    found = std::move(r);
-  }
-  if (!found) return make_error(ErrorCode::kNotFound, "no array " + id_or_prefix + " here; `yonder array list` shows them");
-  return std::move(*found);
+  return find_by_id_prefix(std::move(*all), id_or_prefix, kWhat);
 }
 
 Result<std::vector<MeshArrayRow>> MeshArrayStore::list(bool unfinished_only) {

@@ -125,30 +125,38 @@ void MeshArrays::start() {
   });
 }
 
-void MeshArrays::resume(MeshArrayRow row) {
+Result<std::shared_ptr<MeshArrays::Live>> MeshArrays::restore(MeshArrayRow row) {
   auto run = mesh::ArrayRun::from_json(row.run);
-  if (!run) {
-    spdlog::error("array {}: {}", row.id.substr(0, 12), run.error().to_string());
-    return;
-  }
+  if (!run) return std::move(run).error();
   auto live = std::make_shared<Live>(io_);
   live->run = std::move(*run);
   live->row = std::move(row);
   live->started_ms = now_ms();
+  if (!live->row.tasks.is_object()) live->row.tasks = nlohmann::json::object();
+  const nlohmann::json& notes = live->row.tasks;
+  if (notes.contains("error") && notes["error"].is_string()) live->error = notes["error"];
+  if (notes.contains("failed") && notes["failed"].is_object()) {
+    for (const auto& [k, v] : notes["failed"].items()) {
+      live->failed[static_cast<uint32_t>(std::strtoul(k.c_str(), nullptr, 10))] = v;
+    }
+  }
+  return live;
+}
+
+void MeshArrays::resume(MeshArrayRow row) {
+  std::string id = row.id;
+  auto run = restore(std::move(row));
+  if (!run) {
+    spdlog::error("array {}: {}", id.substr(0, 12), run.error().to_string());
+    return;
+  }
+  auto live = std::move(*run);
   // Attempts that were running: watched again under new attempt ids.
-  if (live->row.tasks.is_object()) {
-    for (const auto& [k, v] : live->row.tasks.items()) {
-      if (k == "failed" || k == "error") continue;
-      if (!v.is_object() || !v["task"].is_number_unsigned() || !v["mesh_job_id"].is_string()) continue;
-      auto id = live->run->adopt(v["task"].get<uint32_t>(), now_ms());
-      if (id) live->jobs[*id] = v["mesh_job_id"].get<std::string>();
-    }
-    if (live->row.tasks.contains("error") && live->row.tasks["error"].is_string()) live->error = live->row.tasks["error"];
-    if (live->row.tasks.contains("failed") && live->row.tasks["failed"].is_object()) {
-      for (const auto& [k, v] : live->row.tasks["failed"].items()) {
-        live->failed[static_cast<uint32_t>(std::strtoul(k.c_str(), nullptr, 10))] = v;
-      }
-    }
+  for (const auto& [k, v] : live->row.tasks.items()) {
+    if (k == "failed" || k == "error") continue;
+    if (!v.is_object() || !v["task"].is_number_unsigned() || !v["mesh_job_id"].is_string()) continue;
+    auto attempt = live->run->adopt(v["task"].get<uint32_t>(), now_ms());
+    if (attempt) live->jobs[*attempt] = v["mesh_job_id"].get<std::string>();
   }
   auto c = live->run->counts();
   spdlog::info("array {}: resumed ({} done, {} failed, {} watched again, {} to run)", live->row.id.substr(0, 12), c.done,
@@ -174,20 +182,9 @@ void MeshArrays::add_routes(api::Router& router) {
       asio::post(io_, [this, alive, row = std::move(row), reply]() mutable {
         if (!*alive) return;
         if (!row) return reply(Response::error(row.error()));
-        auto run = mesh::ArrayRun::from_json(row->run);
-        if (!run) return reply(Response::error(run.error()));
-        Live l(io_);
-        l.row = std::move(*row);
-        l.run = std::move(*run);
-        if (l.row.tasks.is_object() && l.row.tasks.contains("error") && l.row.tasks["error"].is_string()) {
-          l.error = l.row.tasks["error"];
-        }
-        if (l.row.tasks.is_object() && l.row.tasks.contains("failed") && l.row.tasks["failed"].is_object()) {
-          for (const auto& [k, v] : l.row.tasks["failed"].items()) {
-            l.failed[static_cast<uint32_t>(std::strtoul(k.c_str(), nullptr, 10))] = v;
-          }
-        }
-        reply(Response::json(200, status(l)));
+        auto l = restore(std::move(*row));
+        if (!l) return reply(Response::error(l.error()));
+        reply(Response::json(200, status(**l)));
       });
     });
   });
@@ -356,13 +353,9 @@ void MeshArrays::control(const Request& req, Reply reply, bool cancel) {
     asio::post(io_, [this, alive, row = std::move(row), act, reply]() mutable {
       if (!*alive) return;
       if (!row) return reply(Response::error(row.error()));
-      auto run = mesh::ArrayRun::from_json(row->run);
-      if (!run) return reply(Response::error(run.error()));
-      auto l = std::make_shared<Live>(io_);
-      l->row = std::move(*row);
-      l->run = std::move(*run);
-      l->started_ms = now_ms();
-      act(l);
+      auto l = restore(std::move(*row));
+      if (!l) return reply(Response::error(l.error()));
+      act(*l);
     });
   });
 }

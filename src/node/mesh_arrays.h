@@ -101,6 +101,9 @@ class MeshArrays {
  private:
   void create(const api::Request& req, api::Reply reply);
   void control(const api::Request& req, api::Reply reply, bool cancel);
+  // A stored array as Live: its tasks' states and what it noted (failed
+  // tasks, why it stopped); attempts that were running are not adopted.
+  Result<std::shared_ptr<Live>> restore(MeshArrayRow row);
   void resume(MeshArrayRow row);
   void pump(const std::shared_ptr<Live>& live);
   void launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaunch& l);

@@ -1,5 +1,7 @@
 #include "node/mesh_job_store.h"
 
+#include "node/id_prefix.h"
+
 #include <chrono>
 
 namespace yonder::node {
@@ -119,25 +121,11 @@ Result<std::vector<MeshAttempt>> MeshJobStore::attempts_of(const std::string& id
 }
 
 Result<MeshJobRow> MeshJobStore::find(const std::string& id_or_prefix) {
-  if (id_or_prefix.empty() || id_or_prefix.size() > 64) {
-    return make_error(ErrorCode::kInvalidArgument, "give a mesh job id (or the start of one)");
-  }
+  static constexpr IdNoun kWhat{"a mesh job", "mesh job", "`yonder mesh jobs` lists them"};
+  YONDER_TRY(check_id_arg(id_or_prefix, kWhat));
   auto all = list();
   if (!all) return std::move(all).error();
-  std::optional<MeshJobRow> found;
-  for (auto& j : *all) {
-    if (j.id.compare(0, id_or_prefix.size(), id_or_prefix) != 0) continue;
-    if (j.id == id_or_prefix) return std::move(j);
-    if (found) {
-      return make_error(ErrorCode::kInvalidArgument,
-                        "\"" + id_or_prefix + "\" names more than one mesh job; give more of the id");
-    }
-    found = std::move(j);
-  }
-  if (!found) {
-    return make_error(ErrorCode::kNotFound, "no mesh job " + id_or_prefix + " here; `yonder mesh jobs` lists them");
-  }
-  return std::move(*found);
+  return find_by_id_prefix(std::move(*all), id_or_prefix, kWhat);
 }
 
 Result<std::vector<MeshJobRow>> MeshJobStore::list(bool unfinished_only) {
