@@ -3,7 +3,9 @@
 #   1. installs the Debian packages (scripts/setup.sh) and starts the services
 #      the tests need (scripts/services.sh);
 #   2. builds the `dev` preset (warnings as errors) and runs every test;
-#   3. builds the `asan` preset (ASan+UBSan) and runs every test again.
+#   3. builds the `asan` preset (ASan+UBSan) and runs every test again;
+#   4. builds the `tsan` preset (ThreadSanitizer) and runs the concurrent
+#      parts listed in tests/tsan-tests.txt (the daemon included).
 # Usage: scripts/test.sh [ctest -L label regex]   e.g. scripts/test.sh unit
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +29,25 @@ run_preset() {
   ctest "${args[@]}"
 }
 
+run_tsan() {
+  local tests=()
+  mapfile -t tests < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' tests/tsan-tests.txt)
+  echo "=== tsan: configure and build (${#tests[@]} tests and the binaries they start)"
+  cmake --preset tsan >/dev/null
+  cmake --build --preset tsan -j "$jobs" --target yonderd yonder yonder-relay "${tests[@]}"
+  echo "=== tsan: test"
+  local regex
+  regex="^($(IFS='|'; echo "${tests[*]}"))\$"
+  local args=(--preset tsan -j "$jobs" -R "$regex")
+  # With a label only some of the list may match, or none.
+  if [ -n "$label" ]; then args+=(-L "$label" --no-tests=ignore); else args+=(--no-tests=error); fi
+  ctest "${args[@]}"
+}
+
 start=$(date +%s)
 run_preset dev
+echo "=== dev passed after $(( $(date +%s) - start ))s"
 run_preset asan
-echo "=== all tests passed in $(( $(date +%s) - start ))s (dev and asan)"
+echo "=== asan passed after $(( $(date +%s) - start ))s"
+run_tsan
+echo "=== all tests passed in $(( $(date +%s) - start ))s (dev, asan, tsan)"

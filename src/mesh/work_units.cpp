@@ -362,7 +362,9 @@ Result<ArrayRun> ArrayRun::from_json_unchecked(const nlohmann::json& j) {
     return make_error(ErrorCode::kDataLoss, "the stored array state is damaged (" + why + "); cancel it and run again");
   };
   if (!j.is_object() || j.value("v", 0) != 1) return bad("unknown version");
-  const auto& st = j.contains("state") ? j["state"] : nlohmann::json();
+  // const operator[] on a missing key is undefined behaviour: look first.
+  if (!j.contains("state") || !j.contains("tasks")) return bad("no tasks");
+  const auto& st = j["state"];
   if (!j["tasks"].is_number_unsigned() || !st.is_array()) return bad("no tasks");
   ArraySpec spec;
   spec.tasks = j["tasks"].get<uint32_t>();
@@ -388,7 +390,7 @@ Result<ArrayRun> ArrayRun::from_json_unchecked(const nlohmann::json& j) {
   run.pending_.clear();
   for (uint32_t i = 0; i < spec.tasks; ++i) {
     const auto& t = st[i];
-    if (!t.is_object() || !t["s"].is_string()) return bad("task " + std::to_string(i));
+    if (!t.is_object() || !t.contains("s") || !t["s"].is_string()) return bad("task " + std::to_string(i));
     std::string s = t["s"];
     Task& task = run.tasks_[i];
     task.failures = t.value("f", 0u);
