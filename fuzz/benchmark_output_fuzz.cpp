@@ -1,6 +1,7 @@
 // Fuzzes the reader of a known-answer benchmark's stdout (mesh/benchmark.h),
 // which a provider controls entirely: never crashes or throws, looks at no
-// more than its bound, and what it accepts is within the benchmark's limits.
+// more than its bound, and a time it accepts is finite and not negative (the
+// consumer compares n, seed and checksum with what it asked for).
 #include <cmath>
 #include <cstdint>
 #include <string_view>
@@ -13,7 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);
   auto out = parse_benchmark_output(in);
   if (!out) return 0;
-  if (out->n == 0 || out->n > kMaxBenchmarkSize) __builtin_trap();
   if (out->seconds && (!std::isfinite(*out->seconds) || *out->seconds < 0)) __builtin_trap();
   // The same bytes give the same answer.
   auto again = parse_benchmark_output(in);

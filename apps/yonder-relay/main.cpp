@@ -5,6 +5,7 @@
 #include "crypto/node_id.h"
 #include "crypto/scope.h"
 #include "relay/run.h"
+#include "release/app_flags.h"
 
 namespace {
 
@@ -27,7 +28,6 @@ int main(int argc, char** argv) {
   CLI::App app{
       "yonder-relay: rendezvous and blind relay for Yonder nodes. Nodes register with their key, learn "
       "their public address, signal their peers and get byte pipes carrying their own end-to-end TLS."};
-  app.set_version_flag("--version", "yonder-relay 0.1.0");
   RelayOptions o;
   auto& c = o.config;
   std::string node_rate = "50M", node_burst = "4M";
@@ -64,6 +64,17 @@ int main(int argc, char** argv) {
   app.add_option("--pipe-request-timeout", pipe_request_text,
                  "how long a pipe request waits for the peer's (default 30s)");
   app.add_option("--dump", o.dump_file, "debugging: append every relayed pipe byte to this file");
+  yonder::release::ManPageInfo man;
+  man.section = 8;
+  man.summary = "rendezvous and blind relay for Yonder nodes";
+  man.extra = {
+      {"Files", "The key file (--key-file) is the relay's identity: nodes pin the relay by the node id it prints "
+                "at start. The Debian package's yonder-relay.service runs it as a dynamic user "
+                "(systemd DynamicUser=, no Docker access) with --key-file /var/lib/yonder-relay/relay.key, "
+                "listening on 0.0.0.0:7851, metrics on 127.0.0.1:7852."},
+      {"Signals", "SIGTERM and SIGINT stop the relay; nodes reconnect to it when it is back."}};
+  man.see_also = {"yonder(1)", "yonderd(8)"};
+  yonder::release::add_release_flags(app, "yonder-relay", man);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

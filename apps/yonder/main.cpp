@@ -1,5 +1,6 @@
 // yonder: the command-line interface. Parses arguments and calls src/cli.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "cli/commands.h"
 #include "cli/dashboard_command.h"
@@ -17,13 +18,14 @@
 #include "cli/peer_commands.h"
 #include "cli/progress.h"
 #include "node/version.h"
+#include "release/app_flags.h"
+#include "release/completion.h"
 
 int main(int argc, char** argv) {
   using namespace yonder::cli;
   CLI::App app{"yonder: share NVIDIA GPUs with people you trust, peer to peer.\n"
                "State folder: $YONDER_HOME (default ~/.local/share/yonder). Exit codes: docs/cli.md."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("yonder ") + yonder::node::kVersion);
   bool json = false;
 
   InitArgs init_args;
@@ -92,6 +94,9 @@ int main(int argc, char** argv) {
   std::string peer;
   auto* deny = app.add_subcommand("deny", "Remove a peer's pin and close its live sessions now");
   deny->add_option("peer", peer, "Peer name or node id")->required();
+  bool deny_stop_jobs = false;
+  deny->add_flag("--stop-jobs", deny_stop_jobs, "Also stop the peer's queued and running jobs here");
+  deny->add_flag("--json", json, "Machine-readable output");
   ScopeArgs scope_args;
   std::string allow_caps;
   auto* allow = app.add_subcommand("allow", "Let a peer do more: yonder allow PEER exec,files");
@@ -305,6 +310,26 @@ int main(int argc, char** argv) {
     c->add_flag("--json", json, "Machine-readable output");
   }
 
+  // --- release (issue 11): completions and the man page, from this very definition
+  std::string completion_shell;
+  auto* completion = app.add_subcommand("completion", "Print a shell completion script: bash, zsh or fish (docs/cli.md)");
+  completion->add_option("shell", completion_shell, "bash, zsh or fish")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh", "fish"}));
+  yonder::release::ManPageInfo man;
+  man.summary = "share NVIDIA GPUs with people you trust, peer to peer";
+  man.extra = {
+      {"Files", "$YONDER_HOME (default ~/.local/share/yonder) holds the node: identity.key, state.db, config.toml, "
+                "the daemon's socket yonderd.sock and the API token api-token.\n\nWhen YONDER_HOME is unset and "
+                "that folder holds no node but /var/lib/yonder does (the system service of the Debian package), "
+                "yonder uses /var/lib/yonder: root and members of the group yonder control the system daemon."},
+      {"Environment", "YONDER_HOME picks the node; YONDER_CONFIG the config file. Every setting's variable is "
+                      "listed by `yonder config show` and in docs/config.md."},
+      {"Exit status", "0 on success, 2 for a usage error, 3 when yonderd is not running; the full list is in "
+                      "docs/cli.md."}};
+  man.see_also = {"yonderd(8)", "yonder-relay(8)"};
+  yonder::release::add_release_flags(app, "yonder", man);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -314,6 +339,12 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  if (*completion) {
+    auto shell = yonder::release::parse_shell(completion_shell);
+    if (!shell) return kExitUsage;  // IsMember above: not reached
+    std::fputs(yonder::release::completion_script(yonder::release::describe(app, "yonder"), *shell).c_str(), stdout);
+    return kExitOk;
+  }
   if (*cfg_docs) return cmd_config_docs();
   auto ctx = make_context();
   if (!ctx) return print_error(ctx.error(), kExitError);
@@ -333,7 +364,7 @@ int main(int argc, char** argv) {
   if (*pair) return cmd_pair(*ctx, link_text);
   if (*peers) return cmd_peers(*ctx);
   if (*netcheck) return cmd_netcheck(*ctx);
-  if (*deny) return cmd_deny(*ctx, peer);
+  if (*deny) return cmd_deny(*ctx, peer, deny_stop_jobs);
   if (*allow) {
     scope_args.add = allow_caps;
     return cmd_scope(*ctx, peer, scope_args);

@@ -1,5 +1,7 @@
 #include "cli/context.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -18,10 +20,18 @@ Result<Context> make_context() {
   ctx.env = config::process_env();
   auto paths = config::resolve_paths(ctx.env);
   if (!paths) return std::move(paths).error();
-  ctx.paths = *paths;
+  // No node of one's own but the system daemon's (the .deb's yonderd.service):
+  // talk to that one, as root or a member of the group yonder.
+  ctx.paths = config::prefer_system_node(*paths, ctx.env, [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0;
+  });
+  bool system_node = ctx.paths.home != paths->home;
   auto cfg = config::Config::load(ctx.paths.config_file);
-  if (!cfg) return std::move(cfg).error();
-  ctx.cfg = std::move(*cfg);
+  if (!cfg && !(system_node && cfg.error().code() == ErrorCode::kPermissionDenied)) return std::move(cfg).error();
+  // The system node's config.toml is private to the user yonder; its members
+  // need only the default socket and the token, so defaults do.
+  if (cfg) ctx.cfg = std::move(*cfg);
   YONDER_TRY(ctx.cfg.apply_env(ctx.env));
   if (auto token = api::read_api_token(ctx.paths.api_token_file())) ctx.api_token = std::move(*token);
   return ctx;

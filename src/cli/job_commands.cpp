@@ -321,6 +321,9 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
       std::fprintf(stderr, "yonder: job %s was stopped: %s\n", short_id(id).c_str(), view->value("message", "").c_str());
     }
     if (view->value("oom_killed", false)) std::fprintf(stderr, "yonder: job %s ran out of memory\n", short_id(id).c_str());
+    if (view->contains("log_lost")) {
+      std::fprintf(stderr, "yonder: job %s: %s\n", short_id(id).c_str(), view->value("log_lost", "").c_str());
+    }
     // Stopped because of our Ctrl-C or SIGTERM: the shell's code for that
     // signal (130, 143), as if the job had been killed by it here.
     if (attached->stopped_by != 0 && view->value("state", "") == "stopped") return 128 + attached->stopped_by;

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <ctime>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
@@ -283,11 +285,53 @@ int cmd_netcheck(const Context& ctx) {
   return kExitOk;
 }
 
-int cmd_deny(const Context& ctx, const std::string& peer) {
+namespace {
+
+// Stops every queued or running job `peer_id` has on this provider. The
+// peer's sessions are already closed, so no new job can arrive meanwhile.
+Result<std::vector<std::string>> stop_jobs_of(const Context& ctx, const std::string& peer_id) {
+  os::HttpRequestOptions opts;
+  opts.timeout = std::chrono::seconds(60);
+  opts.bearer_token = ctx.api_token;
+  auto r = os::unix_http_request(ctx.socket_path(), "GET", "/v1/provider/jobs", "", opts);
+  if (!r) return std::move(r).error();
+  auto jobs = nlohmann::json::parse(r->body, nullptr, false);
+  // A node that runs no jobs (executor.backend none) has none to stop.
+  if (r->status == 404 || r->status == 503) return std::vector<std::string>{};
+  if (r->status != 200 || !jobs.is_array()) {
+    return make_error(ErrorCode::kInternal, "yonderd did not list its jobs (HTTP " + std::to_string(r->status) +
+                                                "); stop them with the dashboard's Jobs tab");
+  }
+  std::vector<std::string> stopped;
+  for (const auto& j : jobs) {
+    if (!j.is_object() || j.value("peer_id", "") != peer_id) continue;
+    std::string state = j.value("state", "");
+    if (state != "queued" && state != "starting" && state != "running") continue;
+    std::string id = j.value("job_id", "");
+    auto s = post(ctx, "/v1/provider/jobs/stop", {{"job_id", id}});
+    if (!s) return make_error(s.error().code(), "stopping job " + id + ": " + s.error().message());
+    stopped.push_back(id);
+  }
+  return stopped;
+}
+
+}  // namespace
+
+int cmd_deny(const Context& ctx, const std::string& peer, bool stop_jobs) {
   auto r = post(ctx, "/v1/peers/deny", {{"peer", peer}});
   if (!r) return fail(ctx, r.error());
-  if (!ctx.json) std::printf("Denied %s: its pin is removed and its live sessions are closed.\n", r->value("peer", "").c_str());
-  else print_json(*r);
+  std::string id = r->value("peer", "");
+  if (stop_jobs) {
+    auto stopped = stop_jobs_of(ctx, id);
+    if (!stopped) return fail(ctx, stopped.error());
+    (*r)["stopped_jobs"] = *stopped;
+  }
+  if (!ctx.json) {
+    std::printf("Denied %s: its pin is removed and its live sessions are closed.\n", id.c_str());
+    if (stop_jobs) std::printf("Stopped %zu of its jobs.\n", r->at("stopped_jobs").size());
+  } else {
+    print_json(*r);
+  }
   return kExitOk;
 }
 

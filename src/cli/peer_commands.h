@@ -27,7 +27,7 @@ int cmd_pair(const Context& ctx, const std::string& link);
 int cmd_peers(const Context& ctx);
 // This node's reachability: listening address, relays and what they see, NAT.
 int cmd_netcheck(const Context& ctx);
-int cmd_deny(const Context& ctx, const std::string& peer);
+int cmd_deny(const Context& ctx, const std::string& peer, bool stop_jobs);
 // `yonder allow PEER CAPS` adds capabilities; `yonder scope PEER ...` sets
 // capabilities and limits. Both take effect on the peer's next request.
 struct ScopeArgs {

@@ -99,6 +99,18 @@ Result<Paths> resolve_paths(const EnvFn& env) {
   return p;
 }
 
+Paths prefer_system_node(Paths user, const EnvFn& env, const ExistsFn& exists, const std::string& system_home) {
+  auto yonder_home = env("YONDER_HOME");
+  if (yonder_home && !yonder_home->empty()) return user;  // chosen explicitly
+  if (exists(user.key_file())) return user;
+  Paths system;
+  system.home = system_home;
+  if (!exists(system.key_file())) return user;
+  auto config = env("YONDER_CONFIG");
+  system.config_file = config && !config->empty() ? *config : system.home + "/config.toml";
+  return system;
+}
+
 Result<std::string> validate_value(const SettingSpec& spec, std::string_view value) {
   switch (spec.type) {
     case SettingType::kInt: {

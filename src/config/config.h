@@ -55,6 +55,18 @@ struct Paths {
 };
 Result<Paths> resolve_paths(const EnvFn& env);
 
+// The system node: the Debian package's yonderd.service runs with
+// YONDER_HOME=/var/lib/yonder (packaging/yonderd.service).
+inline constexpr const char* kSystemHome = "/var/lib/yonder";
+// For the CLI, not the daemon: when YONDER_HOME is unset and `user` (the
+// default folder) holds no node (no identity.key) but `system_home` does,
+// the paths of the system node (its config.toml beside it, unless
+// YONDER_CONFIG says otherwise); else `user` unchanged. `exists` is injected
+// for tests.
+using ExistsFn = std::function<bool(const std::string& path)>;
+Paths prefer_system_node(Paths user, const EnvFn& env, const ExistsFn& exists,
+                         const std::string& system_home = kSystemHome);
+
 enum class Source { kDefault, kFile, kEnv };
 const char* source_name(Source s);
 

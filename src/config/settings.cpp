@@ -194,6 +194,11 @@ constexpr std::array kSettings = {
                 "PEM private key of api.tls_cert (unencrypted; keep it mode 0600). Read when yonderd starts."},
     SettingSpec{"api.login_code_ttl_s", T::kInt, "60", "60", "YONDER_API_LOGIN_CODE_TTL_S", "",
                 "Seconds a one-time dashboard login URL from `yonder dashboard` stays valid."},
+    // Release (issue 11): the .deb's yonderd.service sets it, so members of the group yonder control the daemon.
+    SettingSpec{"api.group_access", T::kBool, "false", "false", "YONDER_API_GROUP_ACCESS", "",
+                "Let members of yonderd's group use the local API: the socket is made mode 0660 and the API token "
+                "0640 (the state folder must let the group in, e.g. mode 0710). Anyone who can use the API "
+                "controls the node. Read when yonderd starts."},
 };
 
 }  // namespace

@@ -9,7 +9,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -119,9 +121,12 @@ int run_daemon(const DaemonOptions& options) {
   auto started_wall = std::chrono::system_clock::now();
 
   asio::io_context io;
-  // Blocking work (NVML, later SQLite and Docker calls) runs here and posts
-  // its result back to `io`.
-  asio::thread_pool pool(2);
+  // Blocking work (NVML, SQLite, Docker calls, file writes of uploads, a
+  // mesh validator) runs here and posts its result back to `io`. Four
+  // threads: most of that work waits on a disk or a socket, and with two a
+  // provider under load (bench/load_bench) kept other peers' requests
+  // waiting behind submits.
+  asio::thread_pool pool(4);
   std::unique_ptr<api::LocalApiServer> server;
   std::unique_ptr<PeerLink> peer_link;
   auto shutdown = [&] {
@@ -309,6 +314,14 @@ int run_daemon(const DaemonOptions& options) {
                                                  api::ServerLimits{16 * 1024, 1 << 20,
                                                                    static_cast<int>(cfg->get_int("api.request_timeout_s"))});
   if (auto st = server->start(); !st) return fail(st.error());
+  if (cfg->get_bool("api.group_access")) {  // issue 11: the .deb's service; members of its group use the CLI
+    for (auto [file, mode] : {std::pair{socket_path, 0660}, std::pair{paths->api_token_file(), 0640}}) {
+      if (::chmod(file.c_str(), static_cast<mode_t>(mode)) != 0) {
+        return fail(make_error(ErrorCode::kPermissionDenied, "api.group_access: cannot chmod " + file + ": " +
+                                                                 std::strerror(errno)));
+      }
+    }
+  }
   ::unlink(paths->api_url_file().c_str());  // a previous run's, whatever this one listens on
   if (*api_listen) {  // issue 8: the same API on loopback TCP
     auto port = server->listen_tcp((*api_listen)->host, (*api_listen)->port, api_tls);

@@ -7,7 +7,12 @@
 // `src` (a file or a folder with everything in it; links and special files
 // inside are left out) goes into `dir` (default the workspace itself) under
 // its own name, over a files.put tunnel (node/files_provider.h). "src" is
-// read by this daemon (same user as the CLI, same machine).
+// read by this daemon (same user as the CLI, same machine). When the link
+// drops mid-copy (a relay restarting, a network cut) the copy is sent again
+// from the start once the link is back (1 s doubling, five attempts in all):
+// the provider renames each file into place whole and drops the one cut
+// short, so nothing half-written is ever left and a file sent twice is only
+// replaced. The reply then carries "attempts".
 //
 // Threading: the route runs on the event loop; listing and reading on the
 // pool, one chunk at a time: the next is read when the tunnel has taken the
@@ -39,7 +44,9 @@ class FilesConsumer {
  private:
   struct Put;
   void put(const api::Request& req, api::Reply reply);
+  void attempt(const std::shared_ptr<Put>& p);
   void pump(const std::shared_ptr<Put>& p);
+  void dropped(const std::shared_ptr<Put>& p, const std::string& why);
   void fail(const std::shared_ptr<Put>& p, const Error& e);
 
   boost::asio::io_context& io_;

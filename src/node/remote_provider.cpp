@@ -33,6 +33,13 @@ int64_t now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+void append_audit(audit::AuditLog& audit, int64_t at, const std::string& peer_id, const std::string& action,
+                  const std::string& subject, const nlohmann::json& detail) {
+  if (auto r = audit.append(at, peer_id.empty() ? "local" : peer_id, action, subject, detail); !r) {
+    spdlog::error("audit log: cannot record {} by {}: {}", action, peer_id, r.error().to_string());
+  }
+}
+
 Error over_scope(const std::string& what, const std::string& asked, const std::string& allowed, const std::string& flag) {
   return make_error(ErrorCode::kPermissionDenied, "this job asks for " + asked + " " + what +
                                                       " but your scope on this provider allows at most " + allowed +
@@ -217,13 +224,9 @@ void RemoteProvider::register_methods() {
 
   service.add_method("run.list", [blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
     blocking("run.list", peer, params, std::move(reply), [peer_id = NodeId(peer).to_string()](ProviderJobs& jobs) -> Result<nlohmann::json> {
-      auto all = jobs.list();
-      if (!all) return std::move(all).error();
-      nlohmann::json mine = nlohmann::json::array();
-      for (auto& j : *all) {
-        if (j.value("peer_id", "") == peer_id) mine.push_back(std::move(j));
-      }
-      return nlohmann::json{{"jobs", mine}};
+      auto mine = jobs.list(peer_id);
+      if (!mine) return std::move(mine).error();
+      return nlohmann::json{{"jobs", std::move(*mine)}};
     });
   });
 
@@ -256,10 +259,13 @@ void RemoteProvider::record(const std::string& peer_id, const std::string& actio
                             nlohmann::json detail) {
   if (audit_ == nullptr) return;
   asio::post(pool_, [audit = audit_, at = now_s(), peer_id, action, subject, detail = std::move(detail)] {
-    if (auto r = audit->append(at, peer_id.empty() ? "local" : peer_id, action, subject, detail); !r) {
-      spdlog::error("audit log: cannot record {} by {}: {}", action, peer_id, r.error().to_string());
-    }
+    append_audit(*audit, at, peer_id, action, subject, detail);
   });
+}
+
+void RemoteProvider::record_now(const std::string& peer_id, const std::string& action, const std::string& subject,
+                                const nlohmann::json& detail) {
+  if (audit_ != nullptr) append_audit(*audit_, now_s(), peer_id, action, subject, detail);
 }
 
 Result<ProviderJobs*> RemoteProvider::ready() {
@@ -304,13 +310,7 @@ void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& pa
     auto result = [&]() -> Result<nlohmann::json> {
       auto jobs = ready();
       if (!jobs) return std::move(jobs).error();
-      auto all = (*jobs)->list();
-      if (!all) return std::move(all).error();
-      int active = 0;
-      for (const auto& j : *all) {
-        std::string state = j.value("state", "");
-        active += j.value("peer_id", "") == peer_id && (state == "queued" || state == "starting" || state == "running");
-      }
+      int active = (*jobs)->active_jobs(peer_id);
       YONDER_TRY(apply_scope(request, scope, (*jobs)->options().limits, active));
       std::string seed;
       if (!upload.empty()) {
@@ -329,12 +329,14 @@ void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& pa
     nlohmann::json detail = {{"image", request.image}, {"command", request.command}, {"gpus", request.gpus}};
     if (result) {
       detail["upload_id"] = upload;
-      record(peer_id, "run.submit", result->value("job_id", ""), std::move(detail));
+      // In the log before the peer hears "accepted": a crash cannot leave
+      // an acknowledged job without its audit entry.
+      record_now(peer_id, "run.submit", result->value("job_id", ""), detail);
     } else {
       spdlog::info("run request from peer {} refused: {}", peer_id, result.error().message());
       detail["refused"] = result.error().message();
       detail["code"] = error_code_name(result.error().code());
-      record(peer_id, "run.submit", "", std::move(detail));
+      record_now(peer_id, "run.submit", "", detail);
     }
     asio::post(io_, [this, reply = std::move(reply), result = std::move(result)]() mutable {
       bool accepted = result.ok();

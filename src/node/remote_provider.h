@@ -60,6 +60,10 @@ class RemoteProvider {
   void set_on_job_submitted(std::function<void()> hook) { on_job_submitted_ = std::move(hook); }
   // Appends an audit entry on the pool (any thread). `peer_id` is the actor.
   void record(const std::string& peer_id, const std::string& action, const std::string& subject, nlohmann::json detail);
+  // The same, written before it returns (a worker thread, never the event
+  // loop): for what must be in the log before the peer hears the answer.
+  void record_now(const std::string& peer_id, const std::string& action, const std::string& subject,
+                  const nlohmann::json& detail);
 
   // Upload bookkeeping (any thread).
   void add_upload(const std::string& id, const std::string& peer_id, const std::string& dir);

@@ -3,8 +3,9 @@
 // StorageOpt size does not work on overlay2 over ext4 (measured), and a full
 // image gives the job ENOSPC without touching the host's disk.
 //
-// Uses mkfs.ext4 (e2fsprogs), mount and umount (util-linux), so it needs
-// root (or CAP_SYS_ADMIN); errors say so. Blocking: call from a worker thread.
+// Uses mkfs.ext4 (e2fsprogs), then the loop and mount system calls, so it
+// needs root, or CAP_SYS_ADMIN and access to /dev/loop* (the group disk);
+// errors say so. Blocking: call from a worker thread.
 #pragma once
 
 #include <cstdint>

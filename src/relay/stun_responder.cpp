@@ -135,8 +135,10 @@ void StunResponder::on_datagram(size_t n, const udp::endpoint& from, const std::
   msg.msg_iovlen = 1;
   // Leave from the address that was asked (matters with a wildcard bind).
   // One control message naming `info` (an in_pktinfo or in6_pktinfo).
-  auto set_source = [&](int level, int type, const auto& info) {
-    msg.msg_control = control.bytes;
+  // (The buffer goes in by pointer: clang cannot capture a union holding a
+  // cmsghdr, whose last member is a flexible array.)
+  auto set_source = [&msg, bytes = static_cast<char*>(control.bytes)](int level, int type, const auto& info) {
+    msg.msg_control = bytes;
     msg.msg_controllen = CMSG_SPACE(sizeof(info));
     cmsghdr* c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = level;

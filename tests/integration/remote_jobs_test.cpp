@@ -6,8 +6,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
+#include "os/unix_http.h"
+#include "support/api_token.h"
 #include "support/docker_env.h"
 #include "support/job_node.h"
 #include "support/subprocess.h"
@@ -123,6 +126,54 @@ TEST_F(RemoteJobs, OnlyTheSubmitterSeesStopsOrReadsItsJob) {
   EXPECT_EQ(logs.out, "started\n");
   auto after = laptop.yonder_json({"ps", "--all"});
   EXPECT_EQ(after["jobs"][0]["state"], "stopped") << after.dump();
+}
+
+// Someone leaves: `deny --stop-jobs` ends their access and their jobs here,
+// and leaves other peers' jobs alone.
+TEST_F(RemoteJobs, DenyWithStopJobsEndsThePeersJobsAndOnlyTheirs) {
+  TempDir dir;
+  Node studio(dir, "studio", true), leaver(dir, "leaver", false), stayer(dir, "stayer", false);
+  leaver.pair_with(studio, {"--max-jobs", "4"});
+  stayer.pair_with(studio, {});
+  auto start = [&](Node& n) {
+    auto d = n.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                       "trap 'exit 143' TERM; echo up; sleep 120 & wait"});
+    EXPECT_EQ(d.exit_code, 0) << d.err;
+    return d.out.substr(0, d.out.find('\n'));
+  };
+  std::string a = start(leaver), b = start(leaver), kept = start(stayer);
+  std::string leaver_id = leaver.node_id();
+  auto deny = studio.yonder({"deny", "leaver", "--stop-jobs", "--json"});
+  ASSERT_EQ(deny.exit_code, 0) << deny.err;
+  json reply = json::parse(deny.out);
+  EXPECT_EQ(reply["peer"], leaver_id);
+  std::set<std::string> stopped(reply["stopped_jobs"].begin(), reply["stopped_jobs"].end());
+  EXPECT_EQ(stopped, (std::set<std::string>{a, b})) << deny.out;
+
+  // Stops are asynchronous (SIGTERM, then the grace): wait for the leaver's
+  // jobs to end, and check the stayer's job is untouched.
+  os::HttpRequestOptions o;
+  o.bearer_token = api_token(studio.home());
+  json jobs;
+  bool settled = false;
+  for (int i = 0; i < 600 && !settled; ++i) {
+    auto listed = os::unix_http_request(studio.home() + "/yonderd.sock", "GET", "/v1/provider/jobs", "", o);
+    ASSERT_TRUE(listed.ok()) << listed.error().to_string();
+    jobs = json::parse(listed->body, nullptr, false);
+    ASSERT_TRUE(jobs.is_array()) << listed->body;
+    settled = true;
+    for (const auto& j : jobs) {
+      std::string state = j["state"];
+      bool live = state == "queued" || state == "starting" || state == "running";
+      if (j["job_id"] == kept) EXPECT_TRUE(live && !j.contains("stopping")) << j.dump();
+      else if (live) settled = false;
+    }
+    if (!settled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(settled) << jobs.dump();
+  // The leaver's pin is gone: its next request is refused.
+  EXPECT_NE(leaver.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "true"}).exit_code, 0);
+  EXPECT_EQ(stayer.yonder({"stop", kept}).exit_code, 0);
 }
 
 TEST_F(RemoteJobs, TheAuditLogRecordsRefusedAndCompletedRuns) {

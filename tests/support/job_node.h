@@ -96,12 +96,14 @@ class Node {
   const std::string& home() const { return home_; }
   Daemon& daemon() { return *daemon_; }
   // Kills the daemon (SIGKILL, like a crash or power loss) and starts a new
-  // one on the same link port, so paired peers find it again.
-  void crash_and_restart() {
+  // one on the same link port, so paired peers find it again. `while_down`
+  // runs between the two (the test acts while no daemon runs).
+  void crash_and_restart(const std::function<void()>& while_down = nullptr) {
     int port = yonder_json({"status"}).value("link_port", 0);
     ::kill(daemon_->pid(), SIGKILL);
     daemon_->wait();
     daemon_.reset();
+    if (while_down) while_down();
     env_["YONDER_LINK_LISTEN"] = "127.0.0.1:" + std::to_string(port);
     daemon_ = start_daemon();
     EXPECT_TRUE(daemon_->ready()) << daemon_->log();

@@ -25,7 +25,13 @@ void put_be(std::string& out, uint64_t v, size_t n) {
 }
 
 Error io_error(const std::string& what, const std::string& path) {
-  return make_error(ErrorCode::kInternal, what + " " + path + ": " + std::strerror(errno));
+  int err = errno;
+  if (err == ENOSPC || err == EDQUOT) {
+    // Not a fault of ours: the operator can fix it, and the pump waits for that.
+    std::string dir = path.substr(0, path.find_last_of('/'));
+    return make_error(ErrorCode::kResourceExhausted, "disk full: free space in " + dir + " (" + what + " " + path + ")");
+  }
+  return make_error(ErrorCode::kInternal, what + " " + path + ": " + std::strerror(err));
 }
 
 }  // namespace

@@ -29,6 +29,16 @@ void ProviderJobs::finish_locked(const LivePtr& job, JobState state, const std::
     r.result["oom_killed"] = exit->oom_killed;
   }
   if (!r.gpu_uuids.empty()) r.result["gpus"] = r.gpu_uuids;
+  if (!job->log_lost.empty()) {
+    // Never a silent gap: the job's view says what is missing, and so does
+    // its log when there is room for the notice by now.
+    std::string lost = "part of the job's output was not kept: " + job->log_lost;
+    r.result["log_lost"] = lost;
+    r.result["message"] = message + "; " + lost;
+    if (auto log = open_log_locked(*job); log) {
+      (void)(*log)->append(exec::LogStream::kSystem, now_s() * 1'000'000'000, "[yonder] " + lost + "\n");
+    }
+  }
   // What the metering receipt commits to (mesh/metering.h); the pump is done.
   if (auto log = open_log_locked(*job); log) {
     if (auto hash = (*log)->output_sha256(job->files_digest); hash) r.result["output_sha256"] = *hash;
@@ -142,6 +152,8 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
       // to deliver the last entries, then cut it.
       if (!job->pump_cv.wait_for(lock, std::chrono::seconds(10), [&] { return job->pump_done; }) && job->pump_cancel) {
         job->pump_cancel->cancel();
+        job->pump_cut = true;
+        job->pump_cv.notify_all();
       }
     }
   }
@@ -201,7 +213,24 @@ void ProviderJobs::pump(LivePtr job, exec::TaskHandle handle) {
   options.since_unix_ns = log->last_unix_ns();
   auto sink = [&](exec::LogStream stream, int64_t ns, std::string_view data) {
     auto more = log->append(stream, ns, data);
+    // Disk full: hold the entry (the engine keeps the job's output
+    // meanwhile, and the job runs on) and try again every second until
+    // there is room, the runner stops waiting for us, or the daemon stops.
+    // Then the rest is lost, and the job's end says so (finish_locked).
+    while (!more && more.error().code() == ErrorCode::kResourceExhausted) {
+      std::unique_lock lock(mutex_);
+      job->log_lost = more.error().message();
+      if (shutting_down_ || job->pump_cut) return false;
+      job->pump_cv.wait_for(lock, std::chrono::seconds(1), [&] { return shutting_down_ || job->pump_cut; });
+      lock.unlock();
+      more = log->append(stream, ns, data);
+    }
     std::lock_guard lock(mutex_);
+    if (!more) {
+      job->log_lost = more.error().message();
+    } else {
+      job->log_lost.clear();  // there was room again: nothing was lost
+    }
     notify_watchers_locked(*job);
     return more.ok() && *more;
   };

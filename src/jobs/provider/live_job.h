@@ -25,7 +25,14 @@ struct Watcher {
 
 struct ProviderJobs::Live {
   JobRecord rec;
-  std::unique_ptr<JobLog> log;  // opened on first use; the pump writes it without the lock
+  // Opened when the job starts (or a finished job's log is read); the pump
+  // writes it without the lock. Readers hold a copy while they read, so a
+  // finished job's log can be closed (ProviderJobs::retire_logs_locked)
+  // while one is still reading it.
+  std::shared_ptr<JobLog> log;
+  // What view() shows once a finished job's log is closed again.
+  uint64_t closed_log_bytes = 0;
+  bool closed_log_truncated = false;
   std::thread runner;           // start, wait, clean up
   std::thread pump;             // executor logs -> log; joined by the runner
   std::thread stopper;          // executor stop; joined by the runner
@@ -36,6 +43,8 @@ struct ProviderJobs::Live {
   std::optional<std::chrono::steady_clock::time_point> deadline;  // wall time, while running
   std::vector<Watcher> watchers;
   bool pump_done = false;
+  bool pump_cut = false;        // the runner gave up waiting for the pump (it is cancelled)
+  std::string log_lost;         // set when output could not be written (disk full); "" when the log is whole
   std::condition_variable pump_cv;
   std::atomic<bool> runner_done{false};  // set by the runner as its last act
   // workspace_digest.h: the files the job created or changed, set by the

@@ -16,6 +16,8 @@
 namespace yonder::jobs::provider {
 namespace {
 
+constexpr size_t kOpenFinishedLogs = 32;
+
 std::string new_job_id() {
   std::random_device rd;
   std::uniform_int_distribution<int> hex(0, 15);
@@ -53,13 +55,16 @@ nlohmann::json ProviderJobs::view(const Live& job) const {
       {"updated_at", r.updated_at},
   };
   for (const char* key : {"reason", "message", "oom_killed", "started_at", "finished_at", "waiting_for", "gpu_model",
-                          "output_sha256"}) {
+                          "output_sha256", "log_lost"}) {
     if (r.result.contains(key)) v[key] = r.result[key];
   }
   if (r.handle && !r.handle->image_id.empty()) v["image_id"] = r.handle->image_id;
   if (job.log) {
     v["log_bytes"] = job.log->size();
     v["log_truncated"] = job.log->truncated();
+  } else if (is_terminal(r.state) && job.closed_log_bytes > 0) {
+    v["log_bytes"] = job.closed_log_bytes;
+    v["log_truncated"] = job.closed_log_truncated;
   }
   if (!job.stop_reason.empty() && !is_terminal(r.state)) v["stopping"] = job.stop_reason;
   if (r.state == JobState::kQueued) {
@@ -127,11 +132,22 @@ Result<nlohmann::json> ProviderJobs::get(const std::string& job_id) {
   return view(**job);
 }
 
-Result<nlohmann::json> ProviderJobs::list() {
+Result<nlohmann::json> ProviderJobs::list() { return list(""); }
+
+int ProviderJobs::active_jobs(const std::string& peer_id) {
+  std::lock_guard lock(mutex_);
+  int n = 0;
+  for (const auto& [_, job] : jobs_) n += job->rec.peer_id == peer_id && !is_terminal(job->rec.state);
+  return n;
+}
+
+Result<nlohmann::json> ProviderJobs::list(const std::string& peer_id) {
   std::lock_guard lock(mutex_);
   nlohmann::json out = nlohmann::json::array();
   std::vector<const Live*> all;
-  for (const auto& [_, job] : jobs_) all.push_back(job.get());
+  for (const auto& [_, job] : jobs_) {
+    if (peer_id.empty() || job->rec.peer_id == peer_id) all.push_back(job.get());
+  }
   std::sort(all.begin(), all.end(), [](const Live* a, const Live* b) {
     return std::tie(a->rec.created_at, a->rec.job_id) < std::tie(b->rec.created_at, b->rec.job_id);
   });
@@ -166,6 +182,11 @@ Status ProviderJobs::remove(const std::string& job_id) {
   }
   if (job->rec.handle) YONDER_TRY(executor_.destroy(*job->rec.handle, true));
   job->log.reset();
+  {
+    std::lock_guard lock(mutex_);
+    open_finished_logs_.erase(std::remove(open_finished_logs_.begin(), open_finished_logs_.end(), job_id),
+                              open_finished_logs_.end());
+  }
   YONDER_TRY(store_->remove(job_id));
   std::error_code ec;
   std::filesystem::remove_all(options_.jobs_dir + "/" + job_id, ec);
@@ -180,22 +201,46 @@ Result<JobLog*> ProviderJobs::open_log_locked(Live& job) {
     if (!log) return std::move(log).error();
     job.log = std::move(*log);
   }
+  if (is_terminal(job.rec.state)) retire_logs_locked(job.rec.job_id);
   return job.log.get();
 }
 
+void ProviderJobs::retire_logs_locked(const std::string& used) {
+  auto at = std::find(open_finished_logs_.begin(), open_finished_logs_.end(), used);
+  if (at != open_finished_logs_.end()) open_finished_logs_.erase(at);
+  open_finished_logs_.push_back(used);
+  while (open_finished_logs_.size() > kOpenFinishedLogs) {
+    auto it = jobs_.find(open_finished_logs_.front());
+    open_finished_logs_.pop_front();
+    // Only finished jobs are listed, and their pump has ended (it ends
+    // before the runner settles the job): nothing writes these logs.
+    if (it == jobs_.end() || !it->second->log || !is_terminal(it->second->rec.state)) continue;
+    Live& job = *it->second;
+    job.closed_log_bytes = job.log->size();
+    job.closed_log_truncated = job.log->truncated();
+    job.log.reset();  // closed now, or when the last reader lets go
+  }
+}
+
 Result<LogRead> ProviderJobs::read_log(const std::string& job_id, uint64_t offset, size_t max_bytes) {
-  JobLog* log = nullptr;
-  LivePtr job;
+  std::shared_ptr<JobLog> log;  // kept open while reading, even if retired meanwhile
   bool terminal = false;
   {
     std::lock_guard lock(mutex_);
     auto found = find(job_id);
     if (!found) return std::move(found).error();
-    job = *found;  // keeps the log alive while reading
-    auto opened = open_log_locked(*job);
+    Live& job = **found;
+    if (job.rec.state == JobState::kQueued) {
+      // Nothing to read before it starts; no descriptor held for a
+      // thousand queued jobs that someone follows.
+      LogRead empty;
+      empty.slice.next_offset = offset;
+      return empty;
+    }
+    auto opened = open_log_locked(job);
     if (!opened) return std::move(opened).error();
-    log = *opened;
-    terminal = is_terminal(job->rec.state);
+    log = job.log;
+    terminal = is_terminal(job.rec.state);
   }
   auto slice = log->read(offset, max_bytes);
   if (!slice) return std::move(slice).error();
@@ -211,6 +256,10 @@ Status ProviderJobs::watch_log(const std::string& job_id, uint64_t offset, std::
     auto found = find(job_id);
     if (!found) return std::move(found).error();
     Live& job = **found;
+    if (job.rec.state == JobState::kQueued) {  // its log is opened when it starts
+      job.watchers.push_back({offset, std::move(ready)});
+      return ok_status();
+    }
     auto log = open_log_locked(job);
     if (!log) return std::move(log).error();
     if (!(is_terminal(job.rec.state) || (*log)->size() > offset)) {

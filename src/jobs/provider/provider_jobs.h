@@ -74,6 +74,10 @@ class ProviderJobs {
                                 const std::string& workspace_seed = "");
   Result<nlohmann::json> get(const std::string& job_id);
   Result<nlohmann::json> list();
+  // One peer's jobs, oldest first, and how many of them are queued,
+  // starting or running: without building a view of every job ever run.
+  Result<nlohmann::json> list(const std::string& peer_id);
+  int active_jobs(const std::string& peer_id);
   // Stops a job (SIGTERM, grace, SIGKILL); a queued job just leaves the queue.
   Result<nlohmann::json> stop(const std::string& job_id);
   // Forgets a finished job: its record, log and workspace.
@@ -129,6 +133,10 @@ class ProviderJobs {
   void recover_locked(const std::vector<JobRecord>& records, const std::vector<exec::OwnedTask>& owned);
   void reap_locked();
   Result<JobLog*> open_log_locked(Live& job);
+  // Finished jobs keep their log open only while recently used: at most
+  // kOpenFinishedLogs of them, least recently used closed first (one
+  // descriptor per job ever run would run a long-lived provider out of them).
+  void retire_logs_locked(const std::string& used);
   int64_t now_s() const;
 
   std::unique_ptr<JobStore> store_;
@@ -140,6 +148,7 @@ class ProviderJobs {
   std::condition_variable watch_cv_;
   std::map<std::string, LivePtr> jobs_;
   std::deque<std::string> queue_;
+  std::deque<std::string> open_finished_logs_;  // least recently used first
   LeaseMap leases_;
   bool started_ = false;
   bool shutting_down_ = false;

@@ -105,7 +105,7 @@ void Mux::notify_writable() {
     if (it == streams_.end() || !it->second.want_writable) continue;
     if (capacity(it->second) > 0) {
       it->second.want_writable = false;
-      events_.emplace_back(std::in_place_type<StreamWritable>, id);
+      events_.emplace_back(StreamWritable{id});  // clang 14 cannot ( )-initialise an aggregate
     } else {
       still.push_back(id);
     }

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <future>
 #include <random>
 
@@ -231,6 +232,55 @@ TEST_F(ProviderJobsTest, WallTimeStopsThenKillsAJobIgnoringSigterm) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
   ASSERT_TRUE(jobs_->remove(id).ok());
   EXPECT_FALSE(jobs_->get(id).ok());
+}
+
+
+// Descriptors open on job logs under the jobs folder, in this process.
+int open_job_logs(const std::string& jobs_dir) {
+  int n = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code lec;
+    auto target = std::filesystem::read_symlink(it->path(), lec).string();
+    n += !lec && target.rfind(jobs_dir + "/", 0) == 0 && target.find("output.log") != std::string::npos;
+  }
+  return n;
+}
+
+// A long-lived provider runs thousands of jobs: neither a queued job that
+// someone follows nor every finished one may hold its log open (issue 11's
+// load test found one descriptor per job ever run).
+TEST_F(ProviderJobsTest, QueuedAndFinishedJobsDoNotEachHoldTheirLogOpen) {
+  start_manager(true, /*per_peer=*/1);
+  const std::string jobs_dir = dir_ / "jobs";
+  std::string blocker = submit("p", {{"command", {"sh", "-c", "echo b; sleep 60"}}});
+  await_log(blocker);
+  std::vector<std::string> queued;
+  for (int i = 0; i < 40; ++i) queued.push_back(submit("p", {{"command", {"echo", std::to_string(i)}}}));
+  for (const auto& id : queued) {
+    auto read = jobs_->read_log(id, 0, 1024);  // a follower of a queued job
+    ASSERT_TRUE(read.ok());
+    EXPECT_TRUE(read->slice.records.empty());
+    EXPECT_FALSE(read->ended);
+    ASSERT_TRUE(jobs_->watch_log(id, 0, [] {}).ok());
+  }
+  EXPECT_EQ(open_job_logs(jobs_dir), 1) << "only the running job's log";
+  for (const auto& id : queued) ASSERT_TRUE(jobs_->stop(id).ok());
+  int open = open_job_logs(jobs_dir);
+  EXPECT_GT(open, 1);
+  EXPECT_LE(open, 1 + 32);
+  // A closed log opens again to be read, and the view still tells its size.
+  auto first = jobs_->read_log(queued.front(), 0, 1024);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->ended);
+  EXPECT_LE(open_job_logs(jobs_dir), 1 + 32);
+  ASSERT_TRUE(jobs_->stop(blocker).ok());
+  json ended = await_end(blocker);
+  EXPECT_GT(ended.value("log_bytes", 0), 0);
+  for (const auto& id : queued) (void)jobs_->read_log(id, 0, 1024);  // pushes the blocker's log out
+  json later = *jobs_->get(blocker);
+  EXPECT_EQ(later.value("log_bytes", 0), ended.value("log_bytes", 1));
+  EXPECT_EQ(output(blocker), "b\n");
 }
 
 }  // namespace
