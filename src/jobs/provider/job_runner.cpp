@@ -46,7 +46,13 @@ void ProviderJobs::finish_locked(const LivePtr& job, JobState state, const std::
   for (const auto& u : r.gpu_uuids) leases_.erase(u);
   r.gpu_uuids.clear();  // the save below deletes the lease rows
   job->deadline.reset();
-  (void)save_locked(*job);  // on failure the next start() finds the job and settles it again
+  // On failure (a full disk) the watchdog writes it again every second
+  // until it is written: its container is gone by now, so a restart would
+  // find only a job it lost track of.
+  if (!save_locked(*job)) {
+    job->unsaved_end = true;
+    watch_cv_.notify_all();
+  }
   notify_watchers_locked(*job);
   watch_cv_.notify_all();
   if (on_finished_) on_finished_(view(*job));
@@ -253,6 +259,14 @@ void ProviderJobs::watchdog() {
     auto wake = Clock::time_point::max();
     bool vram_jobs = false;
     for (auto& [_, job] : jobs_) {
+      if (job->unsaved_end) {
+        if (save_locked(*job)) {
+          job->unsaved_end = false;
+        } else {
+          wake = std::min(wake, now + std::chrono::seconds(1));
+        }
+        continue;
+      }
       if (job->rec.state != JobState::kRunning || !job->stop_reason.empty()) continue;
       if (job->deadline && now >= *job->deadline) {
         request_stop_locked(job, "wall_time",

@@ -45,6 +45,7 @@ struct ProviderJobs::Live {
   bool pump_done = false;
   bool pump_cut = false;        // the runner gave up waiting for the pump (it is cancelled)
   std::string log_lost;         // set when output could not be written (disk full); "" when the log is whole
+  bool unsaved_end = false;     // its final state is not in the database yet (disk full): the watchdog retries
   std::condition_variable pump_cv;
   std::atomic<bool> runner_done{false};  // set by the runner as its last act
   // workspace_digest.h: the files the job created or changed, set by the
