@@ -17,6 +17,20 @@ namespace yonder::jobs::provider {
 namespace {
 
 constexpr size_t kOpenFinishedLogs = 32;
+// Waiters on one job's log. A long poll that timed out leaves its waiter
+// until the log grows, so a follower of a quiet job adds one per poll:
+// past this many, the oldest is woken early (harmless: it reads again and
+// finds nothing new).
+constexpr size_t kMaxWatchers = 256;
+
+void add_watcher(std::vector<Watcher>& watchers, Watcher w) {
+  if (watchers.size() >= kMaxWatchers) {
+    Watcher oldest = std::move(watchers.front());
+    watchers.erase(watchers.begin());
+    oldest.ready();
+  }
+  watchers.push_back(std::move(w));
+}
 
 std::string new_job_id() {
   std::random_device rd;
@@ -257,13 +271,13 @@ Status ProviderJobs::watch_log(const std::string& job_id, uint64_t offset, std::
     if (!found) return std::move(found).error();
     Live& job = **found;
     if (job.rec.state == JobState::kQueued) {  // its log is opened when it starts
-      job.watchers.push_back({offset, std::move(ready)});
+      add_watcher(job.watchers, {offset, std::move(ready)});
       return ok_status();
     }
     auto log = open_log_locked(job);
     if (!log) return std::move(log).error();
     if (!(is_terminal(job.rec.state) || (*log)->size() > offset)) {
-      job.watchers.push_back({offset, std::move(ready)});
+      add_watcher(job.watchers, {offset, std::move(ready)});
       return ok_status();
     }
   }

@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <future>
+#include <memory>
 #include <random>
 
 #include "exec/docker/docker_executor.h"
@@ -281,6 +283,25 @@ TEST_F(ProviderJobsTest, QueuedAndFinishedJobsDoNotEachHoldTheirLogOpen) {
   json later = *jobs_->get(blocker);
   EXPECT_EQ(later.value("log_bytes", 0), ended.value("log_bytes", 1));
   EXPECT_EQ(output(blocker), "b\n");
+}
+
+// A follower of a quiet job leaves a waiter per timed-out poll: their number
+// stays bounded, the oldest woken early, and the rest still wake at the end.
+TEST_F(ProviderJobsTest, WaitersOnAQuietLogStayBounded) {
+  start_manager(true);
+  std::string id = submit("p", {{"command", {"sh", "-c", "echo start; sleep 60"}}});
+  await_log(id);
+  auto log = jobs_->read_log(id, 0, 1024);
+  ASSERT_TRUE(log.ok());
+  uint64_t end = log->slice.next_offset;
+  auto woken = std::make_shared<std::atomic<int>>(0);
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(jobs_->watch_log(id, end, [woken] { ++*woken; }).ok());
+  }
+  EXPECT_EQ(woken->load(), 300 - 256) << "the oldest beyond the bound are woken early";
+  ASSERT_TRUE(jobs_->stop(id).ok());
+  await_end(id);
+  EXPECT_EQ(woken->load(), 300) << "the others wake when the job ends";
 }
 
 }  // namespace
