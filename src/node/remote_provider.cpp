@@ -338,6 +338,15 @@ void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& pa
       detail["code"] = error_code_name(result.error().code());
       record_now(peer_id, "run.submit", "", detail);
     }
+    if (!result && result.error().code() == ErrorCode::kResourceExhausted &&
+        (result.error().message().find("disk full") != std::string::npos ||
+         result.error().message().find("disk is full") != std::string::npos)) {
+      // The operator's log and audit have the folder; the peer needs only
+      // the fact, not the provider's file system layout.
+      spdlog::warn("refusing jobs: {}", result.error().message());
+      result = make_error(ErrorCode::kResourceExhausted,
+                          "the provider has run out of disk space; try again later, or tell its owner");
+    }
     asio::post(io_, [this, reply = std::move(reply), result = std::move(result)]() mutable {
       bool accepted = result.ok();
       reply(std::move(result));
