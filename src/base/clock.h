@@ -36,4 +36,8 @@ inline int64_t unix_seconds(TimePoint t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
 }
 
+// The real clock's Unix time, for the stores that stamp rows (created_at,
+// updated_at); code that decides by time takes a Clock instead.
+inline int64_t unix_now_s() { return unix_seconds(std::chrono::system_clock::now()); }
+
 }  // namespace yonder

@@ -2,14 +2,9 @@
 
 #include <chrono>
 
+#include "base/clock.h"
+
 namespace yonder::node {
-namespace {
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 Result<std::unique_ptr<GroupStore>> GroupStore::open(const std::string& db_path) {
   auto db = store::Database::open(db_path);
@@ -29,7 +24,7 @@ Status GroupStore::put(const GroupRow& row) {
   YONDER_TRY(st->bind(3, row.owner_id));
   YONDER_TRY(st->bind(4, static_cast<int64_t>(row.version)));
   YONDER_TRY(st->bind(5, row.membership_json));
-  YONDER_TRY(st->bind(6, now_s()));
+  YONDER_TRY(st->bind(6, unix_now_s()));
   auto done = st->step();
   if (!done) return std::move(done).error().with_context("storing group " + row.name);
   return ok_status();
@@ -75,7 +70,7 @@ Status GroupStore::add_invite(const std::string& link_id, const std::string& gro
   if (!st) return std::move(st).error();
   YONDER_TRY(st->bind(1, link_id));
   YONDER_TRY(st->bind(2, group_id));
-  YONDER_TRY(st->bind(3, now_s()));
+  YONDER_TRY(st->bind(3, unix_now_s()));
   auto done = st->step();
   if (!done) return std::move(done).error().with_context("storing a group invite");
   return ok_status();

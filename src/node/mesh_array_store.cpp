@@ -1,5 +1,6 @@
 #include "node/mesh_array_store.h"
 
+#include "base/clock.h"
 #include "node/id_prefix.h"
 
 #include <chrono>
@@ -7,10 +8,6 @@
 
 namespace yonder::node {
 namespace {
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 nlohmann::json parse_or_null(const std::string& text) {
   auto j = nlohmann::json::parse(text, nullptr, false);
@@ -38,7 +35,7 @@ Status MeshArrayStore::put(const MeshArrayRow& row) {
   YONDER_TRY(st->bind(4, row.run.dump()));
   YONDER_TRY(st->bind(5, row.tasks.dump()));
   YONDER_TRY(st->bind(6, row.created_at));
-  YONDER_TRY(st->bind(7, now_s()));
+  YONDER_TRY(st->bind(7, unix_now_s()));
   auto done = st->step();
   if (!done) return std::move(done).error().with_context("storing array " + row.id);
   return ok_status();

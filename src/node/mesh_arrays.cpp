@@ -16,6 +16,7 @@
 
 #include "api/request_parse.h"
 #include "base/bytes.h"
+#include "base/clock.h"
 #include "crypto/node_id.h"
 #include "node/fetch_consumer.h"
 #include "node/in_process.h"
@@ -34,10 +35,6 @@ constexpr uint32_t kMaxRetries = 100;
 constexpr size_t kMaxFailedShown = 100;
 constexpr std::chrono::seconds kUnplacedBackoff{1};
 constexpr uint32_t kMaxFetchFailures = 3;
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 mesh::UnixMs now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -285,7 +282,7 @@ void MeshArrays::create(const Request& req, Reply reply) {
   if (!params.empty()) live->row.spec["params"] = std::move(params);
   if (replicas > 1) live->row.spec["replicas"] = replicas;
   if (b.contains("validator")) live->row.spec["validator"] = b["validator"];
-  live->row.created_at = now_s();
+  live->row.created_at = unix_now_s();
   live->run.emplace(spec);
   live->row.run = live->run->to_json();
   live->row.tasks = nlohmann::json::object();

@@ -1,15 +1,12 @@
 #include "node/mesh_job_store.h"
 
+#include "base/clock.h"
 #include "node/id_prefix.h"
 
 #include <chrono>
 
 namespace yonder::node {
 namespace {
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 nlohmann::json parse_or_null(const std::string& text) {
   auto j = nlohmann::json::parse(text, nullptr, false);
@@ -62,7 +59,7 @@ Status MeshJobStore::put(const MeshJobRow& job) {
     YONDER_TRY(st->bind(4, job.result.dump()));
   }
   YONDER_TRY(st->bind(5, job.created_at));
-  YONDER_TRY(st->bind(6, now_s()));
+  YONDER_TRY(st->bind(6, unix_now_s()));
   auto done = st->step();
   if (!done) return std::move(done).error().with_context("storing mesh job " + job.id);
   return ok_status();

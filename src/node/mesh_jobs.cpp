@@ -15,6 +15,7 @@
 #include <set>
 
 #include "base/bytes.h"
+#include "base/clock.h"
 #include "jobs/provider/job_request.h"
 #include "mesh/quorum.h"
 #include "node/fetch_consumer.h"
@@ -39,10 +40,6 @@ constexpr uint64_t kMaxRetries = 100;
 constexpr std::chrono::milliseconds kMaxTick{500};
 constexpr std::chrono::milliseconds kMinTick{100};
 constexpr uint64_t kMaxReplicas = 9;
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::string new_id() {
   uint8_t b[16];
@@ -241,7 +238,7 @@ void MeshJobs::start() {
             // Cut short during its upload: that attempt never started.
             a->state = "not started";
             a->why = "the daemon stopped while it was being submitted";
-            a->ended_at = now_s();
+            a->ended_at = unix_now_s();
             s.current = -1;
             save(live, [this, live, r] { place(live, r); });
           } else {
@@ -362,7 +359,7 @@ void MeshJobs::create(const Request& req, Reply reply) {
   row.state = "running";
   row.spec = {{"job", b["job"]}, {"dir", dir}, {"needs", needs}, {"retries", *retries}, {"replicas", *replicas}};
   if (!validator.empty()) row.spec["validator"] = validator;
-  row.created_at = now_s();
+  row.created_at = unix_now_s();
   auto live = make_live(std::move(row));
   asio::post(writer_->strand, [this, alive = alive_, live, reply] {
     std::error_code ec;
@@ -468,7 +465,7 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
   a.provider_id = provider;
   a.provider_name = lease["provider"].value("name", provider);
   a.state = "uploading";
-  a.started_at = now_s();
+  a.started_at = unix_now_s();
   live->row.attempts.push_back(a);
   s.current = static_cast<int>(live->row.attempts.size()) - 1;
   s.lease_id = lease.value("lease_id", uint64_t{0});
@@ -481,7 +478,7 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
     if (cur == nullptr || cur->attempt != n) return;
     cur->state = "not started";
     cur->why = e.message();
-    cur->ended_at = now_s();
+    cur->ended_at = unix_now_s();
     sl.failed_on.insert(provider);
     spdlog::info("mesh job {}: attempt {} did not start: {}", live->row.id.substr(0, 12), n, e.message());
     requeue(live, r);
@@ -620,7 +617,7 @@ void MeshJobs::attempt_ended(const std::shared_ptr<Live>& live, int r, const nlo
   if (v.contains("exit_code") && v["exit_code"].is_number_integer()) a->exit_code = v["exit_code"].get<int>();
   a->why = v.value("message", "");
   if (a->why.empty() && a->exit_code) a->why = "exited with " + std::to_string(*a->exit_code);
-  a->ended_at = now_s();
+  a->ended_at = unix_now_s();
   if (live->stopping) return finish(live, "stopped", result_of(*a));
   bool answered = a->state == "exited" && (live->replicas() > 1 || a->exit_code == 0);
   if (answered) {
@@ -650,7 +647,7 @@ void MeshJobs::lost(const std::shared_ptr<Live>& live, int r) {
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(settings_.provider_timeout).count();
   a->state = "lost";
   a->why = a->provider_name + " stopped answering for " + std::to_string(secs) + " s";
-  a->ended_at = now_s();
+  a->ended_at = unix_now_s();
   s.failed_on.insert(a->provider_id);
   spdlog::warn("mesh job {}: {}; requeueing", live->row.id.substr(0, 12), a->why);
   // Should it come back, the job there is stopped (best effort: it may never answer).

@@ -12,6 +12,7 @@
 #include <set>
 #include <spdlog/spdlog.h>
 
+#include "base/clock.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "jobs/provider/job_request.h"
 
@@ -30,10 +31,6 @@ uint64_t query_u64(const std::map<std::string, std::string>& q, const std::strin
   uint64_t v = 0;
   if (it != q.end()) std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
   return v;
-}
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -120,7 +117,7 @@ void RemoteConsumer::submit(const PeerLink::Target& t, const nlohmann::json& job
         c.state = view.value("state", "queued");
         c.spec = {{"request", job}, {"provider_name", t.name}, {"upload", upload_info}};
         c.last = view;
-        c.created_at = now_s();
+        c.created_at = unix_now_s();
         auto saved = store_->save(c);
         if (!saved) spdlog::warn("job {} runs on {} but could not be remembered: {}", c.job_id, t.name, saved.error().to_string());
         nlohmann::json out = c.to_json();

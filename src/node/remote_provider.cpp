@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/bytes.h"
+#include "base/clock.h"
 #include "crypto/node_id.h"
 #include "jobs/provider/provider_jobs.h"
 #include "os/files.h"
@@ -28,10 +29,6 @@ constexpr size_t kLogReadBytes = 64 * 1024;      // payload per run.logs reply
 constexpr size_t kLogReplyBudget = 160 * 1024;   // JSON per reply, well under the link's message limit
 constexpr int64_t kMaxWaitMs = 20000;            // under the caller's request timeout
 constexpr int64_t kUploadTtlS = 3600;            // an upload no job claimed is deleted after this
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 void append_audit(audit::AuditLog& audit, int64_t at, const std::string& peer_id, const std::string& action,
                   const std::string& subject, const nlohmann::json& detail) {
@@ -162,7 +159,7 @@ RemoteProvider::~RemoteProvider() {
 
 void RemoteProvider::add_upload(const std::string& id, const std::string& peer_id, const std::string& dir) {
   std::lock_guard lock(mutex_);
-  uploads_[id] = {peer_id, dir, now_s()};
+  uploads_[id] = {peer_id, dir, unix_now_s()};
 }
 
 Result<std::string> RemoteProvider::take_upload(const std::string& id, const std::string& peer_id) {
@@ -182,7 +179,7 @@ void RemoteProvider::prune_uploads() {
   {
     std::lock_guard lock(mutex_);
     for (auto it = uploads_.begin(); it != uploads_.end();) {
-      if (now_s() - it->second.created_at < kUploadTtlS) {
+      if (unix_now_s() - it->second.created_at < kUploadTtlS) {
         ++it;
         continue;
       }
@@ -258,14 +255,14 @@ void RemoteProvider::register_methods() {
 void RemoteProvider::record(const std::string& peer_id, const std::string& action, const std::string& subject,
                             nlohmann::json detail) {
   if (audit_ == nullptr) return;
-  asio::post(pool_, [audit = audit_, at = now_s(), peer_id, action, subject, detail = std::move(detail)] {
+  asio::post(pool_, [audit = audit_, at = unix_now_s(), peer_id, action, subject, detail = std::move(detail)] {
     append_audit(*audit, at, peer_id, action, subject, detail);
   });
 }
 
 void RemoteProvider::record_now(const std::string& peer_id, const std::string& action, const std::string& subject,
                                 const nlohmann::json& detail) {
-  if (audit_ != nullptr) append_audit(*audit_, now_s(), peer_id, action, subject, detail);
+  if (audit_ != nullptr) append_audit(*audit_, unix_now_s(), peer_id, action, subject, detail);
 }
 
 Result<ProviderJobs*> RemoteProvider::ready() {

@@ -2,14 +2,12 @@
 
 #include <chrono>
 
+#include "base/clock.h"
+
 namespace yonder::jobs::consumer {
 namespace {
 
 constexpr const char* kColumns = "job_id, peer_id, state, spec_json, exit_code, result_json, created_at, updated_at";
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -50,7 +48,7 @@ Status ConsumerJobStore::save(const ConsumerJob& job) {
   }
   YONDER_TRY(st->bind(6, job.last.dump()));
   YONDER_TRY(st->bind(7, job.created_at));
-  YONDER_TRY(st->bind(8, job.updated_at == 0 ? now_s() : job.updated_at));
+  YONDER_TRY(st->bind(8, job.updated_at == 0 ? unix_now_s() : job.updated_at));
   auto done = st->step();
   if (!done) return std::move(done).error();
   return ok_status();
@@ -63,7 +61,7 @@ Status ConsumerJobStore::update_from_view(const nlohmann::json& view) {
   job->state = view.value("state", job->state);
   if (view.contains("exit_code") && view["exit_code"].is_number_integer()) job->exit_code = view["exit_code"].get<int>();
   job->last = view;
-  job->updated_at = now_s();
+  job->updated_at = unix_now_s();
   return save(*job);
 }
 

@@ -3,15 +3,13 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/clock.h"
+
 namespace yonder::jobs::receipts {
 namespace {
 
 constexpr const char* kColumns =
     "provider_id, job_id, consumer_id, role, state, receipt_json, problem, created_at, updated_at";
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 ReceiptState state_from(const std::string& s) {
   if (s == "countersigned") return ReceiptState::kCountersigned;
@@ -56,7 +54,7 @@ Status ReceiptStore::put(const StoredReceipt& r) {
                         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT(provider_id, job_id) DO UPDATE SET "
                         "consumer_id = ?3, role = ?4, state = ?5, receipt_json = ?6, problem = ?7, updated_at = ?9");
   if (!st) return std::move(st).error();
-  int64_t now = now_s();
+  int64_t now = unix_now_s();
   YONDER_TRY(st->bind(1, r.provider_id));
   YONDER_TRY(st->bind(2, r.job_id));
   YONDER_TRY(st->bind(3, r.consumer_id));
