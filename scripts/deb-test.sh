@@ -156,6 +156,15 @@ inside stat -c '%a %U %G' /var/lib/yonder /var/lib/yonder/yonderd.sock /var/lib/
   tr '\n' ';' | grep -q '^710 yonder yonder;660 yonder yonder;640 yonder yonder;600 yonder yonder;$' ||
   die "unexpected modes: $(inside stat -c '%n %a %U %G' /var/lib/yonder /var/lib/yonder/yonderd.sock /var/lib/yonder/api-token /var/lib/yonder/identity.key)"
 say "ok: state folder 0710, socket 0660, token 0640, key 0600"
+# Root changes a setting of the system node: the file stays the service's,
+# and the restarted daemon reads it.
+inside yonder config set log.level debug >/dev/null || die "root cannot change a setting of the system node"
+inside stat -c '%U' /var/lib/yonder/config.toml | grep -qx yonder ||
+  die "root's yonder config set left config.toml owned by $(inside stat -c '%U' /var/lib/yonder/config.toml)"
+inside systemctl restart yonderd
+await "yonderd restarts with the changed setting" 60 inside yonder status --json ||
+  { journal yonderd; die "yonderd does not come back after a setting changed"; }
+say "ok: root's config set keeps config.toml the service's, and the daemon reads it"
 inside test -s /usr/share/bash-completion/completions/yonder || die "no bash completion installed"
 inside test -s /usr/share/man/man1/yonder.1.gz || die "no man page installed"
 

@@ -1,6 +1,11 @@
 #include "cli/commands.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
@@ -158,12 +163,33 @@ int cmd_config_get(const Context& ctx, const std::string& key) {
   return kExitOk;
 }
 
+namespace {
+
+// Root editing another user's node (the .deb's service runs as the user
+// yonder) leaves the file with that node's owner, not root: the daemon
+// must still read it.
+Status keep_node_owner(const Context& ctx) {
+  if (::geteuid() != 0) return ok_status();
+  struct stat home {};
+  if (::stat(ctx.paths.home.c_str(), &home) != 0 || home.st_uid == 0) return ok_status();
+  if (::chown(ctx.paths.config_file.c_str(), home.st_uid, home.st_gid) != 0) {
+    return make_error(ErrorCode::kPermissionDenied, "cannot give " + ctx.paths.config_file +
+                                                        " back to the node's user: " + std::strerror(errno) +
+                                                        "; run: chown --reference=" + ctx.paths.home + " " +
+                                                        ctx.paths.config_file);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 int cmd_config_set(Context& ctx, const std::string& key, const std::string& value) {
   // Re-read the file alone: environment overrides must not be written back.
   auto file_cfg = config::Config::load(ctx.paths.config_file);
   if (!file_cfg) return print_error(file_cfg.error(), kExitError);
   if (auto st = file_cfg->set(key, value); !st) return print_error(st.error(), kExitUsage);
   if (auto st = file_cfg->save(ctx.paths.config_file); !st) return print_error(st.error(), kExitError);
+  if (auto st = keep_node_owner(ctx); !st) return print_error(st.error(), kExitError);
   const auto* spec = config::find_setting(key);
   if (!ctx.json) {
     std::printf("%s = %s  (in %s; restart yonderd to apply)\n", key.c_str(), file_cfg->get(key).c_str(),
@@ -180,6 +206,7 @@ int cmd_config_unset(Context& ctx, const std::string& key) {
   if (!file_cfg) return print_error(file_cfg.error(), kExitError);
   if (auto st = file_cfg->unset(key); !st) return print_error(st.error(), kExitUsage);
   if (auto st = file_cfg->save(ctx.paths.config_file); !st) return print_error(st.error(), kExitError);
+  if (auto st = keep_node_owner(ctx); !st) return print_error(st.error(), kExitError);
   return kExitOk;
 }
 
