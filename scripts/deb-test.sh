@@ -149,6 +149,11 @@ inside useradd -m -G yonder ann
 inside useradd -m bob
 inside runuser -u ann -- yonder status --json | grep -q '"node_id"' || die "a member of the group yonder cannot use yonder"
 say "ok: a member of the group yonder controls the daemon"
+# (doctor exits non-zero here: the container has no Docker engine or GPU)
+doctor=$(inside runuser -u ann -- yonder doctor 2>&1 || true)
+grep -q 'private (0600) to the node' <<<"$doctor" ||
+  die "yonder doctor, run by a member of the group yonder, does not accept the service's key: $(grep -i key <<<"$doctor")"
+say "ok: yonder doctor as a member accepts the service's key"
 if inside runuser -u bob -- yonder status --json >/dev/null 2>&1; then die "a user outside the group yonder controls the daemon"; fi
 say "ok: a user outside the group is refused"
 inside sh -c 'id -nG yonder | grep -qw docker' || die "the user yonder is not in the group docker"

@@ -1,5 +1,6 @@
 #include "cli/doctor.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,6 +29,15 @@ CheckResult warn(std::string name, std::string summary, std::string fix) {
 CheckResult check_key(const Context& ctx) {
   auto st = check_key_file_permissions(ctx.paths.key_file());
   if (st) return pass("identity key", ctx.paths.key_file() + " is private (0600)");
+  // Another user's node, e.g. the .deb's service (the user yonder) checked
+  // by a member of its group: right when the key is private and belongs to
+  // the owner of the node's folder, not to whoever runs doctor.
+  struct stat key {}, home {};
+  if (::stat(ctx.paths.key_file().c_str(), &key) == 0 && ::stat(ctx.paths.home.c_str(), &home) == 0 &&
+      key.st_uid == home.st_uid && key.st_uid != ::geteuid() && (key.st_mode & 077) == 0) {
+    return pass("identity key", ctx.paths.key_file() + " is private (0600) to the node's user (uid " +
+                                    std::to_string(key.st_uid) + ")");
+  }
   if (st.error().code() == ErrorCode::kNotFound) {
     return fail("identity key", "no identity at " + ctx.paths.key_file(), "run `yonder init`");
   }
