@@ -65,11 +65,11 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Libraries: from dpkg-shlibdeps on the binaries; the rest by hand. Docker
-# runs provider jobs (a consumer-only node does without); e2fsprogs and mount
-# make the per-job workspaces.
+# runs provider jobs (a consumer-only node does without); e2fsprogs's
+# mkfs.ext4 makes the per-job workspaces (yonderd mounts them itself).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, systemd")
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "docker.io, e2fsprogs, mount")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "docker.io, e2fsprogs")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "runsc")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/packaging/debian/postinst ${PROJECT_SOURCE_DIR}/packaging/debian/prerm
