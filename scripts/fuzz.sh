@@ -15,6 +15,7 @@
 #
 # FALLBACK_BUILD (default build/asan) is the GCC build those come from; it is
 # configured and built only where the target is missing there.
+# FUZZ_ENGINE=standalone runs every target that way (no clang build at all).
 # Usage: scripts/fuzz.sh [target ...]      RUNS=5000000 scripts/fuzz.sh config_fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,13 +26,18 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(sed -n 's/^yonder_fuzz(\([a-z_]*\) .*/\1/p' fuzz/CMakeLists.txt)
 fi
-cmake --preset fuzz >/dev/null
-# -k 0: build every target that clang can; the rest fall back below.
-cmake --build --preset fuzz -j "$(nproc)" --target "${targets[@]}" -- -k 0 >/tmp/yonder-fuzz-build.log 2>&1 || true
+libfuzzer_dir=build/fuzz/fuzz
+if [ "${FUZZ_ENGINE:-libfuzzer}" = standalone ]; then
+  libfuzzer_dir=/nonexistent
+else
+  cmake --preset fuzz >/dev/null
+  # -k 0: build every target that clang can; the rest fall back below.
+  cmake --build --preset fuzz -j "$(nproc)" --target "${targets[@]}" -- -k 0 >/tmp/yonder-fuzz-build.log 2>&1 || true
+fi
 fallback_build=${FALLBACK_BUILD:-build/asan}
 missing=()
 for t in "${targets[@]}"; do
-  [ -x "build/fuzz/fuzz/$t" ] || [ -x "$fallback_build/fuzz/$t" ] || missing+=("$t")
+  [ -x "$libfuzzer_dir/$t" ] || [ -x "$fallback_build/fuzz/$t" ] || missing+=("$t")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   [ -f "$fallback_build/CMakeCache.txt" ] || cmake --preset asan >/dev/null
@@ -41,13 +47,13 @@ fi
 summary=()
 for t in "${targets[@]}"; do
   corpus=$(sed -n "s/^yonder_fuzz($t CORPUS \([a-z_]*\) .*/\1/p" fuzz/CMakeLists.txt)
-  if [ -x "build/fuzz/fuzz/$t" ]; then
+  if [ -x "$libfuzzer_dir/$t" ]; then
     out=fuzz/out/$t
     mkdir -p "$out"
     cp -n fuzz/corpus/"$corpus"/* "$out"/ 2>/dev/null || true
     echo "=== $t: libFuzzer, $runs runs (max ${max_seconds}s)"
     start=$(date +%s)
-    log=$(build/fuzz/fuzz/$t -runs="$runs" -max_total_time="$max_seconds" -max_len=8192 -print_final_stats=1 \
+    log=$("$libfuzzer_dir/$t" -runs="$runs" -max_total_time="$max_seconds" -max_len=8192 -print_final_stats=1 \
           -rss_limit_mb=4096 "$out" 2>&1) && rc=0 || rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' <<<"$log")
     cov=$(grep -o 'cov: [0-9]*' <<<"$log" | tail -1 | cut -d' ' -f2)
