@@ -3,6 +3,10 @@
 // then feeds `-runs=N` mutations of them (bit flips, byte changes, cuts,
 // splices, duplications) from a fixed seed, so a failure is reproducible.
 // Long, coverage-guided runs use real libFuzzer (scripts/fuzz.sh).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,11 +29,38 @@ Input read_file(const std::filesystem::path& p) {
   return Input(std::istreambuf_iterator<char>(in), {});
 }
 
+// The input being run, for the crash handler: it writes it to
+// ./crash-input (async-signal-safe calls only), so a crash found by the
+// seeded mutations can be replayed: `TARGET crash-input`.
+const uint8_t* g_current = nullptr;
+size_t g_current_size = 0;
+
+void save_crash_input(int sig) {
+  int fd = ::open("crash-input", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    size_t done = 0;
+    while (done < g_current_size) {
+      ssize_t n = ::write(fd, g_current + done, g_current_size - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    static const char kMsg[] = "fuzz: crashed; the input is in ./crash-input\n";
+    (void)!::write(2, kMsg, sizeof kMsg - 1);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
 void run_one(const Input& in) {
   // Copy into an exact-size heap buffer so ASan catches reads past the end.
   auto* buf = static_cast<uint8_t*>(std::malloc(in.size() + 1));
   if (!in.empty()) std::memcpy(buf, in.data(), in.size());
+  g_current = buf;
+  g_current_size = in.size();
   LLVMFuzzerTestOneInput(buf, in.size());
+  g_current = nullptr;
+  g_current_size = 0;
   std::free(buf);
 }
 
@@ -78,6 +109,7 @@ Input mutate(const std::vector<Input>& corpus, std::mt19937_64& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int sig : {SIGILL, SIGSEGV, SIGABRT, SIGFPE, SIGBUS}) ::signal(sig, save_crash_input);
   long runs = 1000;
   std::vector<Input> corpus;
   for (int i = 1; i < argc; ++i) {

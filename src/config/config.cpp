@@ -252,21 +252,25 @@ bool Config::get_bool(std::string_view key) const { return get(key) == "true"; }
 
 std::string Config::to_toml() const {
   std::string out = "# Yonder configuration. Every setting: docs/config.md or `yonder config show`.\n";
-  std::string table;
+  // One [table] per section, in the order sections first appear in the
+  // registry: the registry does not keep a section's settings together
+  // (api.socket comes long before api.request_timeout_s), and TOML refuses
+  // a table defined twice (found by config_fuzz).
+  std::vector<std::string> tables;
+  std::map<std::string, std::string> body;
   for (const auto& spec : all_settings()) {
     auto it = file_.find(spec.key);
     if (it == file_.end()) continue;
     std::string_view key = spec.key;
     size_t dot = key.find('.');
-    std::string this_table(key.substr(0, dot));
-    if (this_table != table) {
-      out += "\n[" + this_table + "]\n";
-      table = this_table;
-    }
-    out += "# " + std::string(spec.doc) + " (default: " + std::string(spec.default_doc) + ")\n";
-    out += std::string(key.substr(dot + 1)) + " = " +
-           (spec.type == SettingType::kString ? toml_quote(it->second) : it->second) + "\n";
+    std::string table(key.substr(0, dot));
+    if (!body.count(table)) tables.push_back(table);
+    std::string& text = body[table];
+    text += "# " + std::string(spec.doc) + " (default: " + std::string(spec.default_doc) + ")\n";
+    text += std::string(key.substr(dot + 1)) + " = " +
+            (spec.type == SettingType::kString ? toml_quote(it->second) : it->second) + "\n";
   }
+  for (const auto& table : tables) out += "\n[" + table + "]\n" + body[table];
   return out;
 }
 

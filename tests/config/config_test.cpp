@@ -91,6 +91,27 @@ TEST(Config, SetSaveLoadRoundTripWithDocs) {
   EXPECT_EQ(back->source("node.name"), Source::kDefault);
 }
 
+// A section's settings are not together in the registry; the saved file
+// still names each [table] once (TOML refuses a table defined twice: two
+// `yonder config set` calls once made config.toml unreadable).
+TEST(Config, EverySettingSavedLoadsBack) {
+  testing::TempDir dir;
+  std::string path = dir / "config.toml";
+  Config cfg;
+  ASSERT_TRUE(cfg.set("api.socket", "/run/other.sock").ok());
+  ASSERT_TRUE(cfg.set("executor.backend", "slurm").ok());
+  ASSERT_TRUE(cfg.set("api.request_timeout_s", "3").ok());
+  ASSERT_TRUE(cfg.set("log.level", "debug").ok());
+  ASSERT_TRUE(cfg.save(path).ok());
+  auto back = Config::load(path);
+  ASSERT_TRUE(back.ok()) << back.error().to_string() << "\n" << cfg.to_toml();
+  EXPECT_EQ(back->get("api.socket"), "/run/other.sock");
+  EXPECT_EQ(back->get_int("api.request_timeout_s"), 3);
+  EXPECT_EQ(back->get("executor.backend"), "slurm");
+  std::string text = cfg.to_toml();
+  EXPECT_EQ(text.find("[api]"), text.rfind("[api]")) << text;
+}
+
 TEST(Config, MissingFileIsEmptyConfig) {
   auto cfg = Config::load("/nonexistent/yonder/config.toml");
   ASSERT_TRUE(cfg.ok());
