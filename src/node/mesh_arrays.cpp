@@ -483,8 +483,11 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
   if (state == "running") return;
   auto task = live->run->task_of(attempt);
   bool avoided = live->avoiding.erase(attempt) > 0;
-  if (state == "failed" && last == nullptr) {
-    // It never ran: no provider would lease it. Not the task's fault: it
+  bool unplaced = view.contains("result") && view["result"].is_object() &&
+                  view["result"].value("reason", "") == "unplaced";
+  if (state == "failed" && (last == nullptr || unplaced)) {
+    // It never ran, or its provider died and no other would take it then
+    // (all busy): no provider would lease it. Not the task's fault: it
     // goes again, without avoiding anyone if it avoided someone (nobody
     // else could take it), else after a pause (all busy).
     live->jobs.erase(attempt);

@@ -438,9 +438,18 @@ void MeshJobs::place(const std::shared_ptr<Live>& live, int r) {
         return finish(live, "failed",
                       {{"message", got.error().message()},
                        {"exit_code", nullptr},
-                       {"code", error_code_name(got.error().code())}});
+                       {"code", error_code_name(got.error().code())},
+                       {"reason", "unplaced"}});
       }
       if (++sl.placement_failures > settings_.max_requeues) {
+        // No provider would take it any more: not the job's fault, and the
+        // result says so (an array puts the task back, mesh_arrays.h).
+        if (live->replicas() == 1) {
+          return finish(live, "failed",
+                        {{"message", "could not place it: " + got.error().message()},
+                         {"exit_code", nullptr},
+                         {"reason", "unplaced"}});
+        }
         return slot_gave_up(live, r, "could not place it: " + got.error().message());
       }
       spdlog::info("mesh job {}: cannot place replica {} now ({}); trying again in {} ms", live->row.id.substr(0, 12),
