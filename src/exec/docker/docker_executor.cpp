@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "exec/docker/container_spec.h"
 #include "exec/docker/docker_json.h"
@@ -282,13 +284,18 @@ Result<ExitInfo> DockerExecutor::wait_for(const std::string& id, std::chrono::mi
   auto w = parse_wait(*body);
   if (!w) return std::move(w).error();
   ExitInfo exit{w->status_code, false, w->error, ""};
-  // OOMKilled is a flag of the container, not of the exit status.
-  auto r = api_.call("GET", cpath(id) + "/json", "inspect the job's container");
-  if (r) {
-    if (auto info = parse_inspect(r->body)) {
-      exit.oom_killed = info->oom_killed;
-      if (exit.error.empty()) exit.error = info->error;
-    }
+  // OOMKilled is a flag of the container, not of the exit status. Docker
+  // sets it from containerd's OOM event, which can arrive just after the
+  // exit (seen under load): a SIGKILLed job (137) is asked again briefly.
+  for (int ask = 0; ask < 10; ++ask) {
+    auto r = api_.call("GET", cpath(id) + "/json", "inspect the job's container");
+    if (!r) break;
+    auto info = parse_inspect(r->body);
+    if (!info) break;
+    exit.oom_killed = info->oom_killed;
+    if (exit.error.empty()) exit.error = info->error;
+    if (exit.oom_killed || exit.exit_code != 137) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return exit;
 }
