@@ -265,7 +265,10 @@ TEST_F(Faults, ProviderKilledMidJobAndRestarted) {
   auto rb = follow.wait(180s);
   EXPECT_EQ(rb.exit_code, 0) << rb.err;
   EXPECT_EQ(rb.out, numbered(0, 80)) << rb.err;
-  for (const auto& j : laptop.yonder_json({"ps", "--all"})["jobs"]) {
+  // (Held in a variable: a range-for over a member of a temporary reads
+  // freed memory, which ASan caught here.)
+  json ps = laptop.yonder_json({"ps", "--all"});
+  for (const auto& j : ps["jobs"]) {
     EXPECT_EQ(j["state"], "exited") << j.dump();
     EXPECT_EQ(j["exit_code"], j["job_id"] == a ? 7 : 3) << j.dump();
   }
