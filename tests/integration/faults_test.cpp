@@ -267,8 +267,8 @@ TEST_F(Faults, ProviderKilledMidJobAndRestarted) {
   EXPECT_EQ(rb.out, numbered(0, 80)) << rb.err;
   // (Held in a variable: a range-for over a member of a temporary reads
   // freed memory, which ASan caught here.)
-  json ps = laptop.yonder_json({"ps", "--all"});
-  for (const auto& j : ps["jobs"]) {
+  json after = laptop.yonder_json({"ps", "--all"});
+  for (const auto& j : after["jobs"]) {
     EXPECT_EQ(j["state"], "exited") << j.dump();
     EXPECT_EQ(j["exit_code"], j["job_id"] == a ? 7 : 3) << j.dump();
   }
