@@ -11,9 +11,11 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "os/files.h"
 #include "os/process.h"
+#include "os/unique_fd.h"
 
 namespace yonder::os {
 namespace {
@@ -99,38 +101,23 @@ Error mount_error(const std::string& what, int e) {
                     what + ": " + std::strerror(e) + hint);
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // Binds `image` to a free loop device that detaches itself at unmount
 // (LO_FLAGS_AUTOCLEAR); returns the device's open descriptor and path.
-Result<std::pair<int, std::string>> attach_loop(int image_fd, const std::string& image) {
+Result<std::pair<UniqueFd, std::string>> attach_loop(int image_fd, const std::string& image) {
   for (int attempt = 0; attempt < 16; ++attempt) {
-    Fd ctl(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+    UniqueFd ctl(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
     if (ctl.get() < 0) return mount_error("opening /dev/loop-control", errno);
     int n = ::ioctl(ctl.get(), LOOP_CTL_GET_FREE);
     if (n < 0) return mount_error("finding a free loop device", errno);
     std::string dev = "/dev/loop" + std::to_string(n);
-    int fd = ::open(dev.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) return mount_error("opening " + dev, errno);
+    UniqueFd fd(::open(dev.c_str(), O_RDWR | O_CLOEXEC));
+    if (!fd.valid()) return mount_error("opening " + dev, errno);
     loop_config config{};
     config.fd = static_cast<uint32_t>(image_fd);
     config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
     std::strncpy(reinterpret_cast<char*>(config.info.lo_file_name), image.c_str(), LO_NAME_SIZE - 1);
-    if (::ioctl(fd, LOOP_CONFIGURE, &config) == 0) return std::make_pair(fd, dev);
+    if (::ioctl(fd.get(), LOOP_CONFIGURE, &config) == 0) return std::make_pair(std::move(fd), dev);
     int e = errno;
-    ::close(fd);
     if (e != EBUSY) return mount_error("attaching " + image + " to " + dev, e);
     // Another process took that device between the two calls: ask again.
   }
@@ -144,11 +131,11 @@ Result<std::pair<int, std::string>> attach_loop(int image_fd, const std::string&
 // CAP_SYS_ADMIN and the group disk.
 Status mount_loop(const std::string& image, const std::string& dir) {
   YONDER_TRY(make_dirs(dir, 0700));
-  Fd image_fd(::open(image.c_str(), O_RDWR | O_CLOEXEC));
+  UniqueFd image_fd(::open(image.c_str(), O_RDWR | O_CLOEXEC));
   if (image_fd.get() < 0) return mount_error("opening workspace image " + image, errno);
   auto loop = attach_loop(image_fd.get(), image);
   if (!loop) return std::move(loop).error().with_context("mounting workspace " + image);
-  Fd device(loop->first);
+  const UniqueFd& device = loop->first;
   if (::mount(loop->second.c_str(), dir.c_str(), "ext4", MS_NOSUID | MS_NODEV, nullptr) != 0) {
     int e = errno;
     ::ioctl(device.get(), LOOP_CLR_FD, 0);
