@@ -81,5 +81,5 @@ include(CPack)
 # cold, it builds the root file system once per machine, then about 30 s).
 if(NOT YONDER_SANITIZER_BUILD)
   add_test(NAME deb_install_test COMMAND ${PROJECT_SOURCE_DIR}/scripts/deb-test.sh ${PROJECT_BINARY_DIR})
-  set_tests_properties(deb_install_test PROPERTIES LABELS integration TIMEOUT 900)
+  set_tests_properties(deb_install_test PROPERTIES LABELS "integration;plain" TIMEOUT 900)
 endif()

@@ -19,7 +19,7 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-std::string_view trim(std::string_view s) {
+std::string_view websocket_trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
@@ -31,7 +31,7 @@ bool has_token(std::string_view header, std::string_view token) {
   std::string_view rest = h;
   for (int seen = 0; seen < 32; ++seen) {
     size_t comma = rest.find(',');
-    if (trim(rest.substr(0, comma)) == token) return true;
+    if (websocket_trim(rest.substr(0, comma)) == token) return true;
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
@@ -61,11 +61,11 @@ Status check_upgrade(const UpgradeHeaders& h) {
   if (!has_token(h.connection, "upgrade")) {
     return make_error(ErrorCode::kInvalidArgument, "a WebSocket handshake needs `Connection: Upgrade`");
   }
-  if (trim(h.version) != "13") {
+  if (websocket_trim(h.version) != "13") {
     return make_error(ErrorCode::kInvalidArgument,
                       "only WebSocket version 13 (RFC 6455) is spoken here; send `Sec-WebSocket-Version: 13`");
   }
-  auto key = base64_decode(trim(h.key));
+  auto key = base64_decode(websocket_trim(h.key));
   if (!key || key->size() != 16) {
     return make_error(ErrorCode::kInvalidArgument, "Sec-WebSocket-Key must be 16 random bytes in base64");
   }

@@ -23,7 +23,7 @@ constexpr size_t kMaxLineBytes = 32 * 1024;  // an environment value's limit on 
 constexpr size_t kMaxFileBytes = 900 * 1024;
 constexpr int kRedrawMs = 500;
 
-std::string short_id(const std::string& id) { return id.substr(0, 12); }
+std::string array_short_id(const std::string& id) { return id.substr(0, 12); }
 
 std::string duration(int64_t s) {
   char buf[32];
@@ -46,7 +46,7 @@ void print_failed(const json& status) {
   for (const auto& f : status.value("failed", json::array())) {
     std::fprintf(stderr, "  task %llu failed: %s (job %s; `yonder logs %s`)\n",
                  static_cast<unsigned long long>(f.value("task", uint64_t{0})), f.value("why", "").c_str(),
-                 short_id(f.value("job_id", "")).c_str(), short_id(f.value("job_id", "")).c_str());
+                 array_short_id(f.value("job_id", "")).c_str(), array_short_id(f.value("job_id", "")).c_str());
   }
 }
 
@@ -87,7 +87,7 @@ std::string array_progress_line(const json& s) {
   bar += std::string(static_cast<size_t>(kWidth - filled), '.');
   char buf[256];
   std::snprintf(buf, sizeof buf, "array %s [%s] %llu/%llu done, %llu failed, %llu running, %.1f/min",
-                short_id(s.value("array_id", "")).c_str(), bar.c_str(), static_cast<unsigned long long>(done),
+                array_short_id(s.value("array_id", "")).c_str(), bar.c_str(), static_cast<unsigned long long>(done),
                 static_cast<unsigned long long>(tasks), static_cast<unsigned long long>(failed),
                 static_cast<unsigned long long>(running), s.value("throughput_per_min", 0.0));
   std::string line = buf;
@@ -121,9 +121,9 @@ int run_array(const Context& ctx, const ArrayArgs& a) {
   bool tty = isatty(STDERR_FILENO) != 0;
   std::fprintf(stderr, "yonder: array %s: %llu tasks, at most %llu at once; outputs in %s/<index>/ (`yonder array "
                "status %s`)\n",
-               short_id(id).c_str(), static_cast<unsigned long long>(created->value("tasks", uint64_t{0})),
+               array_short_id(id).c_str(), static_cast<unsigned long long>(created->value("tasks", uint64_t{0})),
                static_cast<unsigned long long>(created->value("limit", uint64_t{0})), created->value("out", "").c_str(),
-               short_id(id).c_str());
+               array_short_id(id).c_str());
   // Ctrl-C leaves the array running in the daemon (it is not tied to this
   // terminal); `yonder array cancel` stops it.
   auto installed = SignalPipe::install();
@@ -152,7 +152,7 @@ int run_array(const Context& ctx, const ArrayArgs& a) {
       if (tty) std::fprintf(stderr, "\n");
       std::fprintf(stderr, "yonder: the array goes on in the daemon; `yonder array status %s` follows it, `yonder array "
                    "cancel %s` stops it\n",
-                   short_id(id).c_str(), short_id(id).c_str());
+                   array_short_id(id).c_str(), array_short_id(id).c_str());
       return 128 + SIGINT;
     }
   }
@@ -161,7 +161,7 @@ int run_array(const Context& ctx, const ArrayArgs& a) {
   if (ctx.json) std::printf("%s\n", status.dump(2).c_str());
   std::fprintf(stderr, "yonder: array %s %s: %llu done, %llu failed (%llu retried, %llu lost provider(s), %llu duplicate(s) "
                "dropped)\n",
-               short_id(id).c_str(), state.c_str(), static_cast<unsigned long long>(count(status, "done")),
+               array_short_id(id).c_str(), state.c_str(), static_cast<unsigned long long>(count(status, "done")),
                static_cast<unsigned long long>(count(status, "failed")),
                static_cast<unsigned long long>(count(status, "retried")), static_cast<unsigned long long>(count(status, "lost")),
                static_cast<unsigned long long>(count(status, "discarded")));
@@ -172,7 +172,7 @@ int run_array(const Context& ctx, const ArrayArgs& a) {
   }
   print_failed(status);
   if (state == "failed") {
-    std::fprintf(stderr, "yonder: run them again with `yonder array retry %s`\n", short_id(id).c_str());
+    std::fprintf(stderr, "yonder: run them again with `yonder array retry %s`\n", array_short_id(id).c_str());
   }
   return kExitError;
 }
@@ -202,7 +202,7 @@ int cmd_array_status(const Context& ctx, const std::string& id) {
   }
   for (const auto& f : s.value("failed", json::array())) {
     std::printf("  task %llu failed: %s (job %s)\n", static_cast<unsigned long long>(f.value("task", uint64_t{0})),
-                f.value("why", "").c_str(), short_id(f.value("job_id", "")).c_str());
+                f.value("why", "").c_str(), array_short_id(f.value("job_id", "")).c_str());
   }
   return kExitOk;
 }
@@ -216,7 +216,7 @@ int cmd_array_list(const Context& ctx, bool all) {
   }
   std::printf("%-12s  %-9s  %7s  %7s  %7s\n", "ARRAY", "STATE", "TASKS", "DONE", "FAILED");
   for (const auto& s : (*r)["arrays"]) {
-    std::printf("%-12s  %-9s  %7llu  %7llu  %7llu\n", short_id(s.value("array_id", "")).c_str(),
+    std::printf("%-12s  %-9s  %7llu  %7llu  %7llu\n", array_short_id(s.value("array_id", "")).c_str(),
                 s.value("state", "").c_str(), static_cast<unsigned long long>(s.value("tasks", uint64_t{0})),
                 static_cast<unsigned long long>(count(s, "done")), static_cast<unsigned long long>(count(s, "failed")));
   }
@@ -240,7 +240,7 @@ int cmd_array_cancel(const Context& ctx, const std::string& id) {
   if (ctx.json) {
     std::printf("%s\n", r->dump(2).c_str());
   } else {
-    std::printf("array %s cancelled; running tasks are being stopped\n", short_id(r->value("array_id", id)).c_str());
+    std::printf("array %s cancelled; running tasks are being stopped\n", array_short_id(r->value("array_id", id)).c_str());
   }
   return kExitOk;
 }

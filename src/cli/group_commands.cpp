@@ -12,11 +12,11 @@ namespace {
 
 using nlohmann::json;
 
-void print_json(const json& j) {
+void group_print_json(const json& j) {
   std::printf("%s\n", j.dump(2).c_str());
 }
 
-std::string query_escape(const std::string& s) {
+std::string group_query_escape(const std::string& s) {
   static const char* kHex = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : s) {
@@ -61,7 +61,7 @@ int cmd_group_create(const Context& ctx, const GroupArgs& a) {
   auto r = api(ctx, "POST", "/v1/groups", json{{"name", a.group}, {"labels", *labels}});
   if (!r) return fail(ctx, r.error());
   if (ctx.json) {
-    print_json(*r);
+    group_print_json(*r);
     return kExitOk;
   }
   std::printf("Created group %s (%s); this node owns it. Invite others with: yonder group invite %s\n",
@@ -77,7 +77,7 @@ int cmd_group_invite(const Context& ctx, const GroupArgs& a) {
   auto r = api(ctx, "POST", "/v1/groups/invite", body);
   if (!r) return fail(ctx, r.error());
   if (ctx.json) {
-    print_json(*r);
+    group_print_json(*r);
     return kExitOk;
   }
   std::printf("%s\n\n", r->value("link", "").c_str());
@@ -96,7 +96,7 @@ int cmd_group_join(const Context& ctx, const GroupArgs& a) {
   const json& groups = (*r)["groups"];
   bool joined = groups.is_array() && !groups.empty();
   if (ctx.json) {
-    print_json(*r);
+    group_print_json(*r);
   } else {
     for (const auto& g : groups) {
       std::printf("Joined group %s (%s), version %llu, %zu members; paired with %s (%s)\n", g.value("name", "").c_str(),
@@ -116,10 +116,10 @@ int cmd_group_join(const Context& ctx, const GroupArgs& a) {
 }
 
 int cmd_group_members(const Context& ctx, const GroupArgs& a) {
-  auto r = api(ctx, "GET", "/v1/groups/members?group=" + query_escape(a.group));
+  auto r = api(ctx, "GET", "/v1/groups/members?group=" + group_query_escape(a.group));
   if (!r) return fail(ctx, r.error());
   if (ctx.json) {
-    print_json(*r);
+    group_print_json(*r);
     return kExitOk;
   }
   std::printf("Group %s (%s), version %llu, owner %s\n", r->value("name", "").c_str(), r->value("group_id", "").c_str(),
@@ -139,7 +139,7 @@ int cmd_group_leave(const Context& ctx, const GroupArgs& a) {
   auto r = api(ctx, "POST", "/v1/groups/leave", json{{"group", a.group}});
   if (!r) return fail(ctx, r.error());
   if (ctx.json)
-    print_json(*r);
+    group_print_json(*r);
   else
     std::printf("Left group %s. The pairing with its members stays; `yonder deny` ends it.\n", a.group.c_str());
   return kExitOk;
@@ -149,7 +149,7 @@ int cmd_group_remove(const Context& ctx, const GroupArgs& a) {
   auto r = api(ctx, "POST", "/v1/groups/remove", json{{"group", a.group}, {"member", a.member}});
   if (!r) return fail(ctx, r.error());
   if (ctx.json)
-    print_json(*r);
+    group_print_json(*r);
   else
     std::printf("Removed %s from group %s (version %llu). Its pairing stays; `yonder deny` ends that.\n",
                 r->value("removed", "").substr(0, 7).c_str(), a.group.c_str(),
@@ -171,7 +171,7 @@ int cmd_group_label(const Context& ctx, const GroupArgs& a) {
                json{{"group", a.group}, {"member", a.member}, {"key", l.substr(0, eq)}, {"value", l.substr(eq + 1)}});
   if (!r) return fail(ctx, r.error());
   if (ctx.json)
-    print_json(*r);
+    group_print_json(*r);
   else
     std::printf("Group %s is at version %llu.\n", a.group.c_str(),
                 static_cast<unsigned long long>(r->value("version", uint64_t{0})));
@@ -182,7 +182,7 @@ int cmd_group_admin(const Context& ctx, const GroupArgs& a) {
   auto r = api(ctx, "POST", "/v1/groups/admin", json{{"group", a.group}, {"member", a.member}, {"admin", !a.remove}});
   if (!r) return fail(ctx, r.error());
   if (ctx.json) {
-    print_json(*r);
+    group_print_json(*r);
     return kExitOk;
   }
   std::string who = r->value("member", "").substr(0, 7);
@@ -200,7 +200,7 @@ int cmd_group_list(const Context& ctx) {
   auto r = api(ctx, "GET", "/v1/groups");
   if (!r) return fail(ctx, r.error());
   if (ctx.json) {
-    print_json(*r);
+    group_print_json(*r);
     return kExitOk;
   }
   const json& groups = (*r)["groups"];

@@ -14,7 +14,7 @@
 namespace yonder::cli {
 namespace {
 
-void write_all(FILE* f, const std::string& s) {
+void job_write_all(FILE* f, const std::string& s) {
   std::fwrite(s.data(), 1, s.size(), f);
   std::fflush(f);
 }
@@ -71,11 +71,11 @@ Result<LogFollower::Step> LogFollower::next(std::chrono::milliseconds wait, bool
     std::string text(bytes->begin(), bytes->end());
     std::string stream = rec.value("stream", "stdout");
     if (stream == "stdout") {
-      write_all(stdout, text);
+      job_write_all(stdout, text);
     } else if (stream == "stderr") {
-      write_all(stderr, text);
+      job_write_all(stderr, text);
     } else {
-      write_all(stderr, "yonder: " + text + (text.empty() || text.back() != '\n' ? "\n" : ""));
+      job_write_all(stderr, "yonder: " + text + (text.empty() || text.back() != '\n' ? "\n" : ""));
     }
   }
   step.printed = !records.empty();

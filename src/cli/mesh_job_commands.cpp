@@ -23,7 +23,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string short_id(const std::string& id) {
+std::string mesh_job_short_id(const std::string& id) {
   return id.substr(0, 12);
 }
 
@@ -87,7 +87,7 @@ int run_mesh_job(const Context& ctx, const MeshJobArgs& args) {
     }
     return kExitOk;
   }
-  std::fprintf(stderr, "yonder: mesh job %s%s\n", short_id(id).c_str(),
+  std::fprintf(stderr, "yonder: mesh job %s%s\n", mesh_job_short_id(id).c_str(),
                args.replicas > 1 ? (", " + std::to_string(args.replicas) + " replicas").c_str() : "");
   std::set<int> announced;  // replicas: attempts said to be running
   auto installed = SignalPipe::install();
@@ -102,7 +102,7 @@ int run_mesh_job(const Context& ctx, const MeshJobArgs& args) {
     if (signals) {
       if (int s = signals->take(); s != 0 && stopped_by == 0) {
         stopped_by = s;
-        std::fprintf(stderr, "\nyonder: stopping mesh job %s...\n", short_id(id).c_str());
+        std::fprintf(stderr, "\nyonder: stopping mesh job %s...\n", mesh_job_short_id(id).c_str());
         auto st = api(ctx, "POST", "/v1/mesh/jobs/stop", {{"mesh_job_id", id}});
         if (!st) std::fprintf(stderr, "yonder: could not stop it: %s\n", st.error().message().c_str());
       }
@@ -189,7 +189,7 @@ int run_mesh_job(const Context& ctx, const MeshJobArgs& args) {
   if (stopped_by != 0 && state == "stopped") return 128 + stopped_by;
   if (code.is_number_integer()) {
     if (state == "failed" && m["attempts"].size() > 1) {
-      std::fprintf(stderr, "yonder: mesh job %s failed after %zu attempt(s)\n", short_id(id).c_str(),
+      std::fprintf(stderr, "yonder: mesh job %s failed after %zu attempt(s)\n", mesh_job_short_id(id).c_str(),
                    m["attempts"].size());
     }
     if (code.get<int>() == 0 && fetch_failed) return kExitError;
@@ -198,10 +198,10 @@ int run_mesh_job(const Context& ctx, const MeshJobArgs& args) {
   std::string message = result.value("message", "");
   if (result.contains("quorum") && result["quorum"].is_object()) {
     // The replicas ran, but their answers do not make a majority.
-    std::fprintf(stderr, "yonder: mesh job %s: %s\n", short_id(id).c_str(), message.c_str());
+    std::fprintf(stderr, "yonder: mesh job %s: %s\n", mesh_job_short_id(id).c_str(), message.c_str());
     return kExitError;
   }
-  std::fprintf(stderr, "yonder: mesh job %s %s without running to an end: %s\n", short_id(id).c_str(), state.c_str(),
+  std::fprintf(stderr, "yonder: mesh job %s %s without running to an end: %s\n", mesh_job_short_id(id).c_str(), state.c_str(),
                message.c_str());
   return kExitCouldNotRun;
 }
@@ -224,7 +224,7 @@ int cmd_mesh_jobs(const Context& ctx, bool all) {
                            ? std::to_string(result["exit_code"].get<int>())
                            : "-";
     std::string provider = j["attempts"].empty() ? "-" : j["attempts"].back().value("provider_name", "");
-    std::printf("%-12s  %-9s  %-4s  %-8zu  %-16s  %s\n", short_id(j.value("mesh_job_id", "")).c_str(),
+    std::printf("%-12s  %-9s  %-4s  %-8zu  %-16s  %s\n", mesh_job_short_id(j.value("mesh_job_id", "")).c_str(),
                 j.value("state", "").c_str(), exit.c_str(), j["attempts"].size(), provider.substr(0, 16).c_str(),
                 cmd.c_str());
   }

@@ -37,7 +37,7 @@ Result<nlohmann::json> post(const Context& ctx, const std::string& path, const n
   return j;
 }
 
-int fail(const Context& ctx, const Error& e) {
+int peer_fail(const Context& ctx, const Error& e) {
   if (e.code() == ErrorCode::kUnavailable && e.message().rfind("cannot connect to", 0) == 0) {
     return report_daemon_error(ctx, e);
   }
@@ -92,7 +92,7 @@ Status add_limits(nlohmann::json& body, const std::optional<int>& gpus, const st
   return ok_status();
 }
 
-void print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
+void peer_print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
 
 }  // namespace
 
@@ -125,9 +125,9 @@ int cmd_share(const Context& ctx, const ShareArgs& a) {
     return print_error(st.error(), kExitUsage);
   }
   auto r = post(ctx, "/v1/share", body);
-  if (!r) return fail(ctx, r.error());
+  if (!r) return peer_fail(ctx, r.error());
   if (ctx.json) {
-    print_json(*r);
+    peer_print_json(*r);
     return kExitOk;
   }
   std::string link = r->value("link", "");
@@ -142,9 +142,9 @@ int cmd_share(const Context& ctx, const ShareArgs& a) {
 
 int cmd_links(const Context& ctx) {
   auto r = post(ctx, "/v1/links", nullptr);
-  if (!r) return fail(ctx, r.error());
+  if (!r) return peer_fail(ctx, r.error());
   if (ctx.json) {
-    print_json(*r);
+    peer_print_json(*r);
     return kExitOk;
   }
   const auto& links = (*r)["links"];
@@ -163,17 +163,17 @@ int cmd_links(const Context& ctx) {
 
 int cmd_links_revoke(const Context& ctx, const std::string& id) {
   auto r = post(ctx, "/v1/links/revoke", {{"id", id}});
-  if (!r) return fail(ctx, r.error());
+  if (!r) return peer_fail(ctx, r.error());
   if (!ctx.json) std::printf("Revoked link %s: it can no longer pair anyone.\n", id.c_str());
-  else print_json(*r);
+  else peer_print_json(*r);
   return kExitOk;
 }
 
 int cmd_pair(const Context& ctx, const std::string& link) {
   auto r = post(ctx, "/v1/pair", {{"link", link}});
-  if (!r) return fail(ctx, r.error());
+  if (!r) return peer_fail(ctx, r.error());
   if (ctx.json) {
-    print_json(*r);
+    peer_print_json(*r);
     return kExitOk;
   }
   std::printf("Paired with \"%s\"\n  node id  %s\n  scope    %s\n  check    %s  (the provider's log shows the same "
@@ -185,9 +185,9 @@ int cmd_pair(const Context& ctx, const std::string& link) {
 
 int cmd_peers(const Context& ctx) {
   auto r = post(ctx, "/v1/peers", nullptr);
-  if (!r) return fail(ctx, r.error());
+  if (!r) return peer_fail(ctx, r.error());
   if (ctx.json) {
-    print_json(*r);
+    peer_print_json(*r);
     return kExitOk;
   }
   const auto& peers = (*r)["peers"];
@@ -217,9 +217,9 @@ int cmd_peers(const Context& ctx) {
 
 int cmd_netcheck(const Context& ctx) {
   auto r = post(ctx, "/v1/netcheck", nullptr);
-  if (!r) return fail(ctx, r.error());
+  if (!r) return peer_fail(ctx, r.error());
   if (ctx.json) {
-    print_json(*r);
+    peer_print_json(*r);
     return kExitOk;
   }
   std::string listen = r->value("listen", "");
@@ -319,18 +319,18 @@ Result<std::vector<std::string>> stop_jobs_of(const Context& ctx, const std::str
 
 int cmd_deny(const Context& ctx, const std::string& peer, bool stop_jobs) {
   auto r = post(ctx, "/v1/peers/deny", {{"peer", peer}});
-  if (!r) return fail(ctx, r.error());
+  if (!r) return peer_fail(ctx, r.error());
   std::string id = r->value("peer", "");
   if (stop_jobs) {
     auto stopped = stop_jobs_of(ctx, id);
-    if (!stopped) return fail(ctx, stopped.error());
+    if (!stopped) return peer_fail(ctx, stopped.error());
     (*r)["stopped_jobs"] = *stopped;
   }
   if (!ctx.json) {
     std::printf("Denied %s: its pin is removed and its live sessions are closed.\n", id.c_str());
     if (stop_jobs) std::printf("Stopped %zu of its jobs.\n", r->at("stopped_jobs").size());
   } else {
-    print_json(*r);
+    peer_print_json(*r);
   }
   return kExitOk;
 }
@@ -345,9 +345,9 @@ int cmd_scope(const Context& ctx, const std::string& peer, const ScopeArgs& a) {
     return print_error(st.error(), kExitUsage);
   }
   auto r = post(ctx, "/v1/peers/scope", body);
-  if (!r) return fail(ctx, r.error());
+  if (!r) return peer_fail(ctx, r.error());
   if (!ctx.json) std::printf("%s may now: %s (from its next request)\n", r->value("peer", "").c_str(), r->value("summary", "").c_str());
-  else print_json(*r);
+  else peer_print_json(*r);
   return kExitOk;
 }
 
@@ -355,9 +355,9 @@ int cmd_ping(const Context& ctx, const std::string& peer, int count, double inte
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(60000 + count * interval_s * 1000));
   auto r = post(ctx, "/v1/peers/ping", {{"peer", peer}, {"count", count}, {"interval_ms", static_cast<int>(interval_s * 1000)}},
                 timeout);
-  if (!r) return fail(ctx, r.error());
+  if (!r) return peer_fail(ctx, r.error());
   if (ctx.json) {
-    print_json(*r);
+    peer_print_json(*r);
     return kExitOk;
   }
   for (const auto& ms : (*r)["rtt_ms"]) std::printf("reply from %s: time=%.3f ms\n", peer.c_str(), ms.get<double>());
@@ -369,9 +369,9 @@ int cmd_speedtest(const Context& ctx, const std::string& peer, const std::string
   if (!n) return print_error(n.error(), kExitUsage);
   auto r = post(ctx, "/v1/peers/speedtest", {{"peer", peer}, {"bytes", *n}, {"streams", streams}},
                 std::chrono::minutes(30));
-  if (!r) return fail(ctx, r.error());
+  if (!r) return peer_fail(ctx, r.error());
   if (ctx.json) {
-    print_json(*r);
+    peer_print_json(*r);
     return kExitOk;
   }
   std::printf("sent %s over %d stream(s) in %.2f s: %.2f Gbit/s\n", format_size(r->value("bytes", uint64_t{0})).c_str(),
@@ -386,7 +386,7 @@ int cmd_call(const Context& ctx, const std::string& peer, const std::string& met
   if (!r) {
     return print_error(r.error(), r.error().code() == ErrorCode::kPermissionDenied ? kExitDenied : kExitError);
   }
-  print_json((*r)["result"]);
+  peer_print_json((*r)["result"]);
   return kExitOk;
 }
 

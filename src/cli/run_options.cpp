@@ -233,7 +233,7 @@ class JobFileReader {
   std::string base_;
 };
 
-bool parse_port(std::string_view text, int min, int& out) {
+bool run_parse_port(std::string_view text, int min, int& out) {
   int v = -1;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || ptr != text.data() + text.size() || v < min || v > 65535) return false;
@@ -323,8 +323,8 @@ Result<PortPair> parse_port_pair(std::string_view text) {
   PortPair p;
   size_t colon = text.find(':');
   bool ok = colon == std::string_view::npos
-                ? parse_port(text, 1, p.remote) && parse_port(text, 1, p.local)
-                : parse_port(text.substr(0, colon), 0, p.local) && parse_port(text.substr(colon + 1), 1, p.remote);
+                ? run_parse_port(text, 1, p.remote) && run_parse_port(text, 1, p.local)
+                : run_parse_port(text.substr(0, colon), 0, p.local) && run_parse_port(text.substr(colon + 1), 1, p.remote);
   if (!ok) {
     return invalid("`" + std::string(text.substr(0, 32)) +
                    "` is not LOCAL:REMOTE (e.g. 8080:80; LOCAL 0 picks a free port) or REMOTE");

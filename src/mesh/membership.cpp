@@ -9,8 +9,8 @@ namespace yonder::mesh {
 namespace {
 
 using namespace detail;
-constexpr std::string_view kWhat = "group membership";
-constexpr std::string_view kLabel = "yonder-mesh-membership-v1";
+constexpr std::string_view kMembershipWhat = "group membership";
+constexpr std::string_view kMembershipLabel = "yonder-mesh-membership-v1";
 
 bool hex32(std::string_view s) {
   if (s.size() != 32) return false;
@@ -32,44 +32,44 @@ json unsigned_json(const Membership& m) {
 }  // namespace
 
 Result<Membership> decode_membership(std::string_view text) {
-  MESH_GET(j, parse_object(text, kMaxMembershipBytes, kWhat));
+  MESH_GET(j, parse_object(text, kMaxMembershipBytes, kMembershipWhat));
   Membership m;
-  MESH_GET(group, get_string(j, "group", 32, 32, kWhat));
-  if (!hex32(group)) return bad(kWhat, "\"group\" must be 32 lower-case hex digits");
+  MESH_GET(group, get_string(j, "group", 32, 32, kMembershipWhat));
+  if (!hex32(group)) return bad(kMembershipWhat, "\"group\" must be 32 lower-case hex digits");
   m.group_id = std::move(group);
-  MESH_GET(name, get_string(j, "name", 1, 64, kWhat));
+  MESH_GET(name, get_string(j, "name", 1, 64, kMembershipWhat));
   m.name = std::move(name);
-  MESH_GET(version, get_uint(j, "version", uint64_t{1} << 53, kWhat));
-  if (version == 0) return bad(kWhat, "\"version\" must be at least 1");
+  MESH_GET(version, get_uint(j, "version", uint64_t{1} << 53, kMembershipWhat));
+  if (version == 0) return bad(kMembershipWhat, "\"version\" must be at least 1");
   m.version = version;
-  MESH_GET(owner, get_peer(j, "owner", kWhat));
+  MESH_GET(owner, get_peer(j, "owner", kMembershipWhat));
   m.owner = owner;
   const json* members = find(j, "members");
   if (members == nullptr || !members->is_array() || members->size() > kMaxGroupMembers) {
-    return bad(kWhat, "\"members\" must be an array of at most 1024 members");
+    return bad(kMembershipWhat, "\"members\" must be an array of at most 1024 members");
   }
   std::set<PeerKey> seen;
   for (const auto& item : *members) {
-    if (!item.is_object()) return bad(kWhat, "a member must be an object");
+    if (!item.is_object()) return bad(kMembershipWhat, "a member must be an object");
     Member mem;
-    MESH_GET(id, get_peer(item, "id", kWhat));
-    if (!seen.insert(id).second) return bad(kWhat, "a member is listed twice");
+    MESH_GET(id, get_peer(item, "id", kMembershipWhat));
+    if (!seen.insert(id).second) return bad(kMembershipWhat, "a member is listed twice");
     mem.id = id;
-    MESH_GET(role, get_string(item, "role", 1, 16, kWhat));
+    MESH_GET(role, get_string(item, "role", 1, 16, kMembershipWhat));
     if (role == "admin") {
       mem.role = MemberRole::kAdmin;
     } else if (role == "member") {
       mem.role = MemberRole::kMember;
     } else {
-      return bad(kWhat, "\"role\" must be \"member\" or \"admin\"");
+      return bad(kMembershipWhat, "\"role\" must be \"member\" or \"admin\"");
     }
-    MESH_GET(labels, get_labels(item, "labels", kWhat));
+    MESH_GET(labels, get_labels(item, "labels", kMembershipWhat));
     mem.labels = std::move(labels);
     m.members.push_back(std::move(mem));
   }
-  MESH_GET(signer, get_peer(j, "signer", kWhat));
+  MESH_GET(signer, get_peer(j, "signer", kMembershipWhat));
   m.signer = signer;
-  MESH_GET(sig, get_signature(j, "sig", kWhat));
+  MESH_GET(sig, get_signature(j, "sig", kMembershipWhat));
   m.signature = std::move(sig);
   return m;
 }
@@ -81,7 +81,7 @@ std::string encode_membership(const Membership& m) {
 }
 
 Bytes membership_signing_bytes(const Membership& m) {
-  return signing_bytes(kLabel, unsigned_json(m));
+  return signing_bytes(kMembershipLabel, unsigned_json(m));
 }
 
 void sign_membership(Membership& m, const Identity& signer) {

@@ -8,7 +8,7 @@
 namespace yonder::mesh {
 namespace {
 
-std::string trim(std::string_view s) {
+std::string metering_trim(std::string_view s) {
   size_t a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
   return a == std::string_view::npos ? "" : std::string(s.substr(a, b - a + 1));
 }
@@ -17,7 +17,7 @@ std::string trim(std::string_view s) {
 
 Result<double> parse_factor(std::string_view text, const std::string& what) {
   double v = 0;
-  std::string t = trim(text);
+  std::string t = metering_trim(text);
   auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec != std::errc() || end != t.data() + t.size() || t.empty() || !(v >= 0 && v <= 1000)) {
     return make_error(ErrorCode::kInvalidArgument,
@@ -31,14 +31,14 @@ Result<std::map<std::string, double>> parse_model_factors(std::string_view text)
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
-    std::string item = trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    std::string item = metering_trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     start = comma == std::string::npos ? text.size() + 1 : comma + 1;
     if (item.empty()) continue;
     size_t eq = item.rfind('=');
     if (eq == std::string::npos || eq == 0) {
       return make_error(ErrorCode::kInvalidArgument, "\"" + item.substr(0, 64) + "\" is not MODEL=FACTOR");
     }
-    std::string model = trim(std::string_view(item).substr(0, eq));
+    std::string model = metering_trim(std::string_view(item).substr(0, eq));
     auto factor = parse_factor(std::string_view(item).substr(eq + 1), "the factor of " + model);
     if (!factor) return std::move(factor).error();
     out[model] = *factor;

@@ -6,8 +6,8 @@ namespace yonder::mesh {
 namespace {
 
 using namespace detail;
-constexpr std::string_view kWhat = "receipt";
-constexpr std::string_view kLabel = "yonder-mesh-receipt-v1";
+constexpr std::string_view kReceiptWhat = "receipt";
+constexpr std::string_view kReceiptLabel = "yonder-mesh-receipt-v1";
 constexpr std::string_view kCounterLabel = "yonder-mesh-receipt-countersign-v1";
 
 json unsigned_json(const Receipt& r) {
@@ -31,36 +31,36 @@ Bytes counter_bytes(const Receipt& r) {
 }  // namespace
 
 Result<Receipt> decode_receipt(std::string_view text) {
-  MESH_GET(j, parse_object(text, kMaxReceiptBytes, kWhat));
+  MESH_GET(j, parse_object(text, kMaxReceiptBytes, kReceiptWhat));
   Receipt r;
-  MESH_GET(job, get_string(j, "job", 1, 64, kWhat));
-  if (!token_chars(job, false)) return bad(kWhat, "\"job\" must be of [A-Za-z0-9._:/-]");
+  MESH_GET(job, get_string(j, "job", 1, 64, kReceiptWhat));
+  if (!token_chars(job, false)) return bad(kReceiptWhat, "\"job\" must be of [A-Za-z0-9._:/-]");
   r.job_id = std::move(job);
-  MESH_GET(provider, get_peer(j, "provider", kWhat));
-  MESH_GET(consumer, get_peer(j, "consumer", kWhat));
+  MESH_GET(provider, get_peer(j, "provider", kReceiptWhat));
+  MESH_GET(consumer, get_peer(j, "consumer", kReceiptWhat));
   r.provider = provider;
   r.consumer = consumer;
-  MESH_GET(model, get_string(j, "gpu_model", 1, 64, kWhat));
+  MESH_GET(model, get_string(j, "gpu_model", 1, 64, kReceiptWhat));
   r.gpu_model = std::move(model);
-  MESH_GET(secs, get_uint(j, "gpu_seconds", kMaxReceiptGpuSeconds, kWhat));
+  MESH_GET(secs, get_uint(j, "gpu_seconds", kMaxReceiptGpuSeconds, kReceiptWhat));
   r.gpu_seconds = secs;
-  MESH_GET(start, get_time(j, "start_ms", kWhat));
-  MESH_GET(end, get_time(j, "end_ms", kWhat));
+  MESH_GET(start, get_time(j, "start_ms", kReceiptWhat));
+  MESH_GET(end, get_time(j, "end_ms", kReceiptWhat));
   r.start_ms = start;
   r.end_ms = end;
   const json* ex = find(j, "exit_status");
   if (ex == nullptr || !ex->is_number_integer() ||
       (ex->is_number_unsigned() ? ex->get<uint64_t>() > 0x7fffffffull
                                 : (ex->get<int64_t>() < INT32_MIN || ex->get<int64_t>() > INT32_MAX))) {
-    return bad(kWhat, "\"exit_status\" must be a 32-bit integer");
+    return bad(kReceiptWhat, "\"exit_status\" must be a 32-bit integer");
   }
   r.exit_status = static_cast<int32_t>(ex->get<int64_t>());
-  MESH_GET(hash, get_hash(j, "output_hash", kWhat));
+  MESH_GET(hash, get_hash(j, "output_hash", kReceiptWhat));
   r.output_hash = std::move(hash);
-  MESH_GET(psig, get_signature(j, "provider_sig", kWhat));
+  MESH_GET(psig, get_signature(j, "provider_sig", kReceiptWhat));
   r.provider_signature = std::move(psig);
   if (find(j, "consumer_sig") != nullptr) {
-    MESH_GET(csig, get_signature(j, "consumer_sig", kWhat));
+    MESH_GET(csig, get_signature(j, "consumer_sig", kReceiptWhat));
     r.consumer_signature = std::move(csig);
   }
   return r;
@@ -76,11 +76,11 @@ std::string encode_receipt(const Receipt& r) {
 void sign_receipt_as_provider(Receipt& r, const Identity& provider) {
   r.provider = provider.public_key();
   r.consumer_signature.clear();
-  r.provider_signature = provider.sign(signing_bytes(kLabel, unsigned_json(r)));
+  r.provider_signature = provider.sign(signing_bytes(kReceiptLabel, unsigned_json(r)));
 }
 
 bool receipt_provider_signature_valid(const Receipt& r) {
-  return verify_signature(r.provider, signing_bytes(kLabel, unsigned_json(r)), r.provider_signature);
+  return verify_signature(r.provider, signing_bytes(kReceiptLabel, unsigned_json(r)), r.provider_signature);
 }
 
 Status countersign_receipt(Receipt& r, const Identity& consumer) {

@@ -6,9 +6,9 @@ namespace yonder::mesh {
 namespace {
 
 using namespace detail;
-constexpr std::string_view kWhat = "verification";
+constexpr std::string_view kVerificationWhat = "verification";
 constexpr std::string_view kOpinionsWhat = "opinions";
-constexpr std::string_view kLabel = "yonder-mesh-verification-v1";
+constexpr std::string_view kVerificationLabel = "yonder-mesh-verification-v1";
 constexpr uint64_t kVersion = 1;
 
 json unsigned_json(const Verification& v) {
@@ -76,30 +76,30 @@ bool outcome_fits(CheckKind k, CheckOutcome o) {
 }
 
 Result<Verification> decode_verification(std::string_view text) {
-  MESH_GET(j, parse_object(text, kMaxVerificationBytes, kWhat));
-  MESH_GET(version, get_uint(j, "v", 1000, kWhat));
-  if (version != kVersion) return bad(kWhat, "\"v\" is a version this node does not know (it knows 1)");
+  MESH_GET(j, parse_object(text, kMaxVerificationBytes, kVerificationWhat));
+  MESH_GET(version, get_uint(j, "v", 1000, kVerificationWhat));
+  if (version != kVersion) return bad(kVerificationWhat, "\"v\" is a version this node does not know (it knows 1)");
   Verification v;
-  MESH_GET(reporter, get_peer(j, "reporter", kWhat));
-  MESH_GET(provider, get_peer(j, "provider", kWhat));
+  MESH_GET(reporter, get_peer(j, "reporter", kVerificationWhat));
+  MESH_GET(provider, get_peer(j, "provider", kVerificationWhat));
   v.reporter = reporter;
   v.provider = provider;
-  MESH_GET(kind, get_string(j, "kind", 1, 32, kWhat));
+  MESH_GET(kind, get_string(j, "kind", 1, 32, kVerificationWhat));
   auto k = parse_check_kind(kind);
-  if (!k) return bad(kWhat, "\"kind\" must be replica or known_answer");
+  if (!k) return bad(kVerificationWhat, "\"kind\" must be replica or known_answer");
   v.kind = *k;
-  MESH_GET(subject, get_string(j, "subject", 1, 64, kWhat));
-  if (!token_chars(subject, false)) return bad(kWhat, "\"subject\" must be of [A-Za-z0-9._:/-]");
+  MESH_GET(subject, get_string(j, "subject", 1, 64, kVerificationWhat));
+  if (!token_chars(subject, false)) return bad(kVerificationWhat, "\"subject\" must be of [A-Za-z0-9._:/-]");
   v.subject = std::move(subject);
-  MESH_GET(outcome, get_string(j, "outcome", 1, 32, kWhat));
+  MESH_GET(outcome, get_string(j, "outcome", 1, 32, kVerificationWhat));
   auto o = parse_check_outcome(outcome);
-  if (!o || !outcome_fits(v.kind, *o)) return bad(kWhat, "\"outcome\" does not fit the kind of check");
+  if (!o || !outcome_fits(v.kind, *o)) return bad(kVerificationWhat, "\"outcome\" does not fit the kind of check");
   v.outcome = *o;
-  MESH_GET(at, get_time(j, "at_ms", kWhat));
+  MESH_GET(at, get_time(j, "at_ms", kVerificationWhat));
   v.at_ms = at;
-  MESH_GET(details, get_string(j, "details", 2, kMaxVerificationDetailsBytes, kWhat));
+  MESH_GET(details, get_string(j, "details", 2, kMaxVerificationDetailsBytes, kVerificationWhat));
   v.details = std::move(details);
-  MESH_GET(sig, get_signature(j, "sig", kWhat));
+  MESH_GET(sig, get_signature(j, "sig", kVerificationWhat));
   v.signature = std::move(sig);
   return v;
 }
@@ -112,7 +112,7 @@ std::string encode_verification(const Verification& v) {
 
 void sign_verification(Verification& v, const Identity& reporter) {
   v.reporter = reporter.public_key();
-  v.signature = reporter.sign(signing_bytes(kLabel, unsigned_json(v)));
+  v.signature = reporter.sign(signing_bytes(kVerificationLabel, unsigned_json(v)));
 }
 
 Status verify_verification(const Verification& v) {
@@ -121,7 +121,7 @@ Status verify_verification(const Verification& v) {
                                                        " names the same peer twice or an outcome that does not "
                                                        "fit its kind; it was not counted");
   }
-  if (!verify_signature(v.reporter, signing_bytes(kLabel, unsigned_json(v)), v.signature)) {
+  if (!verify_signature(v.reporter, signing_bytes(kVerificationLabel, unsigned_json(v)), v.signature)) {
     return make_error(ErrorCode::kPermissionDenied,
                       "verification " + v.subject + ": the reporter's signature does not verify; it was not counted");
   }

@@ -23,7 +23,7 @@ using api::Response;
 namespace {
 
 constexpr size_t kMaxManifestJson = 200 * 1024;  // under the link's message limit
-constexpr size_t kMaxPaths = 256;
+constexpr size_t kFetchConsumerMaxPaths = 256;
 constexpr uint64_t kMaxFetchBytes = 64ull << 30;
 
 std::string random_suffix() {
@@ -74,7 +74,7 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
   }
   nlohmann::json paths = nlohmann::json::array();
   if (body.contains("paths")) {
-    if (!body["paths"].is_array() || body["paths"].size() > kMaxPaths) {
+    if (!body["paths"].is_array() || body["paths"].size() > kFetchConsumerMaxPaths) {
       return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"paths\" must be a list of at most 256")));
     }
     for (const auto& p : body["paths"]) {

@@ -21,7 +21,7 @@ namespace {
 constexpr size_t kChunk = 256 * 1024;
 constexpr size_t kMaxPaths = 256;
 constexpr size_t kMaxHave = 20000;
-constexpr int64_t kMiB = 1 << 20;
+constexpr int64_t kFetchProviderMiB = 1 << 20;
 
 }  // namespace
 
@@ -44,7 +44,7 @@ FetchProvider::FetchProvider(asio::io_context& io, asio::thread_pool& pool, Peer
       provider_(provider),
       audit_(audit),
       mounts_(mounts),
-      max_bytes_(static_cast<uint64_t>(std::max<int64_t>(1, cfg.get_int("jobs.max_disk_mib"))) * kMiB) {}
+      max_bytes_(static_cast<uint64_t>(std::max<int64_t>(1, cfg.get_int("jobs.max_disk_mib"))) * kFetchProviderMiB) {}
 
 void FetchProvider::register_methods() {
   link_.service().add_tunnel_method("run.fetch", [this](const PublicKeyBytes& peer, const nlohmann::json& params,

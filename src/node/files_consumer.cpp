@@ -21,7 +21,7 @@ using api::Response;
 
 namespace {
 
-constexpr size_t kChunk = 256 * 1024;
+constexpr size_t kFilesConsumerChunk = 256 * 1024;
 constexpr uint64_t kMaxPutBytes = 64ull << 30;
 constexpr size_t kMaxAnswer = 1 << 20;
 constexpr int kMaxAttempts = 5;
@@ -182,7 +182,7 @@ void FilesConsumer::pump(const std::shared_ptr<Put>& p) {
   if (p->done || p->reading || p->sent || !p->tunnel || !p->packer) return;
   p->reading = true;
   asio::post(pool_, [this, p, packer = p->packer, tunnel = p->tunnel] {
-    auto chunk = packer->next(kChunk);
+    auto chunk = packer->next(kFilesConsumerChunk);
     asio::post(io_, [this, p, tunnel, chunk = std::move(chunk)]() mutable {
       p->reading = false;
       if (p->done) return;

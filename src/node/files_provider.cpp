@@ -18,7 +18,7 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr int64_t kMiB = 1 << 20;
+constexpr int64_t kFilesProviderMiB = 1 << 20;
 constexpr size_t kMaxListedPaths = 1000;  // in the reply (it must stay one link message)
 
 }  // namespace
@@ -40,7 +40,7 @@ FilesProvider::FilesProvider(asio::io_context& io, asio::thread_pool& pool, Peer
       provider_(provider),
       audit_(audit),
       mounts_(mounts),
-      max_bytes_(static_cast<uint64_t>(std::max<int64_t>(1, cfg.get_int("jobs.max_disk_mib"))) * kMiB) {}
+      max_bytes_(static_cast<uint64_t>(std::max<int64_t>(1, cfg.get_int("jobs.max_disk_mib"))) * kFilesProviderMiB) {}
 
 void FilesProvider::register_methods() {
   link_.service().add_tunnel_method(

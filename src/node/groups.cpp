@@ -22,7 +22,7 @@ std::string id_text(const mesh::PeerKey& k) {
   return NodeId(k).to_string();
 }
 
-std::string string_field(const json& b, const char* name) {
+std::string groups_string_field(const json& b, const char* name) {
   auto it = b.find(name);
   return it != b.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
@@ -171,7 +171,7 @@ void Groups::ask_proof(const std::string& group_id) {
                        [this, group_id](Result<json> r) {
                          auto g = groups_.find(group_id);  // may be gone by now
                          if (!r || g == groups_.end() || !mesh::is_admin(g->second.list, self_)) return;
-                         auto p = mesh::decode_membership(string_field(*r, "membership"));
+                         auto p = mesh::decode_membership(groups_string_field(*r, "membership"));
                          const Membership& now = g->second.list;
                          if (!p || p->group_id != group_id ||
                              mesh::judge_membership_update(nullptr, now.owner, *p) != MembershipVerdict::kAccept ||
@@ -280,7 +280,7 @@ void Groups::on_paired(const PublicKeyBytes& provider, const json& answer, std::
         // An admin-signed first list: valid with an owner-signed list naming its signer admin.
         auto proven = [&](const Membership& m) {
           if (!proofs.is_object() || m.signer != provider) return false;
-          auto p = mesh::decode_membership(string_field(proofs, m.group_id.c_str()));
+          auto p = mesh::decode_membership(groups_string_field(proofs, m.group_id.c_str()));
           return p && p->group_id == m.group_id &&
                  mesh::judge_membership_update(nullptr, m.owner, *p) == MembershipVerdict::kAccept &&
                  mesh::is_admin(*p, m.signer) && mesh::membership_signature_valid(m);
@@ -337,7 +337,7 @@ void Groups::register_methods() {
     reply(json{{"memberships", lists}, {"proofs", proofs}});
   });
   service.add_method("group.proof", [this](const PublicKeyBytes& peer, const json& params, link::RpcReply reply) {
-    auto it = groups_.find(string_field(params, "group"));
+    auto it = groups_.find(groups_string_field(params, "group"));
     if (it == groups_.end()) return reply(make_error(ErrorCode::kNotFound, "this node is not in that group"));
     const Membership& held = it->second.list;
     if (held.owner != self_)
@@ -350,7 +350,7 @@ void Groups::register_methods() {
     reply(json{{"membership", mesh::encode_membership(proof)}});
   });
   service.add_method("group.leave", [this](const PublicKeyBytes& peer, const json& params, link::RpcReply reply) {
-    auto it = groups_.find(string_field(params, "group"));
+    auto it = groups_.find(groups_string_field(params, "group"));
     if (it == groups_.end()) return reply(make_error(ErrorCode::kNotFound, "this node is not in that group"));
     const Membership& held = it->second.list;
     if (!mesh::is_admin(held, self_)) return reply(not_admin(held));
@@ -417,7 +417,7 @@ void Groups::add_routes(api::Router& router) {
   router.add("POST", "/v1/groups", [this, body_of](const Request& req, Reply reply) {
     auto body = body_of(req);
     if (!body) return reply(Response::error(body.error()));
-    std::string name = string_field(*body, "name");
+    std::string name = groups_string_field(*body, "name");
     for (const auto& [id, g] : groups_) {
       if (g.list.name == name) {
         return reply(Response::error(make_error(
@@ -447,7 +447,7 @@ void Groups::add_routes(api::Router& router) {
   router.add("POST", "/v1/groups/invite", [this, body_of](const Request& req, Reply reply) {
     auto body = body_of(req);
     if (!body) return reply(Response::error(body.error()));
-    auto g = find(string_field(*body, "group"));
+    auto g = find(groups_string_field(*body, "group"));
     if (!g) return reply(Response::error(g.error()));
     if (!mesh::is_admin((*g)->list, self_)) return reply(Response::error(not_admin((*g)->list)));
     json share = *body;
@@ -466,7 +466,7 @@ void Groups::add_routes(api::Router& router) {
   router.add("POST", "/v1/groups/leave", [this, body_of](const Request& req, Reply reply) {
     auto body = body_of(req);
     if (!body) return reply(Response::error(body.error()));
-    auto g = find(string_field(*body, "group"));
+    auto g = find(groups_string_field(*body, "group"));
     if (!g) return reply(Response::error(g.error()));
     const Membership& held = (*g)->list;
     if (held.owner == self_) {
@@ -502,11 +502,11 @@ void Groups::add_routes(api::Router& router) {
   router.add("POST", "/v1/groups/remove", [this, body_of](const Request& req, Reply reply) {
     auto body = body_of(req);
     if (!body) return reply(Response::error(body.error()));
-    auto g = find(string_field(*body, "group"));
+    auto g = find(groups_string_field(*body, "group"));
     if (!g) return reply(Response::error(g.error()));
     const Membership& held = (*g)->list;
     if (!mesh::is_admin(held, self_)) return reply(Response::error(not_admin(held)));
-    auto who = member_key(**g, string_field(*body, "member"));
+    auto who = member_key(**g, groups_string_field(*body, "member"));
     if (!who) return reply(Response::error(who.error()));
     auto next = sign_next(mesh::without_member(held, *who));
     if (!next) return reply(Response::error(next.error()));
@@ -518,13 +518,13 @@ void Groups::add_routes(api::Router& router) {
   router.add("POST", "/v1/groups/label", [this, body_of](const Request& req, Reply reply) {
     auto body = body_of(req);
     if (!body) return reply(Response::error(body.error()));
-    auto g = find(string_field(*body, "group"));
+    auto g = find(groups_string_field(*body, "group"));
     if (!g) return reply(Response::error(g.error()));
     const Membership& held = (*g)->list;
     if (!mesh::is_admin(held, self_)) return reply(Response::error(not_admin(held)));
-    auto who = member_key(**g, string_field(*body, "member"));
+    auto who = member_key(**g, groups_string_field(*body, "member"));
     if (!who) return reply(Response::error(who.error()));
-    auto next = sign_next(mesh::with_label(held, *who, string_field(*body, "key"), string_field(*body, "value")));
+    auto next = sign_next(mesh::with_label(held, *who, groups_string_field(*body, "key"), groups_string_field(*body, "value")));
     if (!next) return reply(Response::error(next.error()));
     if (auto st = adopt(*next, std::nullopt, std::nullopt); !st) return reply(Response::error(st.error()));
     reply(Response::json(200, {{"version", next->version}}));
@@ -534,7 +534,7 @@ void Groups::add_routes(api::Router& router) {
   router.add("POST", "/v1/groups/admin", [this, body_of](const Request& req, Reply reply) {
     auto body = body_of(req);
     if (!body) return reply(Response::error(body.error()));
-    auto g = find(string_field(*body, "group"));
+    auto g = find(groups_string_field(*body, "group"));
     if (!g) return reply(Response::error(g.error()));
     const Membership& held = (*g)->list;
     if (held.owner != self_) {
@@ -547,7 +547,7 @@ void Groups::add_routes(api::Router& router) {
       return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"admin\" must be true or false")));
     }
     bool promote = admin == body->end() || admin->get<bool>();
-    auto who = member_key(**g, string_field(*body, "member"));
+    auto who = member_key(**g, groups_string_field(*body, "member"));
     if (!who) return reply(Response::error(who.error()));
     auto next = sign_next(mesh::with_role(held, *who, promote ? mesh::MemberRole::kAdmin : mesh::MemberRole::kMember));
     if (!next) return reply(Response::error(next.error()));

@@ -9,7 +9,7 @@
 namespace yonder::node {
 namespace {
 
-nlohmann::json parse_or_null(const std::string& text) {
+nlohmann::json mesh_array_parse_or_null(const std::string& text) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   return j.is_discarded() ? nlohmann::json() : j;
 }
@@ -63,9 +63,9 @@ Result<std::vector<MeshArrayRow>> MeshArrayStore::list(bool unfinished_only) {
     MeshArrayRow r;
     r.id = st->column_text(0);
     r.state = st->column_text(1);
-    r.spec = parse_or_null(st->column_text(2));
-    r.run = parse_or_null(st->column_text(3));
-    r.tasks = parse_or_null(st->column_text(4));
+    r.spec = mesh_array_parse_or_null(st->column_text(2));
+    r.run = mesh_array_parse_or_null(st->column_text(3));
+    r.tasks = mesh_array_parse_or_null(st->column_text(4));
     r.created_at = st->column_int64(5);
     r.updated_at = st->column_int64(6);
     out.push_back(std::move(r));

@@ -31,17 +31,17 @@ using api::Response;
 
 namespace {
 
-constexpr uint32_t kMaxRetries = 100;
+constexpr uint32_t kMeshArraysMaxRetries = 100;
 constexpr size_t kMaxFailedShown = 100;
 constexpr std::chrono::seconds kUnplacedBackoff{1};
 constexpr uint32_t kMaxFetchFailures = 3;
 
-mesh::UnixMs now_ms() {
+mesh::UnixMs mesh_arrays_now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-std::string new_id() {
+std::string mesh_arrays_new_id() {
   uint8_t b[16];
   randombytes_buf(b, sizeof b);
   return hex_encode(ByteView(b, sizeof b));
@@ -128,7 +128,7 @@ Result<std::shared_ptr<MeshArrays::Live>> MeshArrays::restore(MeshArrayRow row) 
   auto live = std::make_shared<Live>(io_);
   live->run = std::move(*run);
   live->row = std::move(row);
-  live->started_ms = now_ms();
+  live->started_ms = mesh_arrays_now_ms();
   if (!live->row.tasks.is_object()) live->row.tasks = nlohmann::json::object();
   const nlohmann::json& notes = live->row.tasks;
   if (notes.contains("error") && notes["error"].is_string()) live->error = notes["error"];
@@ -152,7 +152,7 @@ void MeshArrays::resume(MeshArrayRow row) {
   for (const auto& [k, v] : live->row.tasks.items()) {
     if (k == "failed" || k == "error") continue;
     if (!v.is_object() || !v["task"].is_number_unsigned() || !v["mesh_job_id"].is_string()) continue;
-    auto attempt = live->run->adopt(v["task"].get<uint32_t>(), now_ms());
+    auto attempt = live->run->adopt(v["task"].get<uint32_t>(), mesh_arrays_now_ms());
     if (attempt) live->jobs[*attempt] = v["mesh_job_id"].get<std::string>();
   }
   auto c = live->run->counts();
@@ -249,7 +249,7 @@ void MeshArrays::create(const Request& req, Reply reply) {
   }
   if (spec.limit == 0) spec.limit = kDefaultConcurrency;
   if (b.contains("retries")) {
-    if (!b["retries"].is_number_unsigned() || b["retries"].get<uint64_t>() > kMaxRetries) {
+    if (!b["retries"].is_number_unsigned() || b["retries"].get<uint64_t>() > kMeshArraysMaxRetries) {
       return reply(Response::error(bad("--retries must be 0 to 100")));
     }
     spec.retries = b["retries"].get<uint32_t>();
@@ -274,7 +274,7 @@ void MeshArrays::create(const Request& req, Reply reply) {
   }
 
   auto live = std::make_shared<Live>(io_);
-  live->row.id = new_id();
+  live->row.id = mesh_arrays_new_id();
   live->row.state = "running";
   live->row.spec = {{"job", b["job"]}, {"dir", dir},           {"out", b["out"]},
                     {"needs", needs},  {"tasks", spec.tasks},  {"limit", spec.limit},
@@ -286,7 +286,7 @@ void MeshArrays::create(const Request& req, Reply reply) {
   live->run.emplace(spec);
   live->row.run = live->run->to_json();
   live->row.tasks = nlohmann::json::object();
-  live->started_ms = now_ms();
+  live->started_ms = mesh_arrays_now_ms();
   asio::post(pool_, [this, alive = alive_, live, reply] {
     std::error_code ec;
     std::string out = live->row.spec["out"].get<std::string>() + "/out";
@@ -359,8 +359,8 @@ void MeshArrays::control(const Request& req, Reply reply, bool cancel) {
 
 void MeshArrays::pump(const std::shared_ptr<Live>& live) {
   if (!*alive_ || live->row.finished() || live->run->cancelled()) return;
-  if (now_ms() < live->unplaced_until) return;
-  auto launches = live->run->next(now_ms(), live->run->spec().limit);
+  if (mesh_arrays_now_ms() < live->unplaced_until) return;
+  auto launches = live->run->next(mesh_arrays_now_ms(), live->run->spec().limit);
   for (const auto& l : launches) launch(live, l);
 }
 
@@ -412,7 +412,7 @@ void MeshArrays::launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaun
       }
       // Nothing could be placed (the mesh is full or offline): the task goes
       // back and launches pause for a moment.
-      live->unplaced_until = now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kUnplacedBackoff).count();
+      live->unplaced_until = mesh_arrays_now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kUnplacedBackoff).count();
       spdlog::info("array {}: task {} could not start: {}", live->row.id.substr(0, 12), l.task,
                    r ? std::string("no mesh job id") : r.error().message());
       return;
@@ -475,7 +475,7 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
     std::string pid = (*last)["provider_id"];
     if (auto id = NodeId::parse(pid)) {
       auto cur = live->run->provider_of(attempt);
-      if (!cur || *cur != id->public_key()) (void)live->run->started(attempt, id->public_key(), now_ms());
+      if (!cur || *cur != id->public_key()) (void)live->run->started(attempt, id->public_key(), mesh_arrays_now_ms());
       if ((*last)["provider_name"].is_string()) live->names[pid] = (*last)["provider_name"];
     }
   }
@@ -495,7 +495,7 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
     if (avoided && task) {
       live->relaxed.insert(*task);
     } else {
-      live->unplaced_until = now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kUnplacedBackoff).count();
+      live->unplaced_until = mesh_arrays_now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kUnplacedBackoff).count();
     }
     return;
   }
@@ -516,7 +516,7 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
   }
   std::string mesh_job = live->jobs[attempt];
   live->jobs.erase(attempt);
-  auto verdict = live->run->finished(attempt, outcome, now_ms(), mesh_job);
+  auto verdict = live->run->finished(attempt, outcome, mesh_arrays_now_ms(), mesh_job);
   if (!task) return;
   switch (verdict) {
     case mesh::ArrayRun::Verdict::kResult:
@@ -561,6 +561,9 @@ void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, co
       fetch_.fetch_into(body, [this, alive, live, task](Result<nlohmann::json> r) {
         if (!*alive) return;
         live->fetching.erase(task);
+        if (r && (!r->contains("files") || !(*r)["files"].is_array() || (*r)["files"].empty())) {
+          spdlog::info("array {}: task {} left no new or changed files", live->row.id.substr(0, 12), task);
+        }
         if (!r) {
           ++live->fetch_errors;
           // A result nobody can use: run the task again (a few times).
@@ -624,7 +627,7 @@ void MeshArrays::save(const std::shared_ptr<Live>& live) {
 
 nlohmann::json MeshArrays::status(const Live& live) const {
   auto c = live.run->counts();
-  mesh::UnixMs now = now_ms();
+  mesh::UnixMs now = mesh_arrays_now_ms();
   nlohmann::json providers = nlohmann::json::array();
   for (const auto& [key, n] : live.run->results_by_provider()) {
     std::string id = NodeId(key).to_string();

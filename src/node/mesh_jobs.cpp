@@ -47,7 +47,7 @@ std::string new_id() {
   return hex_encode(ByteView(b, sizeof b));
 }
 
-bool finished_state(const std::string& s) {
+bool mesh_jobs_finished_state(const std::string& s) {
   return s == "exited" || s == "stopped" || s == "failed";
 }
 
@@ -62,7 +62,7 @@ Counts count_attempts(const MeshJobRow& row, int replica) {
   for (const auto& a : row.attempts) {
     if (a.replica != replica) continue;
     if (a.state == "lost" || a.state == "not started") ++c.requeues;
-    if (finished_state(a.state)) ++c.retries;
+    if (mesh_jobs_finished_state(a.state)) ++c.retries;
   }
   return c;
 }
@@ -136,7 +136,7 @@ Result<Staged> stage_upload(const std::string& source, const std::string& job_di
   return s;
 }
 
-Result<uint64_t> body_uint(const nlohmann::json& b, const char* key, uint64_t def, uint64_t max) {
+Result<uint64_t> mesh_jobs_body_uint(const nlohmann::json& b, const char* key, uint64_t def, uint64_t max) {
   if (!b.contains(key)) return def;
   if (!b[key].is_number_unsigned() || b[key].get<uint64_t>() > max) {
     return make_error(ErrorCode::kInvalidArgument,
@@ -341,9 +341,9 @@ void MeshJobs::create(const Request& req, Reply reply) {
   nlohmann::json needs = b.value("needs", nlohmann::json::object());
   if (!needs.is_object())
     return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"needs\" must be an object")));
-  auto retries = body_uint(b, "retries", 0, kMaxRetries);
+  auto retries = mesh_jobs_body_uint(b, "retries", 0, kMaxRetries);
   if (!retries) return reply(Response::error(retries.error()));
-  auto replicas = body_uint(b, "replicas", 1, kMaxReplicas);
+  auto replicas = mesh_jobs_body_uint(b, "replicas", 1, kMaxReplicas);
   if (!replicas) return reply(Response::error(replicas.error()));
   if (*replicas == 0)
     return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"replicas\" must be 1 or more")));
@@ -574,7 +574,7 @@ void MeshJobs::tick(const std::shared_ptr<Live>& live, int r) {
                          return;
                        }
                        sl.last_answer = std::chrono::steady_clock::now();
-                       if (finished_state(got->value("state", ""))) attempt_ended(live, r, *got);
+                       if (mesh_jobs_finished_state(got->value("state", ""))) attempt_ended(live, r, *got);
                      });
   }
   if (live->replicas() == 1 && now - s.last_checkpoint >= settings_.checkpoint_interval && s.fetching != n) {

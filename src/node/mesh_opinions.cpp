@@ -19,7 +19,7 @@ namespace asio = boost::asio;
 namespace {
 
 // How long one peer may take to answer mesh.opinions (dialling included).
-constexpr std::chrono::seconds kAskTimeout{10};
+constexpr std::chrono::seconds kMeshOpinionsAskTimeout{10};
 // How much of our own evidence goes into our own computation (the RPC
 // answer is bounded separately, by mesh::kMaxOpinionItems).
 constexpr size_t kOwnEvidenceLimit = 20'000;
@@ -176,7 +176,7 @@ void MeshOpinions::refresh(std::function<void()> done) {
       }
       one_done();
     };
-    once->timer.expires_after(kAskTimeout);
+    once->timer.expires_after(kMeshOpinionsAskTimeout);
     once->timer.async_wait([finish, name = t.name](boost::system::error_code ec) {
       if (ec) return;
       finish(make_error(ErrorCode::kUnavailable, name + " did not answer mesh.opinions in time"));

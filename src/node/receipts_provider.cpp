@@ -24,7 +24,7 @@ bool finished(const nlohmann::json& view) {
   return s == "exited" || s == "stopped" || s == "failed";
 }
 
-Result<std::string> job_id_param(const nlohmann::json& p) {
+Result<std::string> receipts_job_id_param(const nlohmann::json& p) {
   if (!p.is_object() || !p.contains("job_id") || !p["job_id"].is_string() ||
       p["job_id"].get_ref<const std::string&>().empty() || p["job_id"].get_ref<const std::string&>().size() > 64) {
     return make_error(ErrorCode::kInvalidArgument, "'job_id' (a string) is required");
@@ -107,7 +107,7 @@ void ReceiptsProvider::register_methods() {
 
   service.add_method(
       "receipt.get", [this, blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
-        auto id = job_id_param(params);
+        auto id = receipts_job_id_param(params);
         if (!id) return reply(std::move(id).error());
         blocking(std::move(reply),
                  [this, peer_id = NodeId(peer).to_string(),
@@ -166,7 +166,7 @@ void ReceiptsProvider::register_methods() {
 }
 
 Result<nlohmann::json> ReceiptsProvider::countersign(const PublicKeyBytes& peer, const nlohmann::json& params) {
-  auto id = job_id_param(params);
+  auto id = receipts_job_id_param(params);
   if (!id) return std::move(id).error();
   if (!params.contains("receipt") || !params["receipt"].is_string()) {
     return make_error(ErrorCode::kInvalidArgument, "'receipt' (the countersigned receipt's JSON text) is required");

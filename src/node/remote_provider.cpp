@@ -27,7 +27,7 @@ namespace {
 constexpr int64_t kMiB = 1 << 20;
 constexpr size_t kLogReadBytes = 64 * 1024;      // payload per run.logs reply
 constexpr size_t kLogReplyBudget = 160 * 1024;   // JSON per reply, well under the link's message limit
-constexpr int64_t kMaxWaitMs = 20000;            // under the caller's request timeout
+constexpr int64_t kRemoteProviderMaxWaitMs = 20000;            // under the caller's request timeout
 constexpr int64_t kUploadTtlS = 3600;            // an upload no job claimed is deleted after this
 
 void append_audit(audit::AuditLog& audit, int64_t at, const std::string& peer_id, const std::string& action,
@@ -105,7 +105,7 @@ Result<nlohmann::json> owned_job(ProviderJobs& jobs, const std::string& job_id, 
   return v;
 }
 
-const char* stream_name(exec::LogStream s) {
+const char* remote_stream_name(exec::LogStream s) {
   switch (s) {
     case exec::LogStream::kStdout: return "stdout";
     case exec::LogStream::kStderr: return "stderr";
@@ -127,7 +127,7 @@ nlohmann::json encode_logs(const jobs::provider::LogRead& read, uint64_t offset)
       break;
     }
     budget += cost;
-    records.push_back({{"stream", stream_name(r.stream)}, {"t", r.unix_ns}, {"data", base64_encode(as_bytes(r.data))}});
+    records.push_back({{"stream", remote_stream_name(r.stream)}, {"t", r.unix_ns}, {"data", base64_encode(as_bytes(r.data))}});
     next += jobs::provider::kLogRecordHeader + r.data.size();
   }
   if (all) next = read.slice.next_offset;
@@ -356,7 +356,7 @@ void RemoteProvider::logs(const std::string& peer_id, const nlohmann::json& para
   auto id = job_id_param(params);
   if (!id) return reply(std::move(id).error());
   uint64_t offset = params.value("offset", uint64_t{0});
-  int64_t wait_ms = std::clamp<int64_t>(params.value("wait_ms", int64_t{0}), 0, kMaxWaitMs);
+  int64_t wait_ms = std::clamp<int64_t>(params.value("wait_ms", int64_t{0}), 0, kRemoteProviderMaxWaitMs);
   struct Poll {
     explicit Poll(asio::io_context& io) : timer(io) {}
     asio::steady_timer timer;

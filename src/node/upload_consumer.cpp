@@ -21,9 +21,9 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr size_t kChunk = 256 * 1024;
+constexpr size_t kUploadConsumerChunk = 256 * 1024;
 constexpr size_t kMaxMessageBytes = 16 << 20;  // the plan of 200k files is well under this
-constexpr int kMaxAttempts = 5;
+constexpr int kUploadConsumerMaxAttempts = 5;
 constexpr uint64_t kMaxListBytes = 1ull << 40;  // the provider sets the real bound
 
 }  // namespace
@@ -208,7 +208,7 @@ void UploadConsumer::pump(const std::shared_ptr<State>& s) {
   auto packer = s->packer;
   auto tunnel = s->tunnel;
   asio::post(pool_, [this, s, packer, tunnel] {
-    auto chunk = packer->next(kChunk);
+    auto chunk = packer->next(kUploadConsumerChunk);
     uint64_t sent = packer->sent_bytes();
     asio::post(io_, [this, s, tunnel, sent, chunk = std::move(chunk)]() mutable {
       s->reading = false;
@@ -235,7 +235,7 @@ void UploadConsumer::ended(const std::shared_ptr<State>& s, Error e, bool retrya
     auto t = std::move(s->tunnel);
     t->reset(e.message().substr(0, 200));
   }
-  if (!retryable || s->attempts >= kMaxAttempts) {
+  if (!retryable || s->attempts >= kUploadConsumerMaxAttempts) {
     if (retryable) {
       e = make_error(e.code(), e.message() + " (gave up after " + std::to_string(s->attempts) +
                                    " attempts; run again: what arrived is kept and not sent twice)");

@@ -24,7 +24,7 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr int64_t kMiB = 1 << 20;
+constexpr int64_t kUploadProviderMiB = 1 << 20;
 constexpr auto kPartTtl = std::chrono::hours(24);
 // Read ahead of the disk by at most this much per upload.
 constexpr size_t kMaxBacklog = 8 << 20;
@@ -83,8 +83,8 @@ UploadProvider::UploadProvider(asio::io_context& io, asio::thread_pool& pool, Pe
       pool_(pool),
       link_(link),
       owner_(owner),
-      max_upload_bytes_(static_cast<uint64_t>(std::max<int64_t>(1, cfg.get_int("jobs.max_disk_mib"))) * kMiB),
-      cache_cap_bytes_(static_cast<uint64_t>(std::max<int64_t>(0, cfg.get_int("jobs.upload_cache_mib"))) * kMiB),
+      max_upload_bytes_(static_cast<uint64_t>(std::max<int64_t>(1, cfg.get_int("jobs.max_disk_mib"))) * kUploadProviderMiB),
+      cache_cap_bytes_(static_cast<uint64_t>(std::max<int64_t>(0, cfg.get_int("jobs.upload_cache_mib"))) * kUploadProviderMiB),
       cache_dir_(std::move(cache_dir)),
       uploads_dir_(std::move(uploads_dir)) {}
 

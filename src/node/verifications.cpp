@@ -10,7 +10,7 @@ namespace {
 constexpr const char* kColumns = "id, provider_id, kind, subject, outcome, details_json, signed_json, at_ms";
 constexpr size_t kMaxListRows = 100'000;
 
-mesh::UnixMs wall_ms() {
+mesh::UnixMs verifications_wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
@@ -64,7 +64,7 @@ Result<VerificationRow> Verifications::record(const std::string& provider_id, me
   v.kind = kind;
   v.subject = subject;
   v.outcome = outcome;
-  v.at_ms = at_ms == 0 ? wall_ms() : at_ms;
+  v.at_ms = at_ms == 0 ? verifications_wall_ms() : at_ms;
   // ASCII only, so the signed text is the same on every node.
   v.details = shown.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
   mesh::sign_verification(v, self_);

@@ -13,17 +13,22 @@ Result<std::string> WorkspaceMounts::acquire(const std::string& job_id) {
   std::string image = jobs_dir_ + "/" + job_id + "/workspace.img";
   std::lock_guard lock(mutex_);
   Mount& m = mounts_[job_id];
-  if (m.users == 0) {
+  // A running job's workspace is the executor's mount, and the executor
+  // unmounts it when the job ends, whoever else is reading: so while the
+  // folder is not ours, ask again each time. Trusting an earlier answer
+  // gave a later caller the bare folder under it, and a fetch of an ended
+  // job "succeeded" with no files.
+  if (m.users == 0 || !m.ours) {
     if (os::is_mount_point(dir)) {
       m.ours = false;
     } else if (::access(image.c_str(), F_OK) == 0) {
       if (auto st = os::mount_loop(image, dir); !st) {
-        mounts_.erase(job_id);
+        if (m.users == 0) mounts_.erase(job_id);
         return std::move(st).error().with_context("opening the job's workspace");
       }
       m.ours = true;
     } else {
-      mounts_.erase(job_id);
+      if (m.users == 0) mounts_.erase(job_id);
       return make_error(ErrorCode::kNotFound, "job " + job_id + " has no workspace left on this provider (removed)");
     }
   }

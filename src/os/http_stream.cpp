@@ -24,7 +24,7 @@ constexpr size_t kReadChunk = 64 * 1024;
 using SteadyTime = std::chrono::steady_clock::time_point;
 
 // Waits for `events`; false on timeout. A negative timeout waits forever.
-bool wait_fd(int fd, short events, SteadyTime deadline, bool has_deadline) {
+bool http_wait_fd(int fd, short events, SteadyTime deadline, bool has_deadline) {
   while (true) {
     int ms = -1;
     if (has_deadline) {
@@ -61,7 +61,7 @@ void HttpStream::close_write() { ::shutdown(fd_, SHUT_WR); }
 
 Result<size_t> HttpStream::fill(SteadyTime deadline, bool has_deadline) {
   if (cancelled_.load()) return make_error(ErrorCode::kUnavailable, "cancelled");
-  if (!wait_fd(fd_, POLLIN, deadline, has_deadline)) {
+  if (!http_wait_fd(fd_, POLLIN, deadline, has_deadline)) {
     return make_error(ErrorCode::kUnavailable, "timed out waiting for " + socket_path_);
   }
   char chunk[kReadChunk];
@@ -99,7 +99,7 @@ Result<std::unique_ptr<HttpStream>> HttpStream::open(const std::string& socket_p
   req += "\r\n" + request.body;
   size_t off = 0;
   while (off < req.size()) {
-    if (!wait_fd(fd, POLLOUT, deadline, true)) {
+    if (!http_wait_fd(fd, POLLOUT, deadline, true)) {
       return make_error(ErrorCode::kUnavailable, "timed out sending to " + socket_path);
     }
     ssize_t n = ::send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);

@@ -9,7 +9,7 @@
 namespace yonder::relay {
 namespace {
 
-std::string short_id(const PublicKeyBytes& k) {
+std::string node_short_id(const PublicKeyBytes& k) {
   return NodeId(k).short_form();
 }
 
@@ -78,7 +78,7 @@ void NodeConn::on_handshake(boost::system::error_code ec) {
   auto self = shared_from_this();
   if (auto* r = refusal_of(admitted)) {
     server_->metrics.refused(r->reason);
-    spdlog::info("relay: refusing node {} from {}: {}", short_id(*key_), observed_.to_string(), r->message);
+    spdlog::info("relay: refusing node {} from {}: {}", node_short_id(*key_), observed_.to_string(), r->message);
     chan_->start([](nlohmann::json) {}, [this, self](const Error& why) { on_closed(why); });
     close(r->reason, r->message);
     return;
@@ -109,7 +109,7 @@ void NodeConn::on_closed(const Error& why) {
   tls_->close();
   slot_.reset();
   node_slot_.reset();
-  if (registered_) spdlog::info("relay: node {} ({}) left: {}", short_id(*key_), observed_.to_string(), why.message());
+  if (registered_) spdlog::info("relay: node {} ({}) left: {}", node_short_id(*key_), observed_.to_string(), why.message());
   server_->conn_closed(id_);  // may drop the last reference but this call's own
 }
 
@@ -170,7 +170,7 @@ void NodeConn::handle(const Register& m) {
   auto reg = server_->registry.register_conn(id_, *key_, m, observed_);
   if (auto* r = refusal_of(reg)) {
     server_->metrics.refused(r->reason);
-    spdlog::warn("relay: refused registration from {} (key {}): {}", observed_.to_string(), short_id(*key_),
+    spdlog::warn("relay: refused registration from {} (key {}): {}", observed_.to_string(), node_short_id(*key_),
                  r->message);
     close(r->reason, r->message);
     return;
@@ -184,7 +184,7 @@ void NodeConn::handle(const Register& m) {
   send(Registered{*key_, ok.nat, static_cast<uint64_t>(rate), static_cast<uint32_t>(server_->config.max_signal_bytes),
                   static_cast<uint32_t>(server_->config.idle_timeout.count())});
   for (auto& [other, report] : ok.nat_changed) server_->send_to(other, NatUpdate{report});
-  spdlog::info("relay: node {} registered{} from {} (mapping {}, nat {}), {} peers", short_id(*key_),
+  spdlog::info("relay: node {} registered{} from {} (mapping {}, nat {}), {} peers", node_short_id(*key_),
                m.probe ? " a probe" : "", observed_.to_string(), mapping_name(ok.nat.mapping), verdict_name(ok.nat.nat),
                m.peers.size());
 }
@@ -226,8 +226,8 @@ void NodeConn::handle(const RequestPipe& m) {
     for (const auto& side : match.sides) {
       server_->send_to(side.conn, PipeReady{side.request_id, side.peer, side.ticket, side.initiator, expires});
     }
-    spdlog::info("relay: pipe {} matched: {} <-> {}", match.pipe, short_id(match.sides[0].node),
-                 short_id(match.sides[1].node));
+    spdlog::info("relay: pipe {} matched: {} <-> {}", match.pipe, node_short_id(match.sides[0].node),
+                 node_short_id(match.sides[1].node));
   }
   server_->rearm_housekeeping();
 }

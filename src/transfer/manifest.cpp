@@ -22,7 +22,7 @@
 namespace yonder::transfer {
 namespace {
 
-constexpr size_t kHashChunk = 1 << 20;
+constexpr size_t kManifestHashChunk = 1 << 20;
 constexpr size_t kMaxHashThreads = 4;
 constexpr size_t kDigestRecord = 8 + 32;  // u64 size + SHA-256
 constexpr int64_t kRacyNs = 2'000'000'000;
@@ -65,7 +65,7 @@ Result<Digest> hash_file(const std::string& path, const std::function<void(uint6
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return make_error(ErrorCode::kFailedPrecondition, "cannot read " + path + ": " + std::strerror(errno));
   Sha256 h;
-  std::vector<uint8_t> buf(kHashChunk);
+  std::vector<uint8_t> buf(kManifestHashChunk);
   while (true) {
     ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;

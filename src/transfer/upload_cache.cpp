@@ -19,14 +19,14 @@ namespace {
 constexpr size_t kMaxResumeEntries = 4096;
 constexpr size_t kCopyChunk = 1 << 20;
 
-Error io_error(const std::string& what, const std::string& path) {
+Error upload_cache_io_error(const std::string& what, const std::string& path) {
   int e = errno;
   ErrorCode code = e == ENOSPC || e == EDQUOT ? ErrorCode::kResourceExhausted : ErrorCode::kInternal;
   return make_error(code, what + " " + path + ": " + std::strerror(e));
 }
 
 Status mkdir_if_missing(const std::string& p, mode_t mode) {
-  if (::mkdir(p.c_str(), mode) != 0 && errno != EEXIST) return io_error("cannot create folder", p);
+  if (::mkdir(p.c_str(), mode) != 0 && errno != EEXIST) return upload_cache_io_error("cannot create folder", p);
   return ok_status();
 }
 
@@ -40,7 +40,7 @@ Status write_all(int fd, ByteView data, const std::string& what) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return io_error("cannot write", what);
+    if (n < 0) return upload_cache_io_error("cannot write", what);
     data = data.subspan(static_cast<size_t>(n));
   }
   return ok_status();
@@ -50,25 +50,25 @@ Status write_all(int fd, ByteView data, const std::string& what) {
 // reflink or in-kernel copy where the file system can).
 Status copy_file(const std::string& from, const std::string& to, mode_t mode) {
   int in = ::open(from.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (in < 0) return io_error("cannot read", from);
+  if (in < 0) return upload_cache_io_error("cannot read", from);
   int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (out < 0) {
     ::close(in);
-    return io_error("cannot create file", to);
+    return upload_cache_io_error("cannot create file", to);
   }
   Status st = ok_status();
   while (true) {
     ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, kCopyChunk, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      st = io_error("cannot copy into", to);
+      st = upload_cache_io_error("cannot copy into", to);
       break;
     }
     if (n == 0) break;
   }
-  if (st && ::fchmod(out, mode) != 0) st = io_error("cannot set the mode of", to);
+  if (st && ::fchmod(out, mode) != 0) st = upload_cache_io_error("cannot set the mode of", to);
   ::close(in);
-  if (::close(out) != 0 && st) st = io_error("cannot write", to);
+  if (::close(out) != 0 && st) st = upload_cache_io_error("cannot write", to);
   return st;
 }
 
@@ -192,14 +192,14 @@ Result<std::unique_ptr<UploadReceiver>> UploadCache::receive(UploadPlan& plan) {
 Result<nlohmann::json> UploadCache::materialize(const Manifest& m, const std::string& dir) {
   if (::mkdir(dir.c_str(), 0700) != 0) {
     if (errno == EEXIST) return make_error(ErrorCode::kAlreadyExists, "upload folder " + dir + " exists already");
-    return io_error("cannot create the upload folder", dir);
+    return upload_cache_io_error("cannot create the upload folder", dir);
   }
   uint64_t files = 0, bytes = 0;
   for (const auto& e : m.entries) {
     std::string p = dir + "/" + e.path;
     if (e.dir) {
-      if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) return io_error("cannot create folder", e.path);
-      if (::chmod(p.c_str(), static_cast<mode_t>((e.mode & 0755) | 0700)) != 0) return io_error("cannot set the mode of", e.path);
+      if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) return upload_cache_io_error("cannot create folder", e.path);
+      if (::chmod(p.c_str(), static_cast<mode_t>((e.mode & 0755) | 0700)) != 0) return upload_cache_io_error("cannot set the mode of", e.path);
       continue;
     }
     ++files;
@@ -209,7 +209,7 @@ Result<nlohmann::json> UploadCache::materialize(const Manifest& m, const std::st
       int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
       if (fd < 0 || ::fchmod(fd, mode) != 0) {
         if (fd >= 0) ::close(fd);
-        return io_error("cannot create file", e.path);
+        return upload_cache_io_error("cannot create file", e.path);
       }
       ::close(fd);
       continue;
@@ -311,12 +311,12 @@ Status UploadReceiver::on_file_begin(const std::string& path, uint32_t, uint64_t
   part_ = ours ? cache.part_path(e.digest) : cache.root() + "/tmp/" + random_name();
   if (offset == 0) {
     fd_ = ::open(part_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd_ < 0) return io_error("cannot create", part_);
+    if (fd_ < 0) return upload_cache_io_error("cannot create", part_);
     return ok_status();
   }
   // Resuming: the bytes already here count towards the digest.
   int in = ::open(part_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (in < 0) return io_error("cannot reopen", part_);
+  if (in < 0) return upload_cache_io_error("cannot reopen", part_);
   std::vector<uint8_t> buf(kCopyChunk);
   uint64_t left = offset;
   while (left > 0) {
@@ -332,7 +332,7 @@ Status UploadReceiver::on_file_begin(const std::string& path, uint32_t, uint64_t
   ::close(in);
   fd_ = ::open(part_.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd_ < 0 || ::ftruncate(fd_, static_cast<off_t>(offset)) != 0 || ::lseek(fd_, 0, SEEK_END) < 0) {
-    return io_error("cannot reopen", part_);
+    return upload_cache_io_error("cannot reopen", part_);
   }
   return ok_status();
 }
@@ -354,11 +354,11 @@ Status UploadReceiver::on_file_end() {
     return make_error(ErrorCode::kFailedPrecondition,
                       path_ + " changed while it was being uploaded (its bytes no longer match its digest); run again");
   }
-  if (!closed) return io_error("cannot write", part_);
+  if (!closed) return upload_cache_io_error("cannot write", part_);
   std::string obj = plan_.cache_->object_path(e.digest);
   YONDER_TRY(mkdir_if_missing(obj.substr(0, obj.rfind('/')), 0700));
-  if (::chmod(part_.c_str(), 0644) != 0) return io_error("cannot set the mode of", part_);
-  if (::rename(part_.c_str(), obj.c_str()) != 0) return io_error("cannot store", obj);
+  if (::chmod(part_.c_str(), 0644) != 0) return upload_cache_io_error("cannot set the mode of", part_);
+  if (::rename(part_.c_str(), obj.c_str()) != 0) return upload_cache_io_error("cannot store", obj);
   got_[file_] = true;
   ++received_files_;
   return ok_status();

@@ -14,10 +14,10 @@
 namespace yonder::transfer {
 namespace {
 
-constexpr size_t kHashChunk = 256 * 1024;
+constexpr size_t kWorkspaceFilesHashChunk = 256 * 1024;
 constexpr int kMaxDepth = 64;
 
-Error io_error(const std::string& what, const std::string& path) {
+Error workspace_io_error(const std::string& what, const std::string& path) {
   int e = errno;
   if (e == ENOSPC || e == EDQUOT) {
     return make_error(ErrorCode::kResourceExhausted, what + " " + path + ": the job's workspace is full");
@@ -43,7 +43,7 @@ Result<os::UniqueFd> open_regular(int root, const std::string& rel, struct stat&
 Result<std::string> sha256_fd(int fd) {
   crypto_hash_sha256_state st;
   crypto_hash_sha256_init(&st);
-  std::vector<uint8_t> buf(kHashChunk);
+  std::vector<uint8_t> buf(kWorkspaceFilesHashChunk);
   while (true) {
     ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
@@ -84,7 +84,7 @@ class Selector {
       return std::move(fd).error();
     }
     struct stat st {};
-    if (::fstat(fd->get(), &st) != 0) return io_error("cannot read", rel);
+    if (::fstat(fd->get(), &st) != 0) return workspace_io_error("cannot read", rel);
     if (S_ISREG(st.st_mode)) return add_file(rel, st);
     if (!S_ISDIR(st.st_mode)) return make_error(ErrorCode::kNotFound, "\"" + rel + "\" is not a file or folder");
     if (!rel.empty()) add_dir(rel, st.st_mode);
@@ -149,7 +149,7 @@ class Selector {
       return std::move(fd).error();
     }
     DIR* d = ::fdopendir(fd->get());
-    if (d == nullptr) return io_error("cannot list", rel.empty() ? "the workspace" : rel);
+    if (d == nullptr) return workspace_io_error("cannot list", rel.empty() ? "the workspace" : rel);
     int dfd = fd->release();  // owned by `d` now
     std::vector<std::string> names;
     while (dirent* e = ::readdir(d)) {
@@ -303,7 +303,7 @@ void BeneathWriter::discard_temp() {
 }
 
 Status BeneathWriter::own(int fd, const std::string& path) {
-  if (::fchown(fd, root_.uid(), root_.gid()) != 0) return io_error("cannot give the job's user", path);
+  if (::fchown(fd, root_.uid(), root_.gid()) != 0) return workspace_io_error("cannot give the job's user", path);
   return ok_status();
 }
 
@@ -319,7 +319,7 @@ Result<os::UniqueFd> BeneathWriter::ensure_dir(int base_fd, const std::string& r
     start = slash + 1;
     walked = join(walked, part);
     bool made = ::mkdirat(cur->get(), part.c_str(), 0700) == 0;
-    if (!made && errno != EEXIST) return io_error("cannot create the folder", walked);
+    if (!made && errno != EEXIST) return workspace_io_error("cannot create the folder", walked);
     auto next = os::open_beneath(cur->get(), part, O_RDONLY | O_DIRECTORY);
     if (!next) {
       return make_error(ErrorCode::kFailedPrecondition, "not writing into \"" + walked +
@@ -329,7 +329,7 @@ Result<os::UniqueFd> BeneathWriter::ensure_dir(int base_fd, const std::string& r
     if (made) {
       YONDER_TRY(own(next->get(), walked));
       if (::fchmod(next->get(), static_cast<mode_t>((mode & 0755) | 0700)) != 0) {
-        return io_error("cannot set the mode of", walked);
+        return workspace_io_error("cannot set the mode of", walked);
       }
     }
     cur = std::move(next);
@@ -363,7 +363,7 @@ Status BeneathWriter::on_file_begin(const std::string& path, uint32_t mode, uint
   YONDER_TRY(own(file_.get(), current_));
   // Explicitly: the daemon's umask (077) must not hide the file from the job.
   if (::fchmod(file_.get(), static_cast<mode_t>((mode & 0755) | 0600)) != 0)
-    return io_error("cannot set the mode of", current_);
+    return workspace_io_error("cannot set the mode of", current_);
   return ok_status();
 }
 
@@ -371,20 +371,20 @@ Status BeneathWriter::on_file_data(ByteView data) {
   while (!data.empty()) {
     ssize_t n = ::write(file_.get(), data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return io_error("cannot write", current_);
+    if (n < 0) return workspace_io_error("cannot write", current_);
     data = data.subspan(static_cast<size_t>(n));
   }
   return ok_status();
 }
 
 Status BeneathWriter::on_file_end() {
-  if (::close(file_.release()) != 0) return io_error("cannot write", current_);
+  if (::close(file_.release()) != 0) return workspace_io_error("cannot write", current_);
   if (::renameat(parent_.get(), temp_.c_str(), parent_.get(), name_.c_str()) != 0) {
     int e = errno;
     Error err = e == EISDIR || e == ENOTEMPTY || e == EEXIST
                     ? make_error(ErrorCode::kFailedPrecondition,
                                  "not writing \"" + current_ + "\": it is a folder in the job's workspace")
-                    : io_error("cannot put in place", current_);
+                    : workspace_io_error("cannot put in place", current_);
     discard_temp();
     return err;
   }

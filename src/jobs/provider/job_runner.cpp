@@ -154,12 +154,24 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
     std::unique_lock lock(mutex_);
     daemon_stopping = shutting_down_;
     if (!daemon_stopping && job->pump.joinable()) {
-      // The follow stream ends when the container does; give it a moment
-      // to deliver the last entries, then cut it.
-      if (!job->pump_cv.wait_for(lock, std::chrono::seconds(10), [&] { return job->pump_done; }) && job->pump_cancel) {
-        job->pump_cancel->cancel();
+      // The follow stream ends when the container does, once the engine has
+      // delivered what it holds: a slow reader may still be catching up on
+      // megabytes. Wait while entries keep arriving; cut the stream only
+      // after 10 s without one, and say so in the job's end.
+      uint64_t seen = job->pump_entries;
+      while (!job->pump_done) {
+        if (job->pump_cv.wait_for(lock, std::chrono::seconds(10),
+                                  [&] { return job->pump_done || job->pump_entries != seen; })) {
+          seen = job->pump_entries;
+          continue;
+        }
+        if (job->pump_cancel) job->pump_cancel->cancel();
         job->pump_cut = true;
+        if (job->log_lost.empty()) {
+          job->log_lost = "the container engine stopped delivering the job's output 10 s after the job ended";
+        }
         job->pump_cv.notify_all();
+        break;
       }
     }
   }
@@ -234,9 +246,11 @@ void ProviderJobs::pump(LivePtr job, exec::TaskHandle handle) {
     std::lock_guard lock(mutex_);
     if (!more) {
       job->log_lost = more.error().message();
-    } else {
+    } else if (!job->pump_cut) {
       job->log_lost.clear();  // there was room again: nothing was lost
     }
+    ++job->pump_entries;
+    job->pump_cv.notify_all();
     notify_watchers_locked(*job);
     return more.ok() && *more;
   };

@@ -43,6 +43,7 @@ struct ProviderJobs::Live {
   std::optional<std::chrono::steady_clock::time_point> deadline;  // wall time, while running
   std::vector<Watcher> watchers;
   bool pump_done = false;
+  uint64_t pump_entries = 0;    // entries the pump has delivered; the runner waits while it grows
   bool pump_cut = false;        // the runner gave up waiting for the pump (it is cancelled)
   std::string log_lost;         // set when output could not be written (disk full); "" when the log is whole
   bool unsaved_end = false;     // its final state is not in the database yet (disk full): the watchdog retries

@@ -21,9 +21,9 @@
 namespace yonder::link {
 namespace {
 
-constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kLinkTunnelReadChunk = 64 * 1024;
 
-wire::StreamId sid(uint32_t id) {
+wire::StreamId link_tunnel_sid(uint32_t id) {
   return wire::StreamId{id};
 }
 
@@ -113,7 +113,7 @@ struct LinkService::Impl::TunnelEnd final : Tunnel {
     if (c == nullptr) return;
     c->streams.erase(id_);
     auto s = session_.lock();
-    (void)s->mux().reset(sid(id_), wire::ResetCode::kCancel, reason);
+    (void)s->mux().reset(link_tunnel_sid(id_), wire::ResetCode::kCancel, reason);
     s->flush();
   }
 
@@ -188,14 +188,14 @@ void LinkService::Impl::on_tunnel_data(Conn& c, uint32_t id) {
   std::shared_ptr<Session> session = c.session;
   Mux& mux = session->mux();
   if (st->dead) {
-    while (!mux.read(sid(id), kReadChunk).empty()) {
+    while (!mux.read(link_tunnel_sid(id), kLinkTunnelReadChunk).empty()) {
     }
     session->flush();
     return;
   }
   if (!st->open) {
     if (st->pending) return;  // the handler decides; the bytes wait in the mux
-    for (Bytes b = mux.read(sid(id), kReadChunk); !b.empty(); b = mux.read(sid(id), kReadChunk)) {
+    for (Bytes b = mux.read(link_tunnel_sid(id), kLinkTunnelReadChunk); !b.empty(); b = mux.read(link_tunnel_sid(id), kLinkTunnelReadChunk)) {
       st->head.insert(st->head.end(), b.begin(), b.end());
       if (st->head.size() >= 4 + kMaxMessageBytes) break;
     }
@@ -206,7 +206,7 @@ void LinkService::Impl::on_tunnel_data(Conn& c, uint32_t id) {
     if (len > kMaxMessageBytes) {
       st->dead = true;
       c.streams.erase(id);
-      (void)mux.reset(sid(id), wire::ResetCode::kProtocolError, "tunnel message too large");
+      (void)mux.reset(link_tunnel_sid(id), wire::ResetCode::kProtocolError, "tunnel message too large");
       session->flush();
       if (st->opened) st->opened(make_error(ErrorCode::kUnavailable, "the provider sent a malformed tunnel answer"));
       return;
@@ -226,7 +226,7 @@ void LinkService::Impl::on_tunnel_data(Conn& c, uint32_t id) {
                                   : make_error(ErrorCode::kUnavailable, "the provider sent a malformed tunnel answer");
         st->dead = true;
         c.streams.erase(id);
-        (void)mux.reset(sid(id), wire::ResetCode::kCancel, "refused");
+        (void)mux.reset(link_tunnel_sid(id), wire::ResetCode::kCancel, "refused");
         session->flush();
         if (done) done(std::move(e));
         return;
@@ -245,7 +245,7 @@ void LinkService::Impl::on_tunnel_data(Conn& c, uint32_t id) {
     if (!msg.is_object() || !msg.contains("method") || !msg["method"].is_string()) {
       st->dead = true;
       c.streams.erase(id);
-      (void)mux.reset(sid(id), wire::ResetCode::kProtocolError, "malformed tunnel request");
+      (void)mux.reset(link_tunnel_sid(id), wire::ResetCode::kProtocolError, "malformed tunnel request");
       session->flush();
       return;
     }
@@ -290,7 +290,7 @@ void LinkService::Impl::on_tunnel_data(Conn& c, uint32_t id) {
     if (!st->early.empty()) {
       b.swap(st->early);
     } else {
-      b = mux.read(sid(id), kReadChunk);
+      b = mux.read(link_tunnel_sid(id), kLinkTunnelReadChunk);
     }
     if (b.empty()) break;
     st->paused = true;
@@ -298,7 +298,7 @@ void LinkService::Impl::on_tunnel_data(Conn& c, uint32_t id) {
   }
   st->delivering = false;
   if (!st->paused && !st->dead && st->remote_eof && !st->eof_delivered && st->early.empty() &&
-      mux.readable(sid(id)) == 0) {
+      mux.readable(link_tunnel_sid(id)) == 0) {
     st->eof_delivered = true;
     if (st->handlers.eof) st->handlers.eof();
     if (st->closed_local && !st->dead) {
@@ -334,7 +334,7 @@ void LinkService::Impl::on_tunnel_closed(Conn& c, uint32_t id) {
   auto done = std::move(st->opened);
   st->opened = nullptr;
   c.streams.erase(it);
-  (void)c.session->mux().reset(sid(id), wire::ResetCode::kProtocolError, "tunnel closed before its request");
+  (void)c.session->mux().reset(link_tunnel_sid(id), wire::ResetCode::kProtocolError, "tunnel closed before its request");
   c.session->flush();
   if (done) done(make_error(ErrorCode::kUnavailable, "the provider closed the tunnel without an answer"));
 }
@@ -370,7 +370,7 @@ void LinkService::open_tunnel(const PublicKeyBytes& peer, const std::vector<std:
       Conn* cc = s ? impl->conn_of(s) : nullptr;
       if (cc != nullptr) {
         cc->streams.erase(stream);
-        (void)s->mux().reset(sid(stream), wire::ResetCode::kTimeout, "no answer in time");
+        (void)s->mux().reset(link_tunnel_sid(stream), wire::ResetCode::kTimeout, "no answer in time");
         s->flush();
       }
       answer(make_error(ErrorCode::kUnavailable, "the peer did not answer \"" + method + "\" in time"));

@@ -9,16 +9,16 @@
 namespace yonder::punch {
 namespace {
 
-constexpr uint8_t kMagic[3] = {'Y', 'P', 'K'};
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kPunchPacketMagic[3] = {'Y', 'P', 'K'};
+constexpr uint8_t kPunchPacketVersion = 1;
 
 }  // namespace
 
 Bytes encode_punch_packet(const PunchPacket& p) {
   Bytes out(kPunchPacketBytes, 0);
   out[0] = kPunchFirstByte;
-  std::memcpy(&out[1], kMagic, 3);
-  out[4] = kVersion;
+  std::memcpy(&out[1], kPunchPacketMagic, 3);
+  out[4] = kPunchPacketVersion;
   out[5] = static_cast<uint8_t>(p.type);
   for (int i = 0; i < 8; ++i) out[6 + i] = static_cast<uint8_t>(p.session >> (56 - 8 * i));
   std::memcpy(&out[14], p.sender.data(), 8);
@@ -28,8 +28,8 @@ Bytes encode_punch_packet(const PunchPacket& p) {
 }
 
 std::optional<PunchPacket> decode_punch_packet(ByteView d) {
-  if (d.size() != kPunchPacketBytes || d[0] != kPunchFirstByte || std::memcmp(&d[1], kMagic, 3) != 0 ||
-      d[4] != kVersion) {
+  if (d.size() != kPunchPacketBytes || d[0] != kPunchFirstByte || std::memcmp(&d[1], kPunchPacketMagic, 3) != 0 ||
+      d[4] != kPunchPacketVersion) {
     return std::nullopt;
   }
   if (d[5] != static_cast<uint8_t>(PunchType::kProbe) && d[5] != static_cast<uint8_t>(PunchType::kAck)) {

@@ -17,7 +17,7 @@ Error malformed(const std::string& what) {
                         "); the link stays on the relay. If it repeats, the peer may run an incompatible version");
 }
 
-void put_header(Bytes& out, uint8_t type, uint64_t session) {
+void signal_put_header(Bytes& out, uint8_t type, uint64_t session) {
   out.insert(out.end(), kMagic, kMagic + 3);
   out.push_back(kVersion);
   out.push_back(type);
@@ -130,13 +130,13 @@ Bytes encode_punch_signal(const PunchSignal& signal) {
   Bytes out;
   out.reserve(kMaxPunchSignalBytes);
   if (auto* o = std::get_if<Offer>(&signal)) {
-    put_header(out, kTypeOffer, o->session);
+    signal_put_header(out, kTypeOffer, o->session);
     put_body(out, *o);
   } else if (auto* a = std::get_if<Answer>(&signal)) {
-    put_header(out, kTypeAnswer, a->session);
+    signal_put_header(out, kTypeAnswer, a->session);
     put_body(out, *a);
   } else {
-    put_header(out, kTypeGo, std::get<Go>(signal).session);
+    signal_put_header(out, kTypeGo, std::get<Go>(signal).session);
   }
   return out;
 }
