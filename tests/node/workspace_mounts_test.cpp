@@ -1,0 +1,88 @@
+// WorkspaceMounts (node/workspace_mounts.h) against real loop-mounted ext4
+// images: a reader that arrives after the executor unmounted a job's
+// workspace still gets the job's files, not the bare folder under the mount
+// (a fetch of an ended array task once "succeeded" with no files that way).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "node/workspace_mounts.h"
+#include "os/loop_mount.h"
+#include "support/temp_dir.h"
+
+namespace yonder::node {
+namespace {
+
+using yonder::testing::TempDir;
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class WorkspaceMountsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to make and loop-mount ext4 images";
+    std::filesystem::create_directories(dir_ / "jobs/j1");
+    ASSERT_TRUE(os::create_ext4_image(image(), 8 << 20, 0, 0).ok());
+    // What the executor does while the job runs: its own mount, and the
+    // job writes its output there.
+    ASSERT_TRUE(os::mount_loop(image(), workspace()).ok());
+    std::ofstream(workspace() + "/square.txt") << "64\n";
+  }
+  std::string jobs() const { return dir_ / "jobs"; }
+  std::string image() const { return dir_ / "jobs/j1/workspace.img"; }
+  std::string workspace() const { return dir_ / "jobs/j1/workspace"; }
+  TempDir dir_;
+};
+
+TEST_F(WorkspaceMountsTest, AReaderAfterTheExecutorUnmountedStillSeesTheFiles) {
+  WorkspaceMounts mounts(jobs());
+  auto first = mounts.acquire("j1");  // while the job runs: the executor's mount
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  EXPECT_EQ(read_all(*first + "/square.txt"), "64\n");
+
+  // The job ends: the executor unmounts, though the first reader holds it.
+  ASSERT_TRUE(os::unmount(workspace()).ok());
+  ASSERT_FALSE(os::is_mount_point(workspace()));
+
+  auto second = mounts.acquire("j1");
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  EXPECT_TRUE(os::is_mount_point(workspace()));
+  EXPECT_EQ(read_all(*second + "/square.txt"), "64\n");
+
+  // Ours now: unmounted after the last user, not before.
+  mounts.release("j1");
+  EXPECT_TRUE(os::is_mount_point(workspace()));
+  mounts.release("j1");
+  EXPECT_FALSE(os::is_mount_point(workspace()));
+}
+
+TEST_F(WorkspaceMountsTest, TheExecutorsMountIsLeftToTheExecutor) {
+  WorkspaceMounts mounts(jobs());
+  ASSERT_TRUE(mounts.acquire("j1").ok());
+  mounts.release("j1");
+  EXPECT_TRUE(os::is_mount_point(workspace()));  // not ours to unmount
+  ASSERT_TRUE(os::unmount(workspace()).ok());
+}
+
+TEST_F(WorkspaceMountsTest, ARemovedWorkspaceIsNotFound) {
+  ASSERT_TRUE(os::unmount(workspace()).ok());
+  std::filesystem::remove(image());
+  WorkspaceMounts mounts(jobs());
+  auto r = mounts.acquire("j1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::kNotFound);
+  EXPECT_NE(r.error().message().find("no workspace left"), std::string::npos) << r.error().message();
+}
+
+}  // namespace
+}  // namespace yonder::node
