@@ -10,7 +10,7 @@ function(yonder_warnings target)
   endif()
 endfunction()
 
-# Unity builds: each library compiles its sources in batches of
+# Unity builds: each library (and each test of several files) compiles its sources in batches of
 # YONDER_UNITY_BATCH files per translation unit. On CI's 2 cores most of a
 # compile is re-parsing the same Boost.Asio and nlohmann headers, so batching
 # cuts the build by about a third. Names in anonymous namespaces must
@@ -41,6 +41,10 @@ function(yonder_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
   yonder_warnings(${name})
+  list(LENGTH ARG_SOURCES source_count)
+  if(YONDER_UNITY_BUILD AND source_count GREATER 1)
+    set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${YONDER_UNITY_BATCH})
+  endif()
   add_test(NAME ${name} COMMAND ${name})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)

@@ -7,6 +7,8 @@
 #      .deb install, which the sanitizer builds do not run) and `bench`
 #      (each benchmark briefly), and runs those;
 #   3. builds the `asan` preset (ASan+UBSan) and runs every test;
+#      each stage after the first compiles behind the previous stage's
+#      tests, at low priority (see bg_start);
 #   4. builds the `tsan` preset (ThreadSanitizer) and runs the concurrent
 #      parts listed in tests/tsan-tests.txt (the daemon included).
 # Usage: scripts/test.sh [ctest -L label regex]   e.g. scripts/test.sh unit
@@ -21,51 +23,90 @@ scripts/build-test-image.sh  # the executor tests' image (docker import; no regi
 export YONDER_REQUIRE_DOCKER=1
 export YONDER_REQUIRE_SLURM=1  # services.sh started scripts/slurm.sh's cluster: the Slurm tests must run
 
-run_preset() {
-  local preset=$1
-  echo "=== $preset: configure and build"
+# --- building a stage behind the previous stage's tests
+# The tests spend much of their time waiting on dockerd, Slurm and sockets,
+# so on CI's 2 cores the next stage compiles behind them at nice 19 (the
+# tests keep the CPU whenever they want it). Its output goes to a log, shown
+# if it fails.
+bg_pid=""
+bg_log=""
+bg_start() {  # bg_start PRESET LOG [cmake --build args...]
+  local preset=$1 log=$2
+  shift 2
   cmake --preset "$preset" >/dev/null
-  cmake --build --preset "$preset" -j "$jobs"
-  echo "=== $preset: test"
-  local args=(--preset "$preset" -j "$jobs" --no-tests=error)
-  [ -n "$label" ] && args+=(-L "$label")
-  ctest "${args[@]}"
+  bg_log=$log
+  echo "=== $preset: building behind the tests (log: $log)"
+  setsid -w nice -n 19 cmake --build --preset "$preset" -j "$jobs" "$@" >"$log" 2>&1 &
+  bg_pid=$!
 }
+bg_wait() {  # bg_wait PRESET: the background build's result
+  local preset=$1 rc=0
+  [ -n "$bg_pid" ] || return 0
+  renice -n 0 -g "$bg_pid" >/dev/null 2>&1 || true  # the tests are done: full speed
+  wait "$bg_pid" || rc=$?
+  bg_pid=""
+  if [ "$rc" -ne 0 ]; then
+    tail -n 80 "$bg_log"
+    echo "=== $preset: build FAILED (whole log: $bg_log)" >&2
+    exit "$rc"
+  fi
+  echo "=== $preset: built ($(grep -c '^\[' "$bg_log" || true) steps)"
+}
+bg_stop() {
+  if [ -n "$bg_pid" ]; then kill -- -"$bg_pid" 2>/dev/null || true; fi
+}
+trap bg_stop EXIT
 
-# The dev stage: every other test runs in the ASan stage, which builds them
-# all; compiling them twice would cost CI's 2 cores about 8 minutes. With a
-# label it builds and runs everything under that label, as the others do.
-run_dev() {
-  if [ -n "$label" ]; then run_preset dev; return; fi
-  echo "=== dev: configure and build (binaries, and the tests labelled plain or bench)"
-  cmake --preset dev >/dev/null
+tsan_tests=()
+mapfile -t tsan_tests < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' tests/tsan-tests.txt)
+
+# The dev stage builds the programs and the tests labelled `plain` (the
+# load and array tests at full size, the .deb install) or `bench`: every
+# other test runs in the ASan stage, which builds them all.
+dev_targets() {
   local targets=()
   mapfile -t targets < <(ctest --preset dev -N -L '^(plain|bench)$' | sed -n 's/^ *Test *#[0-9]*: *//p')
   targets=("${targets[@]/deb_install_test/yonder_release_files}")
-  cmake --build --preset dev -j "$jobs" --target yonder yonderd yonder-relay "${targets[@]}"
-  echo "=== dev: test"
-  ctest --preset dev -j "$jobs" --no-tests=error -L '^(plain|bench)$'
+  printf '%s\n' yonder yonderd yonder-relay "${targets[@]}"
 }
 
-run_tsan() {
-  local tests=()
-  mapfile -t tests < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' tests/tsan-tests.txt)
-  echo "=== tsan: configure and build (${#tests[@]} tests and the binaries they start)"
-  cmake --preset tsan >/dev/null
-  cmake --build --preset tsan -j "$jobs" --target yonderd yonder yonder-relay "${tests[@]}"
-  echo "=== tsan: test"
-  local regex
-  regex="^($(IFS='|'; echo "${tests[*]}"))\$"
-  local args=(--preset tsan -j "$jobs" -R "$regex")
-  # With a label only some of the list may match, or none.
-  if [ -n "$label" ]; then args+=(-L "$label" --no-tests=ignore); else args+=(--no-tests=error); fi
-  ctest "${args[@]}"
+ctest_stage() {  # ctest_stage PRESET [ctest args...]
+  local preset=$1
+  shift
+  echo "=== $preset: test"
+  ctest --preset "$preset" -j "$jobs" "$@"
 }
 
 start=$(date +%s)
-run_dev
+if [ -n "$label" ]; then
+  # A label: each stage builds everything and runs what carries it.
+  for preset in dev asan; do
+    echo "=== $preset: configure and build"
+    cmake --preset "$preset" >/dev/null
+    cmake --build --preset "$preset" -j "$jobs"
+    ctest_stage "$preset" -L "$label" --no-tests=ignore
+  done
+  cmake --preset tsan >/dev/null
+  cmake --build --preset tsan -j "$jobs" --target yonderd yonder yonder-relay "${tsan_tests[@]}"
+  regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
+  ctest_stage tsan -R "$regex" -L "$label" --no-tests=ignore
+  echo "=== all stages passed in $(( $(date +%s) - start ))s (label $label)"
+  exit 0
+fi
+
+echo "=== dev: configure and build (the programs, and the tests labelled plain or bench)"
+cmake --preset dev >/dev/null
+mapfile -t targets < <(dev_targets)
+cmake --build --preset dev -j "$jobs" --target "${targets[@]}"
+bg_start asan build/asan-build.log
+ctest_stage dev --no-tests=error -L '^(plain|bench)$'
 echo "=== dev passed after $(( $(date +%s) - start ))s"
-run_preset asan
+
+bg_wait asan
+bg_start tsan build/tsan-build.log --target yonderd yonder yonder-relay "${tsan_tests[@]}"
+ctest_stage asan --no-tests=error
 echo "=== asan passed after $(( $(date +%s) - start ))s"
-run_tsan
+
+bg_wait tsan
+ctest_stage tsan --no-tests=error -R "^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
 echo "=== all tests passed in $(( $(date +%s) - start ))s (dev, asan, tsan)"

@@ -11,7 +11,7 @@
 namespace yonder::mesh {
 namespace {
 
-constexpr UnixMs kNow = 1'800'000'000'000;
+constexpr UnixMs kPlacementNow = 1'800'000'000'000;
 
 PeerKey key(uint32_t n) {
   PeerKey k{};
@@ -25,7 +25,7 @@ Snapshot random_snapshot(std::mt19937_64& rng, size_t providers) {
   const uint64_t mem[] = {24, 80, 16};
   const uint32_t cap[] = {809, 800, 705};
   Snapshot s;
-  s.now_ms = kNow;
+  s.now_ms = kPlacementNow;
   for (size_t p = 0; p < providers; ++p) {
     ProviderView v;
     v.ad.provider = key(static_cast<uint32_t>(p + 1));
@@ -38,7 +38,7 @@ Snapshot random_snapshot(std::mt19937_64& rng, size_t providers) {
     if (rng() % 2) v.ad.labels["site"] = rng() % 2 ? "lab1" : "lab2";
     // Some stale or not-yet-valid advertisements.
     UnixMs age = static_cast<UnixMs>(rng() % 10) == 0 ? 120'000 : static_cast<UnixMs>(rng() % 30'000);
-    v.ad.issued_at_ms = kNow - age;
+    v.ad.issued_at_ms = kPlacementNow - age;
     v.ad.expires_at_ms = v.ad.issued_at_ms + 60'000;
     v.path_quality = static_cast<double>(rng() % 3) / 2.0;
     v.rtt_ms = static_cast<double>(rng() % 200);
@@ -167,13 +167,13 @@ TEST(Placement, AddingFreeCapacityNeverLowersAProvider) {
 
 TEST(Placement, ScoreOrdersByStartReputationPathAndCredit) {
   Snapshot s;
-  s.now_ms = kNow;
+  s.now_ms = kPlacementNow;
   auto view = [&](uint32_t n) {
     ProviderView v;
     v.ad.provider = key(n);
     v.ad.gpus = {testing::gpu("NVIDIA GeForce RTX 4090", 24, 8, 9)};
-    v.ad.issued_at_ms = kNow;
-    v.ad.expires_at_ms = kNow + 60'000;
+    v.ad.issued_at_ms = kPlacementNow;
+    v.ad.expires_at_ms = kPlacementNow + 60'000;
     v.reputation = 1.0;
     return v;
   };
@@ -195,18 +195,18 @@ TEST(Placement, ScoreOrdersByStartReputationPathAndCredit) {
 
 TEST(Placement, StaleOrFutureAdvertisementsAndLeasedDevicesAreNeverRanked) {
   Snapshot s;
-  s.now_ms = kNow;
+  s.now_ms = kPlacementNow;
   ProviderView v;
   v.ad.provider = key(1);
   v.ad.gpus = {testing::gpu("Tesla T4", 16, 7, 5)};
-  v.ad.issued_at_ms = kNow - 70'000;
-  v.ad.expires_at_ms = kNow - 10'000;
+  v.ad.issued_at_ms = kPlacementNow - 70'000;
+  v.ad.expires_at_ms = kPlacementNow - 10'000;
   s.providers = {v};
   EXPECT_TRUE(place(s, JobRequest{}, Weights{}).ranked.empty());
-  s.providers[0].ad.issued_at_ms = kNow + 2 * kMaxClockSkewMs;
-  s.providers[0].ad.expires_at_ms = kNow + 3 * kMaxClockSkewMs;
+  s.providers[0].ad.issued_at_ms = kPlacementNow + 2 * kMaxClockSkewMs;
+  s.providers[0].ad.expires_at_ms = kPlacementNow + 3 * kMaxClockSkewMs;
   EXPECT_TRUE(place(s, JobRequest{}, Weights{}).ranked.empty());
-  s.providers[0].ad.issued_at_ms = kNow;
+  s.providers[0].ad.issued_at_ms = kPlacementNow;
   EXPECT_EQ(place(s, JobRequest{}, Weights{}).ranked.size(), 1u);
   s.leases.push_back(HeldDevices{key(1), {0}});
   EXPECT_TRUE(place(s, JobRequest{}, Weights{}).ranked.empty());
@@ -215,24 +215,24 @@ TEST(Placement, StaleOrFutureAdvertisementsAndLeasedDevicesAreNeverRanked) {
 TEST(LeaseBook, GrantsAtMostOneHolderAndExpires) {
   LeaseBook book(4);
   PeerKey a = key(1), b = key(2);
-  auto g = book.grant(a, {0, 1}, 1000, kNow);
+  auto g = book.grant(a, {0, 1}, 1000, kPlacementNow);
   ASSERT_TRUE(g.ok());
-  EXPECT_EQ(book.grant(b, {1, 2}, 1000, kNow).error().code(), ErrorCode::kFailedPrecondition);
-  EXPECT_TRUE(book.grant(b, {2, 3}, 1000, kNow).ok());
-  EXPECT_FALSE(book.grant(b, {4}, 1000, kNow).ok());
-  EXPECT_FALSE(book.grant(b, {}, 1000, kNow).ok());
-  EXPECT_EQ(book.next_deadline(), kNow + 1000);
+  EXPECT_EQ(book.grant(b, {1, 2}, 1000, kPlacementNow).error().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_TRUE(book.grant(b, {2, 3}, 1000, kPlacementNow).ok());
+  EXPECT_FALSE(book.grant(b, {4}, 1000, kPlacementNow).ok());
+  EXPECT_FALSE(book.grant(b, {}, 1000, kPlacementNow).ok());
+  EXPECT_EQ(book.next_deadline(), kPlacementNow + 1000);
   // b cannot renew or release a's lease; a can renew.
-  EXPECT_FALSE(book.renew(g->lease_id, b, 1000, kNow + 500).ok());
+  EXPECT_FALSE(book.renew(g->lease_id, b, 1000, kPlacementNow + 500).ok());
   EXPECT_FALSE(book.release(g->lease_id, b).ok());
-  EXPECT_TRUE(book.renew(g->lease_id, a, 1000, kNow + 500).ok());
-  // At kNow + 1000 b's lease is gone and a's lives until kNow + 1500.
-  EXPECT_EQ(book.expire(kNow + 1000).size(), 1u);
-  EXPECT_TRUE(book.device_free(2, kNow + 1000));
-  EXPECT_FALSE(book.device_free(0, kNow + 1000));
+  EXPECT_TRUE(book.renew(g->lease_id, a, 1000, kPlacementNow + 500).ok());
+  // At kPlacementNow + 1000 b's lease is gone and a's lives until kPlacementNow + 1500.
+  EXPECT_EQ(book.expire(kPlacementNow + 1000).size(), 1u);
+  EXPECT_TRUE(book.device_free(2, kPlacementNow + 1000));
+  EXPECT_FALSE(book.device_free(0, kPlacementNow + 1000));
   // An expired lease cannot be renewed; the device goes to the next asker.
-  EXPECT_TRUE(book.grant(b, {0}, 1000, kNow + 1500).ok());
-  EXPECT_FALSE(book.renew(g->lease_id, a, 1000, kNow + 1500).ok());
+  EXPECT_TRUE(book.grant(b, {0}, 1000, kPlacementNow + 1500).ok());
+  EXPECT_FALSE(book.renew(g->lease_id, a, 1000, kPlacementNow + 1500).ok());
 }
 
 TEST(LeaseBook, NoDoubleBookingUnderConcurrentLeases) {
@@ -250,7 +250,7 @@ TEST(LeaseBook, NoDoubleBookingUnderConcurrentLeases) {
     UnixMs expires = 0;
   };
   std::vector<std::optional<Held>> held(64);
-  UnixMs now = kNow;
+  UnixMs now = kPlacementNow;
   size_t accepted = 0, refused = 0;
   for (int step = 0; step < 20000; ++step) {
     now += static_cast<UnixMs>(rng() % 50);

@@ -14,27 +14,27 @@ namespace {
 
 using testing::identity;
 using testing::receipt;
-constexpr UnixMs kNow = 1'800'000'000'000;
+constexpr UnixMs kTrustNow = 1'800'000'000'000;
 constexpr UnixMs kDay = 24ll * 3600 * 1000;
 
 TEST(Ledger, BalancesAreGivenMinusTakenTimesTheModelFactor) {
   auto me = identity(1), a = identity(2), b = identity(3);
   CreditParams params;
   Ledger ledger(me.public_key(), params);
-  EXPECT_DOUBLE_EQ(ledger.balance(a.public_key(), kNow), params.starting_allowance);
+  EXPECT_DOUBLE_EQ(ledger.balance(a.public_key(), kTrustNow), params.starting_allowance);
   // a served us an hour on an A100 (factor 2); we served a half an hour on a 4090 (1).
-  ASSERT_TRUE(ledger.add(receipt(a, me, "j1", 3600, kNow, "NVIDIA A100-SXM4-80GB")).ok());
-  ASSERT_TRUE(ledger.add(receipt(me, a, "j2", 1800, kNow)).ok());
+  ASSERT_TRUE(ledger.add(receipt(a, me, "j1", 3600, kTrustNow, "NVIDIA A100-SXM4-80GB")).ok());
+  ASSERT_TRUE(ledger.add(receipt(me, a, "j2", 1800, kTrustNow)).ok());
   EXPECT_DOUBLE_EQ(ledger.net(a.public_key()), 7200.0 - 1800.0);
-  EXPECT_DOUBLE_EQ(ledger.balance(a.public_key(), kNow), params.starting_allowance + 5400.0);
+  EXPECT_DOUBLE_EQ(ledger.balance(a.public_key(), kTrustNow), params.starting_allowance + 5400.0);
   // Unknown model: the default factor.
-  ASSERT_TRUE(ledger.add(receipt(me, b, "j3", 1000, kNow, "Mystery GPU")).ok());
+  ASSERT_TRUE(ledger.add(receipt(me, b, "j3", 1000, kTrustNow, "Mystery GPU")).ok());
   EXPECT_DOUBLE_EQ(ledger.net(b.public_key()), -1000.0 * params.default_factor);
   // Counted once; not ours; tampered.
-  EXPECT_EQ(ledger.add(receipt(a, me, "j1", 3600, kNow, "NVIDIA A100-SXM4-80GB")).error().code(),
+  EXPECT_EQ(ledger.add(receipt(a, me, "j1", 3600, kTrustNow, "NVIDIA A100-SXM4-80GB")).error().code(),
             ErrorCode::kAlreadyExists);
-  EXPECT_EQ(ledger.add(receipt(a, b, "j4", 10, kNow)).error().code(), ErrorCode::kFailedPrecondition);
-  Receipt forged = receipt(a, me, "j5", 10, kNow);
+  EXPECT_EQ(ledger.add(receipt(a, b, "j4", 10, kTrustNow)).error().code(), ErrorCode::kFailedPrecondition);
+  Receipt forged = receipt(a, me, "j5", 10, kTrustNow);
   forged.gpu_seconds = 100000;
   EXPECT_FALSE(ledger.add(forged).ok());
 }
@@ -43,24 +43,24 @@ TEST(Ledger, LongIdleBalancesDecayTowardsTheAllowance) {
   auto me = identity(1), a = identity(2);
   CreditParams params;
   Ledger ledger(me.public_key(), params);
-  ASSERT_TRUE(ledger.add(receipt(a, me, "j1", 10000, kNow, "NVIDIA GeForce RTX 4090")).ok());
-  EXPECT_DOUBLE_EQ(ledger.balance(a.public_key(), kNow + 7 * kDay), params.starting_allowance + 10000);
-  EXPECT_NEAR(ledger.balance(a.public_key(), kNow + 7 * kDay + params.half_life_ms), params.starting_allowance + 5000,
+  ASSERT_TRUE(ledger.add(receipt(a, me, "j1", 10000, kTrustNow, "NVIDIA GeForce RTX 4090")).ok());
+  EXPECT_DOUBLE_EQ(ledger.balance(a.public_key(), kTrustNow + 7 * kDay), params.starting_allowance + 10000);
+  EXPECT_NEAR(ledger.balance(a.public_key(), kTrustNow + 7 * kDay + params.half_life_ms), params.starting_allowance + 5000,
               1e-6);
-  EXPECT_NEAR(ledger.balance(a.public_key(), kNow + 3650 * kDay), params.starting_allowance, 1.0);
+  EXPECT_NEAR(ledger.balance(a.public_key(), kTrustNow + 3650 * kDay), params.starting_allowance, 1.0);
 }
 
 TEST(Ledger, QueueServesContributorsFirstThenNewcomersThenDebtorsEachByArrival) {
   auto me = identity(1), giver = identity(2), newcomer = identity(3), taker = identity(4), giver2 = identity(5);
   Ledger ledger(me.public_key(), CreditParams{});
-  ASSERT_TRUE(ledger.add(receipt(giver, me, "g1", 500, kNow)).ok());
-  ASSERT_TRUE(ledger.add(receipt(giver2, me, "g2", 50000, kNow)).ok());
-  ASSERT_TRUE(ledger.add(receipt(me, taker, "t1", 10000, kNow)).ok());  // past the allowance
+  ASSERT_TRUE(ledger.add(receipt(giver, me, "g1", 500, kTrustNow)).ok());
+  ASSERT_TRUE(ledger.add(receipt(giver2, me, "g2", 50000, kTrustNow)).ok());
+  ASSERT_TRUE(ledger.add(receipt(me, taker, "t1", 10000, kTrustNow)).ok());  // past the allowance
   std::vector<QueuedRequest> q = {
-      {1, taker.public_key(), kNow + 1}, {2, newcomer.public_key(), kNow + 2}, {3, giver.public_key(), kNow + 3},
-      {4, taker.public_key(), kNow + 4}, {5, giver2.public_key(), kNow + 5},   {6, newcomer.public_key(), kNow + 2},
+      {1, taker.public_key(), kTrustNow + 1}, {2, newcomer.public_key(), kTrustNow + 2}, {3, giver.public_key(), kTrustNow + 3},
+      {4, taker.public_key(), kTrustNow + 4}, {5, giver2.public_key(), kTrustNow + 5},   {6, newcomer.public_key(), kTrustNow + 2},
   };
-  auto ordered = order_queue(q, ledger, kNow + 10);
+  auto ordered = order_queue(q, ledger, kTrustNow + 10);
   std::vector<uint64_t> ids;
   for (const auto& r : ordered) ids.push_back(r.request_id);
   EXPECT_EQ(ids, (std::vector<uint64_t>{3, 5, 2, 6, 1, 4}));
@@ -78,15 +78,15 @@ TEST(Reputation, ACliqueOfFakeReceiptsGainsNoStanding) {
   for (int k = 0; k < 40; ++k) {
     size_t p = rng() % 5, c = rng() % 5;
     if (p == c) continue;
-    rs.push_back(receipt(honest[p], honest[c], "h" + std::to_string(job++), 600 + rng() % 3600, kNow));
+    rs.push_back(receipt(honest[p], honest[c], "h" + std::to_string(job++), 600 + rng() % 3600, kTrustNow));
   }
   for (int k = 0; k < 200; ++k) {
     size_t p = rng() % 5, c = rng() % 5;
     if (p == c) continue;
-    rs.push_back(receipt(clique[p], clique[c], "c" + std::to_string(job++), 1'000'000, kNow));
+    rs.push_back(receipt(clique[p], clique[c], "c" + std::to_string(job++), 1'000'000, kTrustNow));
   }
   // A clique member also consumed from honest peers (that earns it nothing).
-  rs.push_back(receipt(honest[1], clique[0], "x" + std::to_string(job++), 3600, kNow));
+  rs.push_back(receipt(honest[1], clique[0], "x" + std::to_string(job++), 3600, kTrustNow));
   auto result = compute_trust(rs, {}, {honest[0].public_key()}, TrustParams{});
   ASSERT_TRUE(result.converged);
   double min_honest = 1, max_clique = 0;
@@ -104,7 +104,7 @@ TEST(Reputation, ACliqueOfFakeReceiptsGainsNoStanding) {
 
 TEST(Reputation, OutvotedProvidersLoseTrustAndResultsAreDeterministic) {
   auto o = identity(1), good = identity(2), liar = identity(3);
-  std::vector<Receipt> rs = {receipt(good, o, "a", 3600, kNow), receipt(liar, o, "b", 3600, kNow)};
+  std::vector<Receipt> rs = {receipt(good, o, "a", 3600, kTrustNow), receipt(liar, o, "b", 3600, kTrustNow)};
   auto before = compute_trust(rs, {}, {o.public_key()}, TrustParams{});
   EXPECT_NEAR(before.global[good.public_key()], before.global[liar.public_key()], 1e-12);
   std::vector<VerificationOutcome> outcomes = {{o.public_key(), liar.public_key(), false, false},

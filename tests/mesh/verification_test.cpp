@@ -17,7 +17,7 @@ namespace {
 
 using testing::identity;
 using testing::receipt;
-constexpr UnixMs kNow = 1'800'000'000'000;
+constexpr UnixMs kVerificationNow = 1'800'000'000'000;
 
 Verification sample(const Identity& reporter, const Identity& provider, CheckKind kind = CheckKind::kKnownAnswer,
                     CheckOutcome outcome = CheckOutcome::kPassed, std::string subject = "bench-1") {
@@ -26,7 +26,7 @@ Verification sample(const Identity& reporter, const Identity& provider, CheckKin
   v.kind = kind;
   v.subject = std::move(subject);
   v.outcome = outcome;
-  v.at_ms = kNow;
+  v.at_ms = kVerificationNow;
   v.details = R"({"gpu_model":"NVIDIA GeForce RTX 4090","seconds":0.5})";
   sign_verification(v, reporter);
   return v;
@@ -77,8 +77,8 @@ TEST(Verification, DecoderRefusesWhatDoesNotFit) {
 TEST(Opinions, KeepOnlyWhatTheSenderSignedOrWasPartyTo) {
   auto me = identity(1), p = identity(2), other = identity(3);
   Opinions o;
-  o.receipts = {receipt(p, me, "j1", 60, kNow), receipt(other, identity(4), "j2", 60, kNow)};
-  Receipt forged = receipt(me, p, "j3", 60, kNow);
+  o.receipts = {receipt(p, me, "j1", 60, kVerificationNow), receipt(other, identity(4), "j2", 60, kVerificationNow)};
+  Receipt forged = receipt(me, p, "j3", 60, kVerificationNow);
   forged.gpu_seconds = 999;
   o.receipts.push_back(forged);
   o.verifications = {sample(me, p), sample(other, p),
@@ -101,7 +101,7 @@ TEST(Opinions, StayWithinTheirBoundsAndDropBadItems) {
   auto me = identity(1), p = identity(2);
   Opinions o;
   for (int i = 0; i < 300; ++i) {
-    o.receipts.push_back(receipt(p, me, "j" + std::to_string(i), 60, kNow));
+    o.receipts.push_back(receipt(p, me, "j" + std::to_string(i), 60, kVerificationNow));
     o.verifications.push_back(sample(me, p, CheckKind::kKnownAnswer, CheckOutcome::kPassed, "b" + std::to_string(i)));
   }
   std::string text = encode_opinions(o);
@@ -136,7 +136,7 @@ TEST(Reputation, KnownAnswerBenchmarksCountBothWays) {
   EXPECT_GT(t.normalised(honest.public_key()), 0.0);
   EXPECT_EQ(t.normalised(wrong.public_key()), 0.0);
   // A failure costs what receipts earned; an agreed replica adds nothing by itself.
-  std::vector<Receipt> rs = {receipt(honest, me, "a", 600, kNow), receipt(wrong, me, "b", 600, kNow)};
+  std::vector<Receipt> rs = {receipt(honest, me, "a", 600, kVerificationNow), receipt(wrong, me, "b", 600, kVerificationNow)};
   auto before = compute_trust(rs, {}, {me.public_key()}, TrustParams{});
   EXPECT_NEAR(before.global[honest.public_key()], before.global[wrong.public_key()], 1e-12);
   auto after =
@@ -155,7 +155,7 @@ TEST(Verification, WritesFuzzCorpusWhenAsked) {
   auto me = identity(1), p = identity(2);
   std::ofstream(std::string(dir) + "/known_answer.json") << encode_verification(sample(me, p));
   Opinions o;
-  o.receipts = {receipt(p, me, "j1", 60, kNow)};
+  o.receipts = {receipt(p, me, "j1", 60, kVerificationNow)};
   o.verifications = {sample(me, p), sample(me, p, CheckKind::kReplica, CheckOutcome::kOutvoted, "mj-1")};
   std::ofstream(std::string(dir) + "/opinions.json") << encode_opinions(o);
 }

@@ -16,12 +16,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void write(const std::string& path, const std::string& text) {
+void cache_write(const std::string& path, const std::string& text) {
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream(path, std::ios::binary) << text;
 }
 
-std::string read(const std::string& path) {
+std::string cache_read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
@@ -79,9 +79,9 @@ Manifest round_trip(const Manifest& m) {
 TEST(Manifest, RoundTripsAndHashesContent) {
   testing::TempDir dir;
   std::string src = dir / "src";
-  write(src + "/a.txt", "hello\n");
-  write(src + "/sub/b.bin", std::string(100000, 'x'));
-  write(src + "/sub/empty", "");
+  cache_write(src + "/a.txt", "hello\n");
+  cache_write(src + "/sub/b.bin", std::string(100000, 'x'));
+  cache_write(src + "/sub/empty", "");
   Manifest m = manifest_of(src);
   ASSERT_EQ(m.files, 3u);
   EXPECT_EQ(m.bytes, 6u + 100000u);
@@ -132,8 +132,8 @@ TEST(Manifest, RefusesDuplicatesOrphansAndWrongRecords) {
 TEST(HashCache, ReusesDigestsOfUnchangedFilesOnly) {
   testing::TempDir dir;
   std::string src = dir / "src";
-  write(src + "/old.txt", "old");
-  write(src + "/new.txt", "new");
+  cache_write(src + "/old.txt", "old");
+  cache_write(src + "/new.txt", "new");
   // old.txt was last written long ago: its digest may be cached.
   struct timespec times[2] = {{1000000000, 0}, {1000000000, 0}};
   ASSERT_EQ(::utimensat(AT_FDCWD, (src + "/old.txt").c_str(), times, 0), 0);
@@ -145,7 +145,7 @@ TEST(HashCache, ReusesDigestsOfUnchangedFilesOnly) {
   }
   // Change old.txt's content but keep its size and time: the cache answers
   // (that is what the cache is for); bump its time: it is hashed again.
-  write(src + "/old.txt", "OLD");
+  cache_write(src + "/old.txt", "OLD");
   ASSERT_EQ(::utimensat(AT_FDCWD, (src + "/old.txt").c_str(), times, 0), 0);
   {
     HashCache c(file);
@@ -172,12 +172,12 @@ TEST(HashCache, ReusesDigestsOfUnchangedFilesOnly) {
 TEST(UploadCache, SendsOnlyWhatTheStoreLacks) {
   testing::TempDir dir;
   std::string src = dir / "src";
-  write(src + "/model.bin", std::string(300000, 'm'));
-  write(src + "/train.py", "print('hi')\n");
-  write(src + "/copy.py", "print('hi')\n");  // same content: sent once
-  write(src + "/run.sh", "#!/bin/sh\necho hi\n");
+  cache_write(src + "/model.bin", std::string(300000, 'm'));
+  cache_write(src + "/train.py", "print('hi')\n");
+  cache_write(src + "/copy.py", "print('hi')\n");  // same content: sent once
+  cache_write(src + "/run.sh", "#!/bin/sh\necho hi\n");
   ASSERT_EQ(::chmod((src + "/run.sh").c_str(), 0755), 0);
-  write(src + "/empty", "");
+  cache_write(src + "/empty", "");
   auto cache = UploadCache::open(dir / "cache");
 
   Manifest m = manifest_of(src);
@@ -199,9 +199,9 @@ TEST(UploadCache, SendsOnlyWhatTheStoreLacks) {
   auto made = cache->materialize(m, ws);
   ASSERT_TRUE(made.ok()) << made.error().to_string();
   EXPECT_EQ((*made)["files"], 5);
-  EXPECT_EQ(read(ws + "/model.bin"), std::string(300000, 'm'));
-  EXPECT_EQ(read(ws + "/copy.py"), "print('hi')\n");
-  EXPECT_EQ(read(ws + "/empty"), "");
+  EXPECT_EQ(cache_read(ws + "/model.bin"), std::string(300000, 'm'));
+  EXPECT_EQ(cache_read(ws + "/copy.py"), "print('hi')\n");
+  EXPECT_EQ(cache_read(ws + "/empty"), "");
   struct stat st {};
   ASSERT_EQ(::stat((ws + "/run.sh").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0755u);
@@ -221,7 +221,7 @@ TEST(UploadCache, ResumesAFileCutShortAndRefusesBytesThatDoNotMatch) {
   std::string src = dir / "src";
   std::string big;
   for (int i = 0; i < 200000; ++i) big += static_cast<char>('a' + i % 26);
-  write(src + "/big.bin", big);
+  cache_write(src + "/big.bin", big);
   auto cache = UploadCache::open(dir / "cache");
   Manifest m = manifest_of(src);
   {
@@ -245,13 +245,13 @@ TEST(UploadCache, ResumesAFileCutShortAndRefusesBytesThatDoNotMatch) {
   rx->reset();
   plan->reset();
   ASSERT_TRUE(cache->materialize(m, dir / "ws").ok());
-  EXPECT_EQ(read(dir / "ws/big.bin"), big);
+  EXPECT_EQ(cache_read(dir / "ws/big.bin"), big);
 
   // A file that changed after it was hashed: refused, nothing stored.
   std::string src2 = dir / "src2";
-  write(src2 + "/f.txt", "one");
+  cache_write(src2 + "/f.txt", "one");
   Manifest m2 = manifest_of(src2);
-  write(src2 + "/f.txt", "two");
+  cache_write(src2 + "/f.txt", "two");
   auto p2 = cache->plan(m2);
   auto rx2 = cache->receive(**p2);
   auto st = (*rx2)->write(data_for(src2, m2, (*p2)->to_json()));
@@ -276,7 +276,7 @@ TEST(UploadCache, TrimDropsLeastRecentlyUsedObjects) {
   std::vector<Manifest> ms;
   for (int i = 0; i < 3; ++i) {
     std::string src = dir / ("src" + std::to_string(i));
-    write(src + "/f", std::string(10000, static_cast<char>('a' + i)));
+    cache_write(src + "/f", std::string(10000, static_cast<char>('a' + i)));
     ms.push_back(manifest_of(src));
     auto plan = cache->plan(ms.back());
     auto rx = cache->receive(**plan);

@@ -14,12 +14,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void write(const std::string& path, const std::string& text) {
+void files_write(const std::string& path, const std::string& text) {
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream(path) << text;
 }
 
-std::string read(const std::string& path) {
+std::string files_read(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
@@ -45,9 +45,9 @@ Bytes pack(const std::string& root, const std::vector<std::string>& paths, Works
 TEST(WorkspaceFiles, SelectionSkipsLinksAndRefusesThemByName) {
   testing::TempDir dir;
   std::string ws = dir / "ws";
-  write(ws + "/a.txt", "a\n");
-  write(ws + "/sub/b.txt", "bb\n");
-  write(dir / "outside/secret", "secret\n");
+  files_write(ws + "/a.txt", "a\n");
+  files_write(ws + "/sub/b.txt", "bb\n");
+  files_write(dir / "outside/secret", "secret\n");
   ASSERT_EQ(::symlink((dir / "outside/secret").c_str(), (ws + "/leak").c_str()), 0);
   ASSERT_EQ(::symlink((dir / "outside").c_str(), (ws + "/sub/out").c_str()), 0);
   ASSERT_EQ(::mkfifo((ws + "/fifo").c_str(), 0600), 0);
@@ -84,8 +84,8 @@ TEST(WorkspaceFiles, SelectionSkipsLinksAndRefusesThemByName) {
 TEST(WorkspaceFiles, AFileSwappedForALinkAfterTheListingIsNotRead) {
   testing::TempDir dir;
   std::string ws = dir / "ws";
-  write(ws + "/data.txt", "mine\n");
-  write(dir / "secret", "host secret\n");
+  files_write(ws + "/data.txt", "mine\n");
+  files_write(dir / "secret", "host secret\n");
   auto root = FolderRoot::open(ws);
   ASSERT_TRUE(root.ok());
   auto sel = select_beneath(*root, {}, {}, ArchiveLimits{});
@@ -108,11 +108,11 @@ TEST(WorkspaceFiles, AFileSwappedForALinkAfterTheListingIsNotRead) {
 TEST(WorkspaceFiles, WriterReplacesLinksAndNeverWritesThroughThem) {
   testing::TempDir dir;
   std::string src = dir / "src", ws = dir / "ws", outside = dir / "outside";
-  write(src + "/in/x.txt", "new x\n");
-  write(src + "/in/deep/y.txt", "y\n");
+  files_write(src + "/in/x.txt", "new x\n");
+  files_write(src + "/in/deep/y.txt", "y\n");
   fs::create_directories(ws + "/dst/in");
   fs::create_directories(outside);
-  write(dir / "target.txt", "untouched\n");
+  files_write(dir / "target.txt", "untouched\n");
   // Planted by the job: a link as a file's name, and a link as a folder.
   ASSERT_EQ(::symlink((dir / "target.txt").c_str(), (ws + "/dst/in/x.txt").c_str()), 0);
   ASSERT_EQ(::symlink(outside.c_str(), (ws + "/evil").c_str()), 0);
@@ -129,10 +129,10 @@ TEST(WorkspaceFiles, WriterReplacesLinksAndNeverWritesThroughThem) {
   ASSERT_TRUE(done.ok()) << done.error().to_string();
   EXPECT_EQ((*done)["files"], 2);
   EXPECT_EQ((*done)["paths"], nlohmann::json::array({"dst/in/deep/y.txt", "dst/in/x.txt"}));  // map order
-  EXPECT_EQ(read(ws + "/dst/in/x.txt"), "new x\n");
+  EXPECT_EQ(files_read(ws + "/dst/in/x.txt"), "new x\n");
   EXPECT_FALSE(fs::is_symlink(ws + "/dst/in/x.txt"));
-  EXPECT_EQ(read(ws + "/dst/in/deep/y.txt"), "y\n");
-  EXPECT_EQ(read(dir / "target.txt"), "untouched\n");
+  EXPECT_EQ(files_read(ws + "/dst/in/deep/y.txt"), "y\n");
+  EXPECT_EQ(files_read(dir / "target.txt"), "untouched\n");
   struct stat st {};
   ASSERT_EQ(::stat((ws + "/dst/in/x.txt").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, ::getuid());  // the folder's owner (here: us)
@@ -152,7 +152,7 @@ TEST(WorkspaceFiles, WriterReplacesLinksAndNeverWritesThroughThem) {
 TEST(WorkspaceFiles, AFolderInTheWayIsNotReplacedAndACutShortArchiveLeavesNothing) {
   testing::TempDir dir;
   std::string src = dir / "src", ws = dir / "ws";
-  write(src + "/f", "file\n");
+  files_write(src + "/f", "file\n");
   fs::create_directories(ws + "/f/inside");
   Bytes archive = pack(src, {"f"});
   auto root = FolderRoot::open(ws);
@@ -164,7 +164,7 @@ TEST(WorkspaceFiles, AFolderInTheWayIsNotReplacedAndACutShortArchiveLeavesNothin
   EXPECT_NE(st.error().message().find("it is a folder"), std::string::npos) << st.error().message();
   EXPECT_TRUE(fs::is_directory(ws + "/f/inside"));
 
-  write(src + "/g", std::string(1000, 'g'));
+  files_write(src + "/g", std::string(1000, 'g'));
   Bytes g = pack(src, {"g"});
   auto root2 = FolderRoot::open(ws);
   ASSERT_TRUE(root2.ok());

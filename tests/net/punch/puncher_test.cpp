@@ -18,7 +18,7 @@ namespace {
 namespace ip = boost::asio::ip;
 using namespace std::chrono_literals;
 
-udp::endpoint ep(const char* a, uint16_t port) {
+udp::endpoint puncher_ep(const char* a, uint16_t port) {
   return udp::endpoint(ip::make_address(a), port);
 }
 
@@ -59,8 +59,8 @@ class Sim {
   MonoTime now{};
   std::chrono::milliseconds relay_a_to_b{20}, relay_b_to_a{20}, direct{10};
   bool block_udp = false;
-  Home a{"a", ep("192.168.1.10", 4000), ep("203.0.113.2", 4000)};
-  Home b{"b", ep("192.168.1.20", 4000), ep("198.51.100.2", 4000)};
+  Home a{"a", puncher_ep("192.168.1.10", 4000), puncher_ep("203.0.113.2", 4000)};
+  Home b{"b", puncher_ep("192.168.1.20", 4000), puncher_ep("198.51.100.2", 4000)};
   PublicKeyBytes key_a{1}, key_b{2};
   uint64_t next_session = 100;
   size_t datagrams_sent = 0;
