@@ -84,7 +84,10 @@ if [ -n "$label" ]; then
     echo "=== $preset: configure and build"
     cmake --preset "$preset" >/dev/null
     cmake --build --preset "$preset" -j "$jobs"
-    ctest_stage "$preset" -L "$label" --no-tests=ignore
+    # Every label has tests in dev (a typo fails here); the sanitizer
+    # builds have no `bench` tests.
+    if [ "$preset" = dev ]; then none=error; else none=ignore; fi
+    ctest_stage "$preset" -L "$label" --no-tests="$none"
   done
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "$jobs" --target yonderd yonder yonder-relay "${tsan_tests[@]}"
