@@ -59,6 +59,7 @@ trap bg_stop EXIT
 
 tsan_tests=()
 mapfile -t tsan_tests < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' tests/tsan-tests.txt)
+tsan_regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
 
 # The dev stage builds the programs and the tests labelled `plain` (the
 # load and array tests at full size, the .deb install) or `bench`: every
@@ -91,8 +92,7 @@ if [ -n "$label" ]; then
   done
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "$jobs" --target yonderd yonder yonder-relay "${tsan_tests[@]}"
-  regex="^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
-  ctest_stage tsan -R "$regex" -L "$label" --no-tests=ignore
+  ctest_stage tsan -R "$tsan_regex" -L "$label" --no-tests=ignore
   echo "=== all stages passed in $(( $(date +%s) - start ))s (label $label)"
   exit 0
 fi
@@ -111,5 +111,5 @@ ctest_stage asan --no-tests=error
 echo "=== asan passed after $(( $(date +%s) - start ))s"
 
 bg_wait tsan
-ctest_stage tsan --no-tests=error -R "^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
+ctest_stage tsan --no-tests=error -R "$tsan_regex"
 echo "=== all tests passed in $(( $(date +%s) - start ))s (dev, asan, tsan)"

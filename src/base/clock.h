@@ -39,5 +39,9 @@ inline int64_t unix_seconds(TimePoint t) {
 // The real clock's Unix time, for the stores that stamp rows (created_at,
 // updated_at); code that decides by time takes a Clock instead.
 inline int64_t unix_now_s() { return unix_seconds(std::chrono::system_clock::now()); }
+inline int64_t unix_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 }  // namespace yonder

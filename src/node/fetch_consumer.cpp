@@ -7,8 +7,8 @@
 #include <boost/asio/thread_pool.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <sodium.h>
 
+#include "crypto/random_id.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "node/in_process.h"
 #include "transfer/tree_extract.h"
@@ -25,12 +25,6 @@ namespace {
 constexpr size_t kMaxManifestJson = 200 * 1024;  // under the link's message limit
 constexpr size_t kFetchConsumerMaxPaths = 256;
 constexpr uint64_t kMaxFetchBytes = 64ull << 30;
-
-std::string random_suffix() {
-  uint8_t b[6];
-  randombytes_buf(b, sizeof b);
-  return hex_encode(ByteView(b, sizeof b));
-}
 
 void remove_tree(const std::string& dir) {
   std::error_code ec;
@@ -123,7 +117,7 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
       }
       transfer::ArchiveLimits limits;
       limits.max_bytes = kMaxFetchBytes;
-      f->tmp = f->dir + "/.yonder-fetch-" + random_suffix();
+      f->tmp = f->dir + "/.yonder-fetch-" + random_hex_id(6);
       auto x = transfer::TreeExtractor::create(f->tmp, limits);
       if (!x) return std::move(x).error().with_context("writing the job's files into " + f->dir);
       f->x = std::move(*x);

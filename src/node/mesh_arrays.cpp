@@ -11,13 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sodium.h>
 #include <spdlog/spdlog.h>
 
 #include "api/request_parse.h"
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "crypto/node_id.h"
+#include "crypto/random_id.h"
 #include "node/fetch_consumer.h"
 #include "node/in_process.h"
 #include "transfer/tree_pack.h"
@@ -36,16 +36,6 @@ constexpr size_t kMaxFailedShown = 100;
 constexpr std::chrono::seconds kUnplacedBackoff{1};
 constexpr uint32_t kMaxFetchFailures = 3;
 
-mesh::UnixMs mesh_arrays_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string mesh_arrays_new_id() {
-  uint8_t b[16];
-  randombytes_buf(b, sizeof b);
-  return hex_encode(ByteView(b, sizeof b));
-}
 
 Error bad(const std::string& why) { return make_error(ErrorCode::kInvalidArgument, why); }
 
@@ -128,7 +118,7 @@ Result<std::shared_ptr<MeshArrays::Live>> MeshArrays::restore(MeshArrayRow row) 
   auto live = std::make_shared<Live>(io_);
   live->run = std::move(*run);
   live->row = std::move(row);
-  live->started_ms = mesh_arrays_now_ms();
+  live->started_ms = unix_now_ms();
   if (!live->row.tasks.is_object()) live->row.tasks = nlohmann::json::object();
   const nlohmann::json& notes = live->row.tasks;
   if (notes.contains("error") && notes["error"].is_string()) live->error = notes["error"];
@@ -152,7 +142,7 @@ void MeshArrays::resume(MeshArrayRow row) {
   for (const auto& [k, v] : live->row.tasks.items()) {
     if (k == "failed" || k == "error") continue;
     if (!v.is_object() || !v["task"].is_number_unsigned() || !v["mesh_job_id"].is_string()) continue;
-    auto attempt = live->run->adopt(v["task"].get<uint32_t>(), mesh_arrays_now_ms());
+    auto attempt = live->run->adopt(v["task"].get<uint32_t>(), unix_now_ms());
     if (attempt) live->jobs[*attempt] = v["mesh_job_id"].get<std::string>();
   }
   auto c = live->run->counts();
@@ -274,7 +264,7 @@ void MeshArrays::create(const Request& req, Reply reply) {
   }
 
   auto live = std::make_shared<Live>(io_);
-  live->row.id = mesh_arrays_new_id();
+  live->row.id = random_hex_id(16);
   live->row.state = "running";
   live->row.spec = {{"job", b["job"]}, {"dir", dir},           {"out", b["out"]},
                     {"needs", needs},  {"tasks", spec.tasks},  {"limit", spec.limit},
@@ -286,7 +276,7 @@ void MeshArrays::create(const Request& req, Reply reply) {
   live->run.emplace(spec);
   live->row.run = live->run->to_json();
   live->row.tasks = nlohmann::json::object();
-  live->started_ms = mesh_arrays_now_ms();
+  live->started_ms = unix_now_ms();
   asio::post(pool_, [this, alive = alive_, live, reply] {
     std::error_code ec;
     std::string out = live->row.spec["out"].get<std::string>() + "/out";
@@ -359,8 +349,8 @@ void MeshArrays::control(const Request& req, Reply reply, bool cancel) {
 
 void MeshArrays::pump(const std::shared_ptr<Live>& live) {
   if (!*alive_ || live->row.finished() || live->run->cancelled()) return;
-  if (mesh_arrays_now_ms() < live->unplaced_until) return;
-  auto launches = live->run->next(mesh_arrays_now_ms(), live->run->spec().limit);
+  if (unix_now_ms() < live->unplaced_until) return;
+  auto launches = live->run->next(unix_now_ms(), live->run->spec().limit);
   for (const auto& l : launches) launch(live, l);
 }
 
@@ -412,7 +402,7 @@ void MeshArrays::launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaun
       }
       // Nothing could be placed (the mesh is full or offline): the task goes
       // back and launches pause for a moment.
-      live->unplaced_until = mesh_arrays_now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kUnplacedBackoff).count();
+      live->unplaced_until = unix_now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kUnplacedBackoff).count();
       spdlog::info("array {}: task {} could not start: {}", live->row.id.substr(0, 12), l.task,
                    r ? std::string("no mesh job id") : r.error().message());
       return;
@@ -475,7 +465,7 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
     std::string pid = (*last)["provider_id"];
     if (auto id = NodeId::parse(pid)) {
       auto cur = live->run->provider_of(attempt);
-      if (!cur || *cur != id->public_key()) (void)live->run->started(attempt, id->public_key(), mesh_arrays_now_ms());
+      if (!cur || *cur != id->public_key()) (void)live->run->started(attempt, id->public_key(), unix_now_ms());
       if ((*last)["provider_name"].is_string()) live->names[pid] = (*last)["provider_name"];
     }
   }
@@ -495,7 +485,7 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
     if (avoided && task) {
       live->relaxed.insert(*task);
     } else {
-      live->unplaced_until = mesh_arrays_now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kUnplacedBackoff).count();
+      live->unplaced_until = unix_now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kUnplacedBackoff).count();
     }
     return;
   }
@@ -516,7 +506,7 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
   }
   std::string mesh_job = live->jobs[attempt];
   live->jobs.erase(attempt);
-  auto verdict = live->run->finished(attempt, outcome, mesh_arrays_now_ms(), mesh_job);
+  auto verdict = live->run->finished(attempt, outcome, unix_now_ms(), mesh_job);
   if (!task) return;
   switch (verdict) {
     case mesh::ArrayRun::Verdict::kResult:
@@ -561,7 +551,7 @@ void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, co
       fetch_.fetch_into(body, [this, alive, live, task](Result<nlohmann::json> r) {
         if (!*alive) return;
         live->fetching.erase(task);
-        if (r && (!r->contains("files") || !(*r)["files"].is_array() || (*r)["files"].empty())) {
+        if (r && r->value("files", nlohmann::json::array()).empty()) {
           spdlog::info("array {}: task {} left no new or changed files", live->row.id.substr(0, 12), task);
         }
         if (!r) {
@@ -627,7 +617,7 @@ void MeshArrays::save(const std::shared_ptr<Live>& live) {
 
 nlohmann::json MeshArrays::status(const Live& live) const {
   auto c = live.run->counts();
-  mesh::UnixMs now = mesh_arrays_now_ms();
+  mesh::UnixMs now = unix_now_ms();
   nlohmann::json providers = nlohmann::json::array();
   for (const auto& [key, n] : live.run->results_by_provider()) {
     std::string id = NodeId(key).to_string();

@@ -3,7 +3,6 @@
 
 #include <utility>  // before Boost.Asio (GCC 12)
 
-#include <sodium.h>
 #include <spdlog/spdlog.h>
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
@@ -16,6 +15,7 @@
 
 #include "base/bytes.h"
 #include "base/clock.h"
+#include "crypto/random_id.h"
 #include "jobs/provider/job_request.h"
 #include "mesh/quorum.h"
 #include "node/fetch_consumer.h"
@@ -40,12 +40,6 @@ constexpr uint64_t kMaxRetries = 100;
 constexpr std::chrono::milliseconds kMaxTick{500};
 constexpr std::chrono::milliseconds kMinTick{100};
 constexpr uint64_t kMaxReplicas = 9;
-
-std::string new_id() {
-  uint8_t b[16];
-  randombytes_buf(b, sizeof b);
-  return hex_encode(ByteView(b, sizeof b));
-}
 
 bool mesh_jobs_finished_state(const std::string& s) {
   return s == "exited" || s == "stopped" || s == "failed";
@@ -355,7 +349,7 @@ void MeshJobs::create(const Request& req, Reply reply) {
     validator = b["validator"].get<std::string>();
   }
   MeshJobRow row;
-  row.id = new_id();
+  row.id = random_hex_id(16);
   row.state = "running";
   row.spec = {{"job", b["job"]}, {"dir", dir}, {"needs", needs}, {"retries", *retries}, {"replicas", *replicas}};
   if (!validator.empty()) row.spec["validator"] = validator;

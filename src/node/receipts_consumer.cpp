@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 
+#include "base/clock.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "mesh/metering.h"
 
@@ -20,11 +21,6 @@ using jobs::receipts::StoredReceipt;
 namespace {
 
 constexpr std::chrono::seconds kFirstSweep{3};
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Calls `done` once `count` parts have finished (loop only).
 std::function<void()> countdown(size_t count, std::function<void()> done) {
@@ -134,7 +130,7 @@ void ReceiptsConsumer::process(const PeerLink::Target& t, const std::string& tex
         facts.gpus_requested = request.is_object() ? request.value("gpus", 0) : 0;
         if (cj->finished()) facts.exit_code = cj->exit_code;
         facts.submitted_ms = cj->created_at * 1000;
-        facts.now_ms = now_ms();
+        facts.now_ms = unix_now_ms();
         checked = mesh::check_receipt_for_job(*r, facts);
       }
       mesh::Receipt signed_receipt = *r;
@@ -230,7 +226,7 @@ void ReceiptsConsumer::credits(const api::Request& req, api::Reply reply) {
   maybe_sweep(req, [this, reply] {
     asio::post(pool_, [this, reply] {
       auto st = credits_.reload();
-      nlohmann::json out = credits_.report(now_ms());
+      nlohmann::json out = credits_.report(unix_now_ms());
       asio::post(io_, [this, reply, st = std::move(st), out]() mutable {
         if (!st) return reply(api::Response::error(st.error()));
         for (auto& p : out["peers"]) {

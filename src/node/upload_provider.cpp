@@ -10,10 +10,10 @@
 #include <deque>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <sodium.h>
 #include <spdlog/spdlog.h>
 
 #include "crypto/node_id.h"
+#include "crypto/random_id.h"
 #include "node/remote_provider.h"
 #include "os/files.h"
 #include "transfer/manifest.h"
@@ -28,12 +28,6 @@ constexpr int64_t kUploadProviderMiB = 1 << 20;
 constexpr auto kPartTtl = std::chrono::hours(24);
 // Read ahead of the disk by at most this much per upload.
 constexpr size_t kMaxBacklog = 8 << 20;
-
-std::string random_id() {
-  uint8_t b[8];
-  randombytes_buf(b, sizeof b);
-  return hex_encode(ByteView(b, sizeof b));
-}
 
 }  // namespace
 
@@ -116,7 +110,7 @@ void UploadProvider::register_methods() {
     transfer::ArchiveLimits limits;
     limits.max_bytes = grant->disk_bytes > 0 ? std::min<uint64_t>(grant->disk_bytes, max_upload_bytes_) : max_upload_bytes_;
     auto s = std::make_shared<Session>();
-    s->id = random_id();
+    s->id = random_hex_id(8);
     s->peer_id = peer_id;
     s->cache = cache_of(peer_id);
     s->reader = std::make_unique<transfer::ManifestReader>(limits);
