@@ -42,6 +42,7 @@ std::string new_transfer_id() {
 std::string describe_transfer(const nlohmann::json& t, double elapsed_s) {
   std::string phase = t.value("phase", "");
   uint64_t files = t.value("files", uint64_t{0}), bytes = t.value("bytes", uint64_t{0});
+  if (phase == "waiting") return "waiting for another upload of this folder to the same provider...";
   if (phase == "listing") return "listing files to upload...";
   if (phase == "hashing") {
     uint64_t hashed = t.value("hashed_bytes", uint64_t{0});

@@ -9,6 +9,7 @@ namespace {
 const char* phase_name(TransferProgress::Phase p) {
   using P = TransferProgress::Phase;
   switch (p) {
+    case P::kWaiting: return "waiting";
     case P::kListing: return "listing";
     case P::kHashing: return "hashing";
     case P::kPlanning: return "planning";

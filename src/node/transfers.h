@@ -31,7 +31,7 @@ namespace yonder::node {
 
 // One transfer's progress; written by the transfer, read by the API (any thread).
 struct TransferProgress {
-  enum class Phase : int { kListing, kHashing, kPlanning, kSending, kReceiving, kFinishing, kRetrying, kDone, kFailed };
+  enum class Phase : int { kWaiting, kListing, kHashing, kPlanning, kSending, kReceiving, kFinishing, kRetrying, kDone, kFailed };
   std::string id, kind, peer, dir;  // kind: "upload" or "download"
   std::atomic<Phase> phase{Phase::kListing};
   std::atomic<uint64_t> files{0}, bytes{0}, hashed_bytes{0};

@@ -51,6 +51,7 @@ struct UploadConsumer::State {
   std::optional<Bytes> ready;
   bool blocked = false;
   uint64_t sent_before = 0;  // progress of earlier attempts
+  std::string lane;          // its key in lanes_
 };
 
 UploadConsumer::UploadConsumer(asio::io_context& io, asio::thread_pool& pool, PeerLink& link, std::string hash_cache_dir)
@@ -65,10 +66,46 @@ void UploadConsumer::upload(const PeerLink::Target& target, const std::string& d
   s->dir = dir;
   s->progress = std::move(progress);
   s->done = std::move(done);
+  s->lane = target.node_id + "\n" + dir;
   // A cancel (event loop) ends the upload where it is; nothing is submitted.
   s->progress->on_cancel = [this, weak = std::weak_ptr<State>(s)] {
     if (auto st = weak.lock()) ended(st, make_error(ErrorCode::kFailedPrecondition, "the upload was cancelled"), false);
   };
+  bool first = false;
+  {
+    std::lock_guard lock(lanes_mutex_);
+    auto& lane = lanes_[s->lane];
+    lane.push_back(s);
+    first = lane.size() == 1;
+  }
+  if (first) return start(s);
+  s->progress->phase = TransferProgress::Phase::kWaiting;
+}
+
+void UploadConsumer::leave_lane(const std::shared_ptr<State>& s) {
+  std::shared_ptr<State> next;
+  {
+    std::lock_guard lock(lanes_mutex_);
+    auto it = lanes_.find(s->lane);
+    if (it == lanes_.end()) return;
+    auto& lane = it->second;
+    bool was_running = !lane.empty() && lane.front() == s;
+    std::erase(lane, s);
+    if (lane.empty()) {
+      lanes_.erase(it);
+    } else if (was_running) {
+      next = lane.front();
+    }
+  }
+  if (next) {
+    asio::post(io_, [this, next] {
+      if (!next->finished) start(next);
+    });
+  }
+}
+
+void UploadConsumer::start(const std::shared_ptr<State>& s) {
+  s->progress->phase = TransferProgress::Phase::kListing;
   asio::post(pool_, [this, s] {
     Status st = [&]() -> Status {
       transfer::ArchiveLimits limits;
@@ -186,7 +223,10 @@ void UploadConsumer::on_message(const std::shared_ptr<State>& s, const nlohmann:
     s->packer = std::make_shared<transfer::TreePacker>(std::move(need));
     return pump(s);
   }
-  // The final reply.
+  // The final reply: it names the upload the job is submitted with.
+  if (!m.contains("upload_id") || !m["upload_id"].is_string() || m["upload_id"].get<std::string>().empty()) {
+    return ended(s, make_error(ErrorCode::kInternal, "the provider ended the upload without naming it; run again"), false);
+  }
   nlohmann::json out = m;
   out["skipped"] = s->listing.skipped;
   out["attempts"] = s->attempts;
@@ -260,6 +300,7 @@ void UploadConsumer::finish(const std::shared_ptr<State>& s, Result<nlohmann::js
   auto done = std::move(s->done);
   // The packer holds an open file: let it go on the pool.
   asio::post(pool_, [s] { s->packer.reset(); });
+  leave_lane(s);
   done(std::move(r));
 }
 

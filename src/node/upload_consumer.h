@@ -10,6 +10,11 @@
 //      1 s doubling): the provider kept what had arrived, so each attempt
 //      sends only the rest.
 //
+// Uploads of the same folder to the same provider run one after another
+// (phase "waiting" meanwhile): the later one then finds the earlier one's
+// files in the provider's store and sends nothing. An array's tasks all
+// upload one input folder, often to one provider at once.
+//
 // Progress (hashing, sending, bytes) is shared with the local API
 // (GET /v1/transfers) so `yonder run` can draw a progress bar.
 //
@@ -18,8 +23,11 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -48,6 +56,8 @@ class UploadConsumer {
   struct State;
 
  private:
+  void start(const std::shared_ptr<State>& s);
+  void leave_lane(const std::shared_ptr<State>& s);
   void attempt(const std::shared_ptr<State>& s);
   void on_message(const std::shared_ptr<State>& s, const nlohmann::json& m);
   void pump(const std::shared_ptr<State>& s);
@@ -58,6 +68,9 @@ class UploadConsumer {
   boost::asio::thread_pool& pool_;
   PeerLink& link_;
   std::string hash_cache_dir_;
+  // provider node id + '\n' + folder -> its uploads; the front one runs.
+  std::mutex lanes_mutex_;
+  std::map<std::string, std::deque<std::shared_ptr<State>>> lanes_;
 };
 
 }  // namespace yonder::node

@@ -81,8 +81,8 @@ std::vector<uint64_t> uploads_sent(const Node& provider) {
   std::vector<uint64_t> sent;
   json audit = provider.yonder_json({"audit"});
   for (const auto& e : audit.value("entries", json::array())) {
-    if (e.value("capability", "") != "run.upload") continue;
-    const json& d = e.contains("details") ? e["details"] : e;
+    if (e.value("action", "") != "run.upload" || !e.contains("detail")) continue;
+    const json& d = e["detail"];
     if (d.contains("sent_files") && d["sent_files"].is_number_unsigned()) sent.push_back(d["sent_files"].get<uint64_t>());
   }
   return sent;
@@ -113,15 +113,20 @@ TEST_F(MeshArray, TasksSpreadOverTheMeshAndEachOutputComesHome) {
     // Only what the task made comes home, not the input it was given.
     EXPECT_FALSE(std::ifstream(out + "/words.txt").good()) << out;
   }
-  // The input went to each provider once; later tasks there sent nothing
-  // (and out/, filling meanwhile in the uploaded folder, was never sent).
+  // The input went to each provider once; later tasks there sent nothing,
+  // even those that started beside the first (the consumer's uploads of
+  // one folder to one provider queue), and out/, filling meanwhile in the
+  // uploaded folder, was never sent.
+  size_t uploads = 0;
   for (const Node* p : {&alpha, &beta}) {
     auto sent = uploads_sent(*p);
+    uploads += sent.size();
     uint64_t with_files = 0;
     for (uint64_t n : sent) with_files += n > 0 ? 1 : 0;
     EXPECT_LE(with_files, 1u) << p->home();
     for (uint64_t n : sent) EXPECT_LE(n, 1u) << "only words.txt is input";
   }
+  EXPECT_GE(uploads, 12u) << "one upload per task in the providers' audit logs";
   auto list = laptop.yonder_json({"array", "list", "--all"});
   ASSERT_EQ(list["arrays"].size(), 1u);
   EXPECT_EQ(list["arrays"][0]["state"], "done");
