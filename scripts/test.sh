@@ -71,11 +71,31 @@ dev_targets() {
   printf '%s\n' yonder yonderd yonder-relay "${targets[@]}"
 }
 
+# After a failed stage, the first assertions of each failed test, last in
+# the output: CI may keep only the tail of a long log.
+failure_digest() {  # failure_digest PRESET
+  local dir=build/$1/Testing/Temporary
+  [ -f "$dir/LastTestsFailed.log" ] || return 0
+  echo "=== $1: what failed (whole output: $dir/LastTest.log)"
+  cut -d: -f2 "$dir/LastTestsFailed.log" | while read -r name; do
+    [ -n "$name" ] || continue
+    echo "--- $name"
+    awk -v t="$name" '
+      /^[0-9]+\/[0-9]+ Testing: / { on = ($3 == t) }
+      on && /(Failure|FAILED  \]|ERROR: AddressSanitizer|runtime error:|WARNING: ThreadSanitizer|never got|Timeout)/ { n = 7 }
+      on && n > 0 { print substr($0, 1, 240); n--; if (++shown >= 30) exit }' "$dir/LastTest.log"
+  done
+}
+
 ctest_stage() {  # ctest_stage PRESET [ctest args...]
-  local preset=$1
+  local preset=$1 rc=0
   shift
   echo "=== $preset: test"
-  ctest --preset "$preset" -j "$jobs" "$@"
+  ctest --preset "$preset" -j "$jobs" "$@" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    failure_digest "$preset"
+    exit "$rc"
+  fi
 }
 
 start=$(date +%s)

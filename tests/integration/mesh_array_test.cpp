@@ -197,12 +197,15 @@ TEST_F(MeshArray, TwoHundredTasksSurviveALostProviderAndAConsumerRestart) {
   status_when(laptop, id, [&](const json& s) { return done_of(s) >= half; }, "half the tasks done");
   laptop.restart();
   json s = status_when(laptop, id, [](const json& j) { return j.value("state", "") != "running"; }, "to its end");
-  EXPECT_EQ(s["state"], "done") << s.dump() << "\n--- laptop:\n" << laptop.daemon().log();
+  // What a failure shows first (CI keeps only the start of each): why.
+  std::string why = "failed: " + s.value("failed", json::array()).dump().substr(0, 600) + " error: " + s.value("error", "") +
+                    " fetch_errors: " + std::to_string(s.value("fetch_errors", uint64_t{0}));
+  EXPECT_EQ(s["state"], "done") << why << "\n" << s.dump() << "\n--- laptop:\n" << laptop.daemon().log();
   EXPECT_EQ(done_of(s), static_cast<uint64_t>(tasks));
   int missing = 0;
   for (int i = 0; i < tasks; ++i) {
     std::string got = read_file(work + "/out/" + std::to_string(i) + "/square.txt");
-    EXPECT_EQ(got, std::to_string(i * i) + "\n") << "task " << i;
+    EXPECT_EQ(got, std::to_string(i * i) + "\n") << "task " << i << "; " << why;
     missing += got.empty() ? 1 : 0;
   }
   if (missing > 0) ADD_FAILURE() << s.dump() << "\n--- laptop:\n" << laptop.daemon().log();
