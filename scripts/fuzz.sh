@@ -7,13 +7,13 @@
 # copied into fuzz/out/<name> so the repository's corpus stays small), for
 # RUNS executions (default 1,000,000) or MAX_SECONDS (default 600).
 #
-# Debian 12's clang 14 cannot compile the code that uses Boost.Asio
-# coroutines with libstdc++ 12 (api/server.cpp), so the targets that link it
-# do not build there. Those run instead from the `asan` preset (GCC,
-# ASan+UBSan) with fuzz/standalone_main.cpp: the corpus plus RUNS seeded
+# A target that does not build under clang runs instead from the `asan`
+# preset with fuzz/standalone_main.cpp: the corpus plus RUNS seeded
 # mutations, not coverage-guided. The summary says which way each ran.
+# (Clang 14 builds the Boost.Asio coroutine code with BOOST_ASIO_HAS_CO_AWAIT
+# defined, which CMakeLists.txt does, and without -fsanitize=function.)
 #
-# FALLBACK_BUILD (default build/asan) is the GCC build those come from; it is
+# FALLBACK_BUILD (default build/asan) is the build those come from; it is
 # configured and built only where the target is missing there.
 # FUZZ_ENGINE=standalone runs every target that way (no clang build at all).
 # Usage: scripts/fuzz.sh [target ...]      RUNS=5000000 scripts/fuzz.sh config_fuzz

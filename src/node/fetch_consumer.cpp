@@ -167,7 +167,7 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
               if (ff->progress) ff->progress->sent_bytes = std::min<uint64_t>(ff->progress->sent_bytes + b.size(), ff->progress->need_bytes);
               if (ff->tunnel) ff->tunnel->resume();
             };
-            h.eof = [this, self, fail] {
+            h.eof = [this, self] {
               auto ff = self;
               if (!ff || ff->done) return;
               ff->done = true;

@@ -116,7 +116,7 @@ void MeshOpinions::serve(link::RpcReply reply) {
     auto own = own_opinions(receipts_, verifications_, mesh::kMaxOpinionItems);
     Result<std::string> text =
         own ? Result<std::string>(mesh::encode_opinions(*own)) : Result<std::string>(own.error());
-    asio::post(io_, [this, alive, reply = std::move(reply), text = std::move(text)]() mutable {
+    asio::post(io_, [alive, reply = std::move(reply), text = std::move(text)]() mutable {
       if (!*alive) return;
       if (!text) return reply(std::move(text).error());
       reply(nlohmann::json{{"opinions", *text}});

@@ -90,7 +90,7 @@ void dial(asio::io_context& io, std::shared_ptr<link::TlsContext> ctx, const std
     done(make_error(ErrorCode::kUnavailable,
                     "the relay at " + address + " did not answer within " + std::to_string(timeout.count()) + " ms"));
   });
-  resolver->async_resolve(hp->first, hp->second, [=, &io](error_code ec, tcp::resolver::results_type results) {
+  resolver->async_resolve(hp->first, hp->second, [=](error_code ec, tcp::resolver::results_type results) {
     if (ec) {
       timer->cancel();
       return done(

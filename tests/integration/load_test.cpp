@@ -26,8 +26,16 @@ int env_int(const char* name, int fallback) {
 }
 
 // Sanitizer builds carry shadow memory and quarantine: a bigger ceiling.
-bool sanitized() {
+// GCC says so with __SANITIZE_*__, clang 14 with __has_feature.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define YONDER_LOAD_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define YONDER_LOAD_SANITIZED 1
+#endif
+#endif
+bool sanitized() {
+#ifdef YONDER_LOAD_SANITIZED
   return true;
 #else
   return false;

@@ -208,7 +208,7 @@ TEST(Database, TransactionCommitsOrRollsBack) {
   EXPECT_EQ(count_rows(db, "t"), 1);
 
   // An exception unwinding through transaction() rolls back too.
-  EXPECT_THROW(db.transaction([&]() -> Status {
+  EXPECT_THROW((void)db.transaction([&]() -> Status {
     EXPECT_TRUE(db.exec("INSERT INTO t VALUES (4)").ok());
     throw std::runtime_error("boom");
   }),

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -143,7 +144,13 @@ TEST_F(SlurmExecutorTest, ThreeOneGpuJobsOnTwoGpusRunTwoAtATime) {
   EXPECT_EQ(await_state(jobs[1], [](TaskState s) { return s == TaskState::kRunning; }), TaskState::kRunning);
   EXPECT_EQ(running(), 2);
   EXPECT_EQ(executor_->inspect(jobs[2])->state, TaskState::kCreated);
-  std::string why = testing::slurm_command({"squeue", "-h", "-j", jobs[2].task_id, "-o", "%T %r"});
+  // Slurm gives a job its reason on its next scheduling pass ("None" until then).
+  std::string why;
+  for (int i = 0; i < 200; ++i) {
+    why = testing::slurm_command({"squeue", "-h", "-j", jobs[2].task_id, "-o", "%T %r"});
+    if (why != "PENDING None\n") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   EXPECT_EQ(why, "PENDING Resources\n");
   release(jobs[0]);
   ASSERT_TRUE(executor_->wait(jobs[0], {}).ok());
