@@ -538,7 +538,17 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
 // or changed, judged against the input folder. The task counts as done in
 // the stored state only once they are there.
 void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, const std::string& job_id) {
-  if (job_id.empty()) return save(live);
+  if (job_id.empty()) {
+    // A result that names no job has no outputs to bring: never "done"
+    // without them, so the task runs again.
+    ++live->fetch_errors;
+    bool again = ++live->fetch_failures[task] <= kMaxFetchFailures && live->run->reopen(task).ok();
+    spdlog::warn("array {}: task {} succeeded but its mesh job names no provider job{}", live->row.id.substr(0, 12), task,
+                 again ? "; it runs again" : "");
+    if (again) pump(live);
+    save(live);
+    return maybe_finish(live);
+  }
   std::string dest = live->row.spec["out"].get<std::string>() + "/out/" + std::to_string(task);
   live->fetching.insert(task);
   asio::post(pool_, [this, alive = alive_, live, task, job_id, dest] {
@@ -552,7 +562,7 @@ void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, co
         if (!*alive) return;
         live->fetching.erase(task);
         if (r && r->value("files", nlohmann::json::array()).empty()) {
-          spdlog::info("array {}: task {} left no new or changed files", live->row.id.substr(0, 12), task);
+          spdlog::warn("array {}: task {} left no new or changed files", live->row.id.substr(0, 12), task);
         }
         if (!r) {
           ++live->fetch_errors;

@@ -195,6 +195,7 @@ TEST_F(MeshArray, TwoHundredTasksSurviveALostProviderAndAConsumerRestart) {
   beta.daemon().wait();
   // Half way: the consumer's daemon restarts (the array is not tied to it).
   status_when(laptop, id, [&](const json& s) { return done_of(s) >= half; }, "half the tasks done");
+  std::string first_log = laptop.daemon().log();  // the restart starts a new one
   laptop.restart();
   json s = status_when(laptop, id, [](const json& j) { return j.value("state", "") != "running"; }, "to its end");
   // What a failure shows first (CI keeps only the start of each): why.
@@ -208,7 +209,34 @@ TEST_F(MeshArray, TwoHundredTasksSurviveALostProviderAndAConsumerRestart) {
     EXPECT_EQ(got, std::to_string(i * i) + "\n") << "task " << i << "; " << why;
     missing += got.empty() ? 1 : 0;
   }
-  if (missing > 0) ADD_FAILURE() << s.dump() << "\n--- laptop:\n" << laptop.daemon().log();
+  if (missing > 0) {
+    // The providers' side of it: fetches that sent no files, and what their
+    // logs say about workspaces (a dead provider's audit cannot be asked).
+    std::string seen;
+    std::istringstream consumer(first_log + laptop.daemon().log());
+    for (std::string line; std::getline(consumer, line);) {
+      if (line.find("\"warn") != std::string::npos && line.find("array") != std::string::npos) seen += line.substr(0, 300) + "\n";
+    }
+    for (Node* p : {&alpha, &beta}) {
+      auto audit = json::parse(p->yonder({"audit", "--json"}).out, nullptr, false);
+      if (audit.is_object()) {
+        for (const auto& e : audit.value("entries", json::array())) {
+          if (e.value("action", "") == "run.fetch" && e.contains("detail") && e["detail"].value("files", 1) == 0) {
+            seen += "empty fetch on " + p->home() + ": " + e.dump() + "\n";
+          }
+        }
+      }
+      std::istringstream log(p->daemon().log());
+      for (std::string line; std::getline(log, line);) {
+        if (line.find("clean") != std::string::npos || line.find("mount") != std::string::npos ||
+            line.find("fetch") != std::string::npos) {
+          seen += line.substr(0, 300) + "\n";
+        }
+      }
+    }
+    ADD_FAILURE() << missing << " task(s) without output\n" << seen.substr(0, 6000) << s.dump() << "\n--- laptop:\n"
+                  << laptop.daemon().log();
+  }
 }
 
 }  // namespace
