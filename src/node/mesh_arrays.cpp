@@ -537,7 +537,8 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
 // The task's outputs come home into OUT/out/<index>/: what the job created
 // or changed, judged against the input folder. The task counts as done in
 // the stored state only once they are there.
-void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, const std::string& job_id) {
+void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, const std::string& job_id,
+                            bool second_look) {
   if (job_id.empty()) {
     // A result that names no job has no outputs to bring: never "done"
     // without them, so the task runs again.
@@ -551,19 +552,28 @@ void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, co
   }
   std::string dest = live->row.spec["out"].get<std::string>() + "/out/" + std::to_string(task);
   live->fetching.insert(task);
-  asio::post(pool_, [this, alive = alive_, live, task, job_id, dest] {
+  asio::post(pool_, [this, alive = alive_, live, task, job_id, dest, second_look] {
     std::error_code ec;
     fs::create_directories(dest, ec);
-    asio::post(io_, [this, alive, live, task, job_id, dest] {
+    asio::post(io_, [this, alive, live, task, job_id, dest, second_look] {
       if (!*alive) return;
       nlohmann::json body = {{"job_id", job_id}, {"dir", dest}};
       if (!live->row.spec.value("dir", "").empty()) body["base"] = live->row.spec["dir"];
-      fetch_.fetch_into(body, [this, alive, live, task](Result<nlohmann::json> r) {
+      fetch_.fetch_into(body, [this, alive, live, task, job_id, second_look](Result<nlohmann::json> r) {
         if (!*alive) return;
-        live->fetching.erase(task);
-        if (r && r->value("files", nlohmann::json::array()).empty()) {
-          spdlog::warn("array {}: task {} left no new or changed files", live->row.id.substr(0, 12), task);
+        bool nothing = r && r->value("files", nlohmann::json::array()).empty();
+        if (nothing && !second_look) {
+          // Nothing came. A task that made no files is rare, and a provider
+          // can answer from a workspace it has not finished putting away
+          // (see the notes on issue 11): look once more, 2 s later.
+          auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(2));
+          timer->async_wait([this, alive, live, task, job_id, timer](boost::system::error_code) {
+            if (*alive) bring_home(live, task, job_id, true);
+          });
+          return;
         }
+        live->fetching.erase(task);
+        if (nothing) spdlog::warn("array {}: task {} left no new or changed files", live->row.id.substr(0, 12), task);
         if (!r) {
           ++live->fetch_errors;
           // A result nobody can use: run the task again (a few times).
