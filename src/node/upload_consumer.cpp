@@ -8,6 +8,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <optional>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -82,8 +83,8 @@ void UploadConsumer::upload(const PeerLink::Target& target, const std::string& d
   s->progress->phase = TransferProgress::Phase::kWaiting;
 }
 
-void UploadConsumer::leave_lane(const std::shared_ptr<State>& s) {
-  std::shared_ptr<State> next;
+void UploadConsumer::leave_lane(const std::shared_ptr<State>& s, bool succeeded) {
+  std::vector<std::shared_ptr<State>> next;
   {
     std::lock_guard lock(lanes_mutex_);
     auto it = lanes_.find(s->lane);
@@ -93,13 +94,19 @@ void UploadConsumer::leave_lane(const std::shared_ptr<State>& s) {
     std::erase(lane, s);
     if (lane.empty()) {
       lanes_.erase(it);
+    } else if (was_running && succeeded) {
+      next.push_back(lane.front());
     } else if (was_running) {
-      next = lane.front();
+      // It failed (a provider gone, a link down): the store did not get
+      // the files, so waiting gains nothing. The rest go at once, each on
+      // its own, rather than failing one after another.
+      next.assign(lane.begin(), lane.end());
+      lanes_.erase(it);
     }
   }
-  if (next) {
-    asio::post(io_, [this, next] {
-      if (!next->finished) start(next);
+  for (auto& n : next) {
+    asio::post(io_, [this, n] {
+      if (!n->finished) start(n);
     });
   }
 }
@@ -300,7 +307,7 @@ void UploadConsumer::finish(const std::shared_ptr<State>& s, Result<nlohmann::js
   auto done = std::move(s->done);
   // The packer holds an open file: let it go on the pool.
   asio::post(pool_, [s] { s->packer.reset(); });
-  leave_lane(s);
+  leave_lane(s, r.ok());
   done(std::move(r));
 }
 

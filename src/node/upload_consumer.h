@@ -13,7 +13,8 @@
 // Uploads of the same folder to the same provider run one after another
 // (phase "waiting" meanwhile): the later one then finds the earlier one's
 // files in the provider's store and sends nothing. An array's tasks all
-// upload one input folder, often to one provider at once.
+// upload one input folder, often to one provider at once. When the one
+// in front fails, those waiting start at once, each on its own.
 //
 // Progress (hashing, sending, bytes) is shared with the local API
 // (GET /v1/transfers) so `yonder run` can draw a progress bar.
@@ -57,7 +58,7 @@ class UploadConsumer {
 
  private:
   void start(const std::shared_ptr<State>& s);
-  void leave_lane(const std::shared_ptr<State>& s);
+  void leave_lane(const std::shared_ptr<State>& s, bool succeeded);
   void attempt(const std::shared_ptr<State>& s);
   void on_message(const std::shared_ptr<State>& s, const nlohmann::json& m);
   void pump(const std::shared_ptr<State>& s);
