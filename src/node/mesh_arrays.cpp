@@ -542,11 +542,7 @@ void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, co
   if (job_id.empty()) {
     // A result that names no job has no outputs to bring: never "done"
     // without them, so the task runs again.
-    ++live->fetch_errors;
-    bool again = ++live->fetch_failures[task] <= kMaxFetchFailures && live->run->reopen(task).ok();
-    spdlog::warn("array {}: task {} succeeded but its mesh job names no provider job{}", live->row.id.substr(0, 12), task,
-                 again ? "; it runs again" : "");
-    if (again) pump(live);
+    outputs_lost(live, task, "its mesh job names no provider job");
     save(live);
     return maybe_finish(live);
   }
@@ -574,19 +570,21 @@ void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, co
         }
         live->fetching.erase(task);
         if (nothing) spdlog::warn("array {}: task {} left no new or changed files", live->row.id.substr(0, 12), task);
-        if (!r) {
-          ++live->fetch_errors;
-          // A result nobody can use: run the task again (a few times).
-          bool again = ++live->fetch_failures[task] <= kMaxFetchFailures && live->run->reopen(task).ok();
-          spdlog::warn("array {}: the outputs of task {} could not come home ({}){}", live->row.id.substr(0, 12), task,
-                       r.error().message(), again ? "; it runs again" : "");
-          if (again) pump(live);
-        }
+        if (!r) outputs_lost(live, task, r.error().message());
         save(live);
         maybe_finish(live);
       });
     });
   });
+}
+
+// A result nobody can use: the task runs again (a few times).
+void MeshArrays::outputs_lost(const std::shared_ptr<Live>& live, uint32_t task, const std::string& why) {
+  ++live->fetch_errors;
+  bool again = ++live->fetch_failures[task] <= kMaxFetchFailures && live->run->reopen(task).ok();
+  spdlog::warn("array {}: the outputs of task {} could not come home ({}){}", live->row.id.substr(0, 12), task, why,
+               again ? "; it runs again" : "");
+  if (again) pump(live);
 }
 
 void MeshArrays::maybe_finish(const std::shared_ptr<Live>& live) {

@@ -110,6 +110,7 @@ class MeshArrays {
   void tick(const std::shared_ptr<Live>& live);
   void observe(const std::shared_ptr<Live>& live, uint64_t attempt, const nlohmann::json& view);
   void bring_home(const std::shared_ptr<Live>& live, uint32_t task, const std::string& job_id, bool second_look = false);
+  void outputs_lost(const std::shared_ptr<Live>& live, uint32_t task, const std::string& why);
   void schedule(const std::shared_ptr<Live>& live);
   void save(const std::shared_ptr<Live>& live);
   void maybe_finish(const std::shared_ptr<Live>& live);
