@@ -51,4 +51,5 @@ function(yonder_test name)
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "YONDER_BUILD_DIR=${PROJECT_BINARY_DIR};YONDER_SOURCE_DIR=${PROJECT_SOURCE_DIR};${ARG_ENV}")
+  yonder_test_cost(${name})
 endfunction()

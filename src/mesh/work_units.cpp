@@ -119,7 +119,10 @@ std::vector<ArrayLaunch> ArrayRun::next(UnixMs now, size_t capacity) {
 
 void ArrayRun::unplaced(uint64_t attempt) {
   auto it = attempts_.find(attempt);
-  if (it == attempts_.end() || it->second.provider) return;
+  // An attempt that had started counts too: its provider went and no other
+  // would take the job. Keeping it (as this once did) left the array with an
+  // attempt no one watched: "running" for ever, and the array never ended.
+  if (it == attempts_.end()) return;
   Task& task = tasks_[it->second.task];
   if (it->second.speculative) --speculative_running_;
   task.running.erase(std::remove(task.running.begin(), task.running.end(), attempt), task.running.end());

@@ -79,7 +79,8 @@ class ArrayRun {
   // What to start now, at most `capacity` launches (the free slots the
   // driver can place; the array's own limit applies on top). Attempt ids
   // are handed out here; a launch the driver could not place goes back
-  // with `unplaced()`.
+  // with `unplaced()` (also after it started, when its provider went and
+  // nobody else would take it): not the task's fault, it waits to run again.
   std::vector<ArrayLaunch> next(UnixMs now, size_t capacity);
   void unplaced(uint64_t attempt);
   // The launch is running on `provider`.

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -124,6 +125,31 @@ Result<std::pair<UniqueFd, std::string>> attach_loop(int image_fd, const std::st
   return make_error(ErrorCode::kUnavailable, "attaching " + image + ": every free loop device was taken first; try again");
 }
 
+// The loop device still bound to `image`, opened (which keeps it bound), or
+// an invalid fd. Our unmount ends the file system only when no other mount
+// namespace holds a copy of the mount: a process that cloned the mount table
+// meanwhile (every container start does, briefly) keeps it alive, with the
+// job's last writes still in its cache and not yet in the image. A second
+// loop device on the same image would then show a stale file system (an
+// ended job's outputs missing; and two instances writing one image), so the
+// device that is still bound is mounted again: the kernel hands back the
+// live file system. util-linux's mount reuses a bound device the same way.
+std::pair<UniqueFd, std::string> bound_loop(const struct stat& image) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/block", ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind("loop", 0) != 0) continue;
+    if (::access(("/sys/block/" + name + "/loop/backing_file").c_str(), F_OK) != 0) continue;  // unbound
+    std::string dev = "/dev/" + name;
+    UniqueFd fd(::open(dev.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) continue;
+    loop_info64 info{};
+    if (::ioctl(fd.get(), LOOP_GET_STATUS64, &info) != 0) continue;  // unbound since, or being torn down
+    if (info.lo_device == image.st_dev && info.lo_inode == image.st_ino) return {std::move(fd), dev};
+  }
+  return {};
+}
+
 }  // namespace
 
 // Done with the system calls rather than mount(8): mount(8) refuses any
@@ -133,6 +159,14 @@ Status mount_loop(const std::string& image, const std::string& dir) {
   YONDER_TRY(make_dirs(dir, 0700));
   UniqueFd image_fd(::open(image.c_str(), O_RDWR | O_CLOEXEC));
   if (image_fd.get() < 0) return mount_error("opening workspace image " + image, errno);
+  struct stat st {};
+  if (::fstat(image_fd.get(), &st) != 0) return mount_error("reading workspace image " + image, errno);
+  if (auto [held, dev] = bound_loop(st); held.valid()) {
+    if (::mount(dev.c_str(), dir.c_str(), "ext4", MS_NOSUID | MS_NODEV, nullptr) != 0) {
+      return mount_error("mounting workspace " + image + " (still on " + dev + ") on " + dir, errno);
+    }
+    return ok_status();
+  }
   auto loop = attach_loop(image_fd.get(), image);
   if (!loop) return std::move(loop).error().with_context("mounting workspace " + image);
   const UniqueFd& device = loop->first;

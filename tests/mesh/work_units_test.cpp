@@ -275,6 +275,29 @@ TEST(WorkUnits, AFailedTaskIsRetriedElsewhereThenFailsForGood) {
   EXPECT_EQ(run.next(10, 1).size(), 1u);
 }
 
+// A task whose provider went while nobody else would take its job comes
+// back unplaced after it started. It once kept that attempt: nobody watched
+// it, so the array counted it running for ever and never ended (found by
+// mesh_array_test under CI's load).
+TEST(WorkUnits, AnAttemptUnplacedAfterItStartedGoesAndItsTaskRunsAgain) {
+  ArraySpec spec;
+  spec.tasks = 1;
+  ArrayRun run(spec);
+  auto a = run.next(0, 1);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_TRUE(run.started(a[0].attempt, key(1), 0).ok());
+  run.unplaced(a[0].attempt);
+  EXPECT_EQ(run.counts().attempts_running, 0u);
+  EXPECT_EQ(run.counts().pending, 1u);
+  EXPECT_EQ(run.counts().retried, 0u) << "not the task's fault: no retry spent";
+  auto b = run.next(10, 1);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].task, 0u);
+  ASSERT_TRUE(run.started(b[0].attempt, key(2), 10).ok());
+  EXPECT_EQ(run.finished(b[0].attempt, AttemptOutcome::kSucceeded, 20, "x"), ArrayRun::Verdict::kResult);
+  EXPECT_TRUE(run.complete());
+}
+
 TEST(WorkUnits, ALostProviderRequeuesItsTasksAndADuplicateResultIsDiscarded) {
   ArraySpec spec;
   spec.tasks = 2;

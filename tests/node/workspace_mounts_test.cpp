@@ -4,6 +4,9 @@
 // (a fetch of an ended array task once "succeeded" with no files that way).
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -64,6 +67,59 @@ TEST_F(WorkspaceMountsTest, AReaderAfterTheExecutorUnmountedStillSeesTheFiles) {
   EXPECT_TRUE(os::is_mount_point(workspace()));
   mounts.release("j1");
   EXPECT_FALSE(os::is_mount_point(workspace()));
+}
+
+// A process that cloned the mount table while the job ran (each container
+// start does, for a moment; `ip netns exec` for its whole command) keeps the
+// workspace's file system alive past the executor's unmount, the job's last
+// writes still in its cache. A reader then must get that file system, not a
+// second one on a new loop device reading the stale image: that read once
+// brought an ended array task home with no files.
+TEST_F(WorkspaceMountsTest, AFileSystemKeptAliveElsewhereIsMountedAgainNotReadStale) {
+  int ready[2], hold[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(hold), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    ::close(hold[1]);
+    // A private copy of the mounts: the parent's unmount does not reach it.
+    bool ok = ::unshare(CLONE_NEWNS) == 0 && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
+    char c = ok ? 'y' : 'n';
+    (void)!::write(ready[1], &c, 1);
+    (void)!::read(hold[0], &c, 1);  // until the parent closes its end
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  ::close(hold[0]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  auto let_go = [&] {
+    ::close(hold[1]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+  };
+  if (c != 'y') {
+    let_go();
+    FAIL() << "the helper could not make its own mount namespace";
+  }
+
+  ASSERT_TRUE(os::unmount(workspace()).ok());  // the job ended
+  ASSERT_FALSE(os::is_mount_point(workspace()));
+  WorkspaceMounts mounts(jobs());
+  auto r = mounts.acquire("j1");
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(read_all(*r + "/square.txt"), "64\n");
+  mounts.release("j1");
+  EXPECT_FALSE(os::is_mount_point(workspace()));
+  let_go();
+
+  // Once the other copy is gone too, a fresh mount reads what was written.
+  ASSERT_TRUE(os::mount_loop(image(), workspace()).ok());
+  EXPECT_EQ(read_all(workspace() + "/square.txt"), "64\n");
+  ASSERT_TRUE(os::unmount(workspace()).ok());
 }
 
 TEST_F(WorkspaceMountsTest, TheExecutorsMountIsLeftToTheExecutor) {
