@@ -182,7 +182,16 @@ Status mount_loop(const std::string& image, const std::string& dir) {
 
 Status unmount(const std::string& dir) {
   if (!is_mount_point(dir)) return ok_status();
-  if (::umount2(dir.c_str(), UMOUNT_NOFOLLOW) != 0) return mount_error("unmounting workspace " + dir, errno);
+  if (::umount2(dir.c_str(), UMOUNT_NOFOLLOW) == 0) return ok_status();
+  int e = errno;
+  if (e == EINVAL && !is_mount_point(dir)) return ok_status();  // someone else unmounted it meanwhile
+  if (e != EBUSY) return mount_error("unmounting workspace " + dir, e);
+  // A reader still has files open in it (a fetch of the job's outputs): the
+  // mount leaves the tree now and the file system ends when the reader is
+  // done. A mount of the image meanwhile gets that same file system
+  // (mount_loop reuses the bound loop device), so nothing reads stale.
+  // Refusing instead left the mount behind for good.
+  if (::umount2(dir.c_str(), UMOUNT_NOFOLLOW | MNT_DETACH) != 0) return mount_error("unmounting workspace " + dir, errno);
   return ok_status();
 }
 

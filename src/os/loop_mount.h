@@ -24,7 +24,8 @@ Status create_ext4_image(const std::string& image, int64_t bytes, int uid, int g
 // device is released automatically at unmount.
 Status mount_loop(const std::string& image, const std::string& dir);
 
-// Unmounts `dir`; not mounted is not an error.
+// Unmounts `dir`; not mounted is not an error. A mount still in use (open
+// files) leaves the tree at once and ends when the last file closes.
 Status unmount(const std::string& dir);
 
 // True when `dir` is a mount point (per /proc/self/mountinfo).

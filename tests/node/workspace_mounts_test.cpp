@@ -122,6 +122,31 @@ TEST_F(WorkspaceMountsTest, AFileSystemKeptAliveElsewhereIsMountedAgainNotReadSt
   ASSERT_TRUE(os::unmount(workspace()).ok());
 }
 
+// The executor's unmount while a fetch still reads the workspace: the
+// mount leaves (it once stayed for good, "cleaning up failed"), the reader
+// reads on, and the next reader gets the same files.
+TEST_F(WorkspaceMountsTest, AnUnmountWhileAReaderHasFilesOpenLetsTheReaderFinish) {
+  WorkspaceMounts mounts(jobs());
+  auto first = mounts.acquire("j1");
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  std::ifstream open_file(*first + "/square.txt");
+  ASSERT_TRUE(open_file.is_open());
+  auto st = os::unmount(workspace());
+  ASSERT_TRUE(st.ok()) << st.error().to_string();
+  EXPECT_FALSE(os::is_mount_point(workspace()));
+  std::string line;
+  std::getline(open_file, line);
+  EXPECT_EQ(line, "64");
+
+  auto second = mounts.acquire("j1");
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  EXPECT_EQ(read_all(*second + "/square.txt"), "64\n");
+  open_file.close();
+  mounts.release("j1");
+  mounts.release("j1");
+  EXPECT_FALSE(os::is_mount_point(workspace()));
+}
+
 TEST_F(WorkspaceMountsTest, TheExecutorsMountIsLeftToTheExecutor) {
   WorkspaceMounts mounts(jobs());
   ASSERT_TRUE(mounts.acquire("j1").ok());
