@@ -166,7 +166,7 @@ TEST_F(MeshArray, AnArrayFileGivesEachTaskItsLineAndAFailingTaskIsNamed) {
   EXPECT_NE(bad.err.find("indices start at 0"), std::string::npos) << bad.err;
 }
 
-// YONDER_MESH_ARRAY_TASKS makes the array smaller (sanitizer builds: 60);
+// YONDER_MESH_ARRAY_TASKS makes the array smaller (sanitizer builds: 32);
 // the provider dies a quarter in and the consumer restarts half way.
 int task_count() {
   const char* v = std::getenv("YONDER_MESH_ARRAY_TASKS");
