@@ -136,8 +136,8 @@ Result<std::pair<UniqueFd, std::string>> attach_loop(int image_fd, const std::st
 // live file system. util-linux's mount reuses a bound device the same way.
 std::pair<UniqueFd, std::string> bound_loop(const struct stat& image) {
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/sys/block", ec)) {
-    std::string name = entry.path().filename().string();
+  for (std::filesystem::directory_iterator it("/sys/block", ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
     if (name.rfind("loop", 0) != 0) continue;
     if (::access(("/sys/block/" + name + "/loop/backing_file").c_str(), F_OK) != 0) continue;  // unbound
     std::string dev = "/dev/" + name;
