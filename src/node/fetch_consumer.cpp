@@ -40,6 +40,8 @@ struct Fetch {
   bool done = false;
   std::string transfer_id;
   std::shared_ptr<TransferProgress> progress;  // once the provider has said how much comes
+  transfer::OutputsPolicy policy;  // what may come home (transfer/outputs_policy.h)
+  uint64_t links = 0, special = 0;  // what the provider left behind, by its word
 };
 
 }  // namespace
@@ -106,6 +108,9 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
       }
       auto job = store_->find(f->job_id);
       if (!job) return std::move(job).error();
+      std::vector<std::string> named;
+      for (const auto& p : paths) named.push_back(p == "." ? std::string() : p.get<std::string>());
+      f->policy = transfer::outputs_policy_for(f->dir, f->base.empty() ? f->dir : f->base, std::move(named));
       nlohmann::json params = {{"job_id", job->job_id}};
       if (!paths.empty()) {
         params["paths"] = paths;
@@ -146,15 +151,17 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
           t->key, t->addresses, "run.fetch", prepared->second, [this, f, fail](Result<link::TunnelOpened> r) {
             if (!r) return fail(f, std::move(r).error());
             f->tunnel = std::move(r->tunnel);
+            auto said = [&](const char* key) {  // the provider's word: checked, not trusted
+              return r->result.is_object() && r->result.contains(key) && r->result[key].is_number_unsigned()
+                         ? r->result[key].get<uint64_t>()
+                         : uint64_t{0};
+            };
+            f->links = said("links");
+            f->special = said("special");
             if (transfers_ != nullptr) {
               f->progress = transfers_->begin(f->transfer_id, "download", "", f->dir);
-              auto count = [&](const char* key) {  // the provider's word: checked, not trusted
-                return r->result.is_object() && r->result.contains(key) && r->result[key].is_number_unsigned()
-                           ? r->result[key].get<uint64_t>()
-                           : uint64_t{0};
-              };
-              f->progress->files = f->progress->need_files = count("files");
-              f->progress->bytes = f->progress->need_bytes = count("bytes");
+              f->progress->files = f->progress->need_files = said("files");
+              f->progress->bytes = f->progress->need_bytes = said("bytes");
               f->progress->phase = TransferProgress::Phase::kReceiving;
             }
             // The handlers hold the fetch until the stream is gone.
@@ -176,12 +183,20 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
               asio::post(pool_, [this, ff] {
                 auto finished = ff->x->finish();
                 ff->x.reset();
-                Result<std::vector<std::string>> moved =
-                    finished ? transfer::move_tree_into(ff->tmp, ff->dir) : Result<std::vector<std::string>>(finished.error());
+                Result<transfer::MovedOutputs> moved = finished ? transfer::move_tree_into(ff->tmp, ff->dir, ff->policy)
+                                                                : Result<transfer::MovedOutputs>(finished.error());
                 remove_tree(ff->tmp);
                 asio::post(io_, [ff, finished = std::move(finished), moved = std::move(moved)] {
                   if (!moved) return ff->reply(Response::error(moved.error()));
-                  ff->reply(Response::json(200, {{"files", *moved}, {"bytes", finished->value("bytes", uint64_t{0})}}));
+                  nlohmann::json out = {{"files", moved->files},
+                                        {"replaced", moved->replaced},
+                                        {"bytes", finished->value("bytes", uint64_t{0})},
+                                        {"left_out", moved->skipped.total()},
+                                        {"links", ff->links},
+                                        {"special", ff->special}};
+                  std::string why = transfer::describe(moved->skipped);
+                  if (!why.empty()) out["left_out_why"] = why;
+                  ff->reply(Response::json(200, out));
                 });
               });
             };

@@ -1,13 +1,18 @@
 // The consumer's side of bringing files home from a job's workspace:
 //
 //   POST /v1/jobs/fetch {"job_id", "dir", "paths"?: [...], "base"?: folder}
-//       -> {"files": [relative paths written], "bytes"}
+//       -> {"files": [relative paths written], "replaced": [those that replaced a
+//           local file], "bytes", "left_out": n, "left_out_why": "...",
+//           "links"/"special": what the provider left behind}
 //
 // Without "paths", fetches what changed: the files of the job's workspace
 // that differ from (or are missing in) `dir`, judged by size and SHA-256
 // against a manifest of `dir` (or of "base" when given: an array task's
 // outputs are judged against its input folder) sent with the request
 // (list_tree's rules).
+// What may come home is decided by transfer/outputs_policy.h ("paths" are
+// the --out names: never .git; ignore files, excluded paths, local files that
+// were not uploaded and execute bits only when named).
 // The archive goes into a fresh `dir/.yonder-fetch-*` folder first (nothing
 // in it can be a link), then each file is moved into place without passing
 // through a symbolic link or replacing a folder (transfer/tree_fetch.h), so

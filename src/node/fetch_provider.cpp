@@ -115,7 +115,8 @@ void FetchProvider::fetch(const PublicKeyBytes& peer, const nlohmann::json& para
         finish_quietly(p);
         return refuse(p->job_id, std::move(listing).error());
       }
-      nlohmann::json head = {{"files", listing->files}, {"bytes", listing->bytes}, {"skipped", listing->skipped}};
+      nlohmann::json head = {{"files", listing->files}, {"bytes", listing->bytes}, {"skipped", listing->skipped},
+                             {"links", listing->links}, {"special", listing->special}};
       p->tunnel = accept(std::move(head));
       if (!p->tunnel) return finish(p, make_error(ErrorCode::kUnavailable, "the caller went away"));
       // The handlers hold the pump (the tunnel's state is its only owner

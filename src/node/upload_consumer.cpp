@@ -236,6 +236,8 @@ void UploadConsumer::on_message(const std::shared_ptr<State>& s, const nlohmann:
   }
   nlohmann::json out = m;
   out["skipped"] = s->listing.skipped;
+  out["links"] = s->listing.links;
+  out["special"] = s->listing.special;
   out["attempts"] = s->attempts;
   if (s->tunnel) s->tunnel->close();
   finish(s, std::move(out));

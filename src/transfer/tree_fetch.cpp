@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <set>
 
 namespace yonder::transfer {
 namespace fs = std::filesystem;
@@ -97,8 +99,24 @@ Result<std::string> normalize_request_path(const std::string& path) {
   return p;
 }
 
-Result<std::vector<std::string>> move_tree_into(const std::string& from, const std::string& into) {
-  std::vector<std::string> moved;
+OutputsPolicy outputs_policy_for(const std::string& dir, const std::string& rules_root, std::vector<std::string> named) {
+  OutputsPolicy policy;
+  policy.ignore = read_ignore_rules(rules_root);
+  ArchiveLimits limits;
+  limits.max_bytes = ~uint64_t{0};  // sizes do not matter here, only which files
+  if (auto listing = list_tree(dir, limits)) {
+    std::set<std::string> files;
+    for (const auto& e : listing->entries) {
+      if (!e.dir) files.insert(e.path);
+    }
+    policy.uploaded = std::move(files);
+  }
+  policy.named = std::move(named);
+  return policy;
+}
+
+Result<MovedOutputs> move_tree_into(const std::string& from, const std::string& into, const OutputsPolicy& policy) {
+  MovedOutputs moved;
   fs::path src(from), dst(into);
   std::error_code ec;
   std::vector<fs::path> files;
@@ -111,6 +129,20 @@ Result<std::vector<std::string>> move_tree_into(const std::string& from, const s
   for (const auto& f : files) {
     std::string rel = rel_path(f, src);
     YONDER_TRY(check_archive_path(rel));
+    struct stat fresh {};
+    if (::lstat(f.c_str(), &fresh) != 0 || !S_ISREG(fresh.st_mode)) continue;
+    struct stat here {};
+    bool exists_here = ::lstat((dst / rel).c_str(), &here) == 0;
+    OutputDecision decision = policy.decide(rel, static_cast<uint32_t>(fresh.st_mode & 07777), exists_here);
+    if (decision.refusal != OutputRefusal::kNone) {
+      moved.skipped.count(decision.refusal);
+      continue;
+    }
+    // The fresh folder is ours and holds no links (TreeExtractor), so the
+    // mode is set on the file that moves.
+    if (::chmod(f.c_str(), static_cast<mode_t>(decision.mode)) != 0) {
+      return make_error(ErrorCode::kFailedPrecondition, "cannot set the mode of " + rel + ": " + std::string(strerror(errno)));
+    }
     fs::path target = dst;
     fs::path parts(rel);
     auto last = std::prev(parts.end());
@@ -135,7 +167,8 @@ Result<std::vector<std::string>> move_tree_into(const std::string& from, const s
     if (::rename(f.c_str(), target.c_str()) != 0) {
       return make_error(ErrorCode::kFailedPrecondition, "cannot put " + rel + " in place: " + std::string(strerror(errno)));
     }
-    moved.push_back(rel);
+    if (exists_here) moved.replaced.push_back(rel);
+    moved.files.push_back(rel);
   }
   return moved;
 }

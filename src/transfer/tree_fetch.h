@@ -8,9 +8,12 @@
 //             the requested paths (or everything), leaving out files whose
 //             size and SHA-256 match `have`
 //   consumer: the archive goes into a fresh folder (TreeExtractor), then
-//             move_tree_into(fresh, dir) puts each file in place, refusing to
-//             pass through a symbolic link or replace a folder, so nothing
-//             is ever written outside `dir`.
+//             move_tree_into(fresh, dir, policy) puts each file the policy
+//             takes (outputs_policy.h: never .git, ignore files, excluded
+//             paths or local files that were not uploaded, unless --out names
+//             them; no execute bit unless named) in place, refusing to pass
+//             through a symbolic link or replace a folder, so nothing is ever
+//             written outside `dir`.
 //
 // Blocking (file reads and hashing): worker threads only.
 #pragma once
@@ -23,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "transfer/outputs_policy.h"
 #include "transfer/tree_pack.h"
 
 namespace yonder::transfer {
@@ -47,10 +51,23 @@ Result<HaveManifest> manifest_from_json(const nlohmann::json& j, size_t max_entr
 // "." or "" meaning the whole folder. kInvalidArgument naming it otherwise.
 Result<std::string> normalize_request_path(const std::string& path);
 
-// Moves every file under `from` to the same relative path under `into`,
-// creating folders as needed and replacing files. Refuses (kFailedPrecondition,
-// naming the path) to go through a symbolic link or anything that is not a
-// folder, or to replace a folder. Returns the relative paths moved.
-Result<std::vector<std::string>> move_tree_into(const std::string& from, const std::string& into);
+// What move_tree_into did.
+struct MovedOutputs {
+  std::vector<std::string> files;     // relative paths put in place
+  std::vector<std::string> replaced;  // those of them that replaced a file here
+  OutputSkips skipped;                // refused by the policy (left in `from`)
+};
+
+// The policy for bringing a job's files into `dir`: the ignore rules of
+// `rules_root` (the folder the upload was made from; usually `dir`), the
+// files the upload would send from `dir`, and the --out paths. Blocking.
+OutputsPolicy outputs_policy_for(const std::string& dir, const std::string& rules_root, std::vector<std::string> named);
+
+// Moves every file under `from` that `policy` takes to the same relative
+// path under `into`, with the policy's mode, creating folders as needed and
+// replacing files. Refuses (kFailedPrecondition, naming the path) to go
+// through a symbolic link or anything that is not a folder, or to replace a
+// folder.
+Result<MovedOutputs> move_tree_into(const std::string& from, const std::string& into, const OutputsPolicy& policy);
 
 }  // namespace yonder::transfer

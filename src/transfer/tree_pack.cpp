@@ -49,6 +49,11 @@ Status walk(const std::string& root, const std::string& rel, const IgnoreRules& 
     bool outputs = is_dir && ::access((root + "/" + child + "/" + kOutputsMarker).c_str(), F_OK) == 0;
     if ((!is_dir && !S_ISREG(st.st_mode)) || outputs || rules.ignored(child, is_dir) || !check_archive_path(child)) {
       ++out.skipped;
+      if (S_ISLNK(st.st_mode)) {
+        ++out.links;
+      } else if (!is_dir && !S_ISREG(st.st_mode)) {
+        ++out.special;
+      }
       continue;
     }
     if (out.entries.size() >= limits.max_entries) {
@@ -76,10 +81,15 @@ Status walk(const std::string& root, const std::string& rel, const IgnoreRules& 
 
 }  // namespace
 
-Result<TreeListing> list_tree(const std::string& root, const ArchiveLimits& limits) {
+IgnoreRules read_ignore_rules(const std::string& root) {
   IgnoreRules rules;
   rules.add(read_text(root + "/.gitignore"));
   rules.add(read_text(root + "/.yonderignore"));
+  return rules;
+}
+
+Result<TreeListing> list_tree(const std::string& root, const ArchiveLimits& limits) {
+  IgnoreRules rules = read_ignore_rules(root);
   TreeListing out;
   out.root = root;
   YONDER_TRY(walk(root, "", rules, limits, out, 0));

@@ -15,6 +15,7 @@
 #include "base/bytes.h"
 #include "base/error.h"
 #include "transfer/archive.h"
+#include "transfer/ignore_rules.h"
 
 namespace yonder::transfer {
 
@@ -34,12 +35,17 @@ struct TreeListing {
   uint64_t bytes = 0;
   uint64_t files = 0;
   uint64_t skipped = 0;  // ignored, links, special files
+  uint64_t links = 0;    // of those, symbolic links
+  uint64_t special = 0;  // of those, sockets, FIFOs and devices
 };
 
 // A folder holding a file of this name is left out of every listing (and so
 // of uploads): an array job's out/ folder, which fills while its tasks run
 // in the folder being uploaded.
 inline constexpr const char* kOutputsMarker = ".yonder-outputs";
+
+// The rules of `root`'s .gitignore then .yonderignore (missing files: none).
+IgnoreRules read_ignore_rules(const std::string& root);
 
 // kResourceExhausted when the folder holds more than `limits` allow (the
 // message says to add a .yonderignore).

@@ -172,6 +172,7 @@ class Selector {
         result = add_file(child, st);
       } else {
         ++out_.skipped;  // links and special files stay behind
+        ++(S_ISLNK(st.st_mode) ? out_.links : out_.special);
       }
       if (!result) break;
     }

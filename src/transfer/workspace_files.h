@@ -72,6 +72,8 @@ struct WorkspaceSelection {
   uint64_t files = 0;
   uint64_t bytes = 0;    // as listed; a running job may change them before they are read
   uint64_t skipped = 0;  // links, special files, files the caller has (`have`)
+  uint64_t links = 0;    // of those, symbolic links
+  uint64_t special = 0;  // of those, sockets, FIFOs and devices
 };
 
 // What to send from `root`: each of `paths` (normalize_request_path form; a
