@@ -178,6 +178,9 @@ int main(int argc, char** argv) {
                                                   "while attached (repeatable; LOCAL 0 picks a port)")
       ->allow_extra_args(false);
   run->add_flag("-d,--detach", run_args.detach, "Print the job id and return at once");
+  run->add_flag("--raw", run_args.raw,
+                "Pass the job's terminal control sequences through as they came (by default only colours and "
+                "progress-bar cursor moves do: no clipboard writes, title changes or screen clears)");
   run->add_flag("--no-upload", run_args.no_upload, "Do not upload the working directory");
   run->add_option("--upload", run_args.upload_dir, "Upload this folder instead of the working directory");
   run->add_option("--out", run_args.out, "Bring this path of the workspace home when the job ends (repeatable; "
@@ -197,6 +200,8 @@ int main(int argc, char** argv) {
   auto* logs = app.add_subcommand("logs", "A job's output (from its provider's persisted log)");
   logs->add_option("job", job_id, "Job id (or a unique prefix)")->required();
   logs->add_flag("-f,--follow", logs_follow, "Keep printing until the job ends");
+  bool logs_raw = false;
+  logs->add_flag("--raw", logs_raw, "Pass the job's terminal control sequences through as they came");
   std::string logs_since;
   logs->add_option("--since", logs_since, "Only output written since: a duration (10m, 2h), an RFC 3339 UTC time, or Unix seconds");
   auto* stop = app.add_subcommand("stop", "Stop a job (SIGTERM, then SIGKILL after the provider's grace)");
@@ -376,7 +381,7 @@ int main(int argc, char** argv) {
   if (*run) return cmd_run(*ctx, run_args);
   if (*ps) return cmd_ps(*ctx, ps_all);
   if (*transfers) return cmd_transfers(*ctx);
-  if (*logs) return cmd_logs(*ctx, job_id, logs_follow, logs_since);
+  if (*logs) return cmd_logs(*ctx, job_id, logs_follow, logs_since, logs_raw);
   if (*stop) return cmd_stop(*ctx, job_id);
   if (*exec) return cmd_exec(*ctx, exec_args);
   if (*forward) {

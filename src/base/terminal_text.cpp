@@ -47,7 +47,7 @@ void hex_escape(std::string& out, char kind, unsigned value) {
 
 }  // namespace
 
-std::string terminal_safe(std::string_view s) {
+std::string terminal_safe(std::string_view s, bool keep_lines) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
@@ -58,6 +58,9 @@ std::string terminal_safe(std::string_view s) {
       ++i;
     } else if (n == 1 && c == 0x1b) {
       out += "\\e";
+      ++i;
+    } else if (n == 1 && keep_lines && (c == '\n' || c == '\t')) {
+      out += static_cast<char>(c);
       ++i;
     } else if (n == 1 && (c < 0x20 || c == 0x7f)) {
       hex_escape(out, 'x', c);

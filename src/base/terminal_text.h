@@ -29,7 +29,9 @@
 
 namespace yonder {
 
-std::string terminal_safe(std::string_view s);
+// `keep_lines`: \n and \t pass (a message of several lines); else they are
+// escaped too (a name, one table cell).
+std::string terminal_safe(std::string_view s, bool keep_lines = false);
 
 // True when `s` is non-empty, valid UTF-8 and holds no control character
 // (C0, DEL, C1): what a name a peer shows must be.

@@ -1,3 +1,4 @@
+#include "cli/shown.h"
 #include "cli/array_commands.h"
 
 #include <poll.h>
@@ -195,7 +196,7 @@ int cmd_array_status(const Context& ctx, const std::string& id) {
   uint64_t done = count(s, "done");
   for (const auto& p : s.value("providers", json::array())) {
     uint64_t n = p.value("done", uint64_t{0});
-    std::string name = p.value("name", "");
+    std::string name = shown(p, "name", "");
     if (name.empty()) name = p.value("provider_id", "").substr(0, 15);
     std::printf("  %-20s %6llu tasks (%.0f%%)\n", name.c_str(), static_cast<unsigned long long>(n),
                 done ? 100.0 * static_cast<double>(n) / static_cast<double>(done) : 0.0);

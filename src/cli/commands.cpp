@@ -1,3 +1,4 @@
+#include "cli/shown.h"
 #include "cli/commands.h"
 
 #include <sys/stat.h>
@@ -95,7 +96,7 @@ int cmd_status(const Context& ctx) {
     backends += (backends.empty() ? "" : ", ") + b.get<std::string>();
   }
   std::printf("Node      %s\n", j->value("node_id", "?").c_str());
-  std::printf("Name      %s\n", j->value("name", "?").c_str());
+  std::printf("Name      %s\n", shown(*j, "name", "?").c_str());
   std::printf("Daemon    yonderd %s, pid %lld, up %s\n", j->value("version", "?").c_str(),
               static_cast<long long>(j->value("pid", 0)), format_duration(j->value("uptime_s", int64_t{0})).c_str());
   std::printf("Backends  %s\n", backends.c_str());

@@ -1,3 +1,4 @@
+#include "base/terminal_text.h"
 #include "cli/context.h"
 
 #include <sys/stat.h>
@@ -38,7 +39,8 @@ Result<Context> make_context() {
 }
 
 int print_error(const Error& e, int exit_code) {
-  std::fprintf(stderr, "yonder: %s\n", e.to_string().c_str());
+  // An error may carry a peer's words (a provider's refusal): made safe.
+  std::fprintf(stderr, "yonder: %s\n", terminal_safe(e.to_string(), true).c_str());
   return exit_code;
 }
 

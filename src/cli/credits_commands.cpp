@@ -1,3 +1,4 @@
+#include "cli/shown.h"
 #include "cli/credits_commands.h"
 
 #include <cstdio>
@@ -13,7 +14,7 @@ namespace {
 using nlohmann::json;
 
 std::string peer_label(const json& v, const char* name_key, const char* id_key) {
-  std::string name = v.value(name_key, "");
+  std::string name = shown(v, name_key, "");
   std::string id = v.value(id_key, "");
   return name.empty() ? id.substr(0, 7) : name + " (" + id.substr(0, 7) + ")";
 }

@@ -1,3 +1,4 @@
+#include "cli/shown.h"
 #include "cli/group_commands.h"
 
 #include <cstdio>
@@ -65,7 +66,7 @@ int cmd_group_create(const Context& ctx, const GroupArgs& a) {
     return kExitOk;
   }
   std::printf("Created group %s (%s); this node owns it. Invite others with: yonder group invite %s\n",
-              r->value("name", "").c_str(), r->value("group_id", "").c_str(), a.group.c_str());
+              shown(*r, "name", "").c_str(), r->value("group_id", "").c_str(), a.group.c_str());
   return kExitOk;
 }
 
@@ -82,7 +83,7 @@ int cmd_group_invite(const Context& ctx, const GroupArgs& a) {
   }
   std::printf("%s\n\n", r->value("link", "").c_str());
   std::printf("Invite into group %s: pairs the holder with this node (%s) and adds it to the group.\n",
-              r->value("group", "").c_str(), r->value("summary", "").c_str());
+              r->value("group", "").c_str(), shown(*r, "summary", "").c_str());
   std::printf(
       "Valid for %s, %d use(s). Redeem with: yonder group join LINK (or yonder pair LINK). Revoke with: "
       "yonder links revoke %s\n",
@@ -99,17 +100,17 @@ int cmd_group_join(const Context& ctx, const GroupArgs& a) {
     group_print_json(*r);
   } else {
     for (const auto& g : groups) {
-      std::printf("Joined group %s (%s), version %llu, %zu members; paired with %s (%s)\n", g.value("name", "").c_str(),
+      std::printf("Joined group %s (%s), version %llu, %zu members; paired with %s (%s)\n", shown(g, "name", "").c_str(),
                   g.value("group_id", "").c_str(), static_cast<unsigned long long>(g.value("version", uint64_t{0})),
-                  static_cast<size_t>(g.value("members", 0)), r->value("name", "").c_str(),
-                  r->value("summary", "").c_str());
+                  static_cast<size_t>(g.value("members", 0)), shown(*r, "name", "").c_str(),
+                  shown(*r, "summary", "").c_str());
     }
   }
   if (!joined) {
     std::fprintf(stderr,
                  "yonder: paired with %s, but the link was not an invite into a group (or the group is gone); "
                  "ask for a link made with `yonder group invite`\n",
-                 r->value("name", "").c_str());
+                 shown(*r, "name", "").c_str());
     return kExitError;
   }
   return kExitOk;
@@ -122,14 +123,14 @@ int cmd_group_members(const Context& ctx, const GroupArgs& a) {
     group_print_json(*r);
     return kExitOk;
   }
-  std::printf("Group %s (%s), version %llu, owner %s\n", r->value("name", "").c_str(), r->value("group_id", "").c_str(),
+  std::printf("Group %s (%s), version %llu, owner %s\n", shown(*r, "name", "").c_str(), r->value("group_id", "").c_str(),
               static_cast<unsigned long long>(r->value("version", uint64_t{0})),
               r->value("owner_id", "").substr(0, 7).c_str());
   std::printf("%-24s  %-16s  %-7s  %-7s  %s\n", "MEMBER", "NAME", "ROLE", "ONLINE", "LABELS");
   for (const auto& m : (*r)["members"]) {
     std::string online = m.value("self", false) ? "(self)" : (m.value("online", false) ? "yes" : "no");
     std::printf("%-24s  %-16s  %-7s  %-7s  %s\n", m.value("id", "").substr(0, 24).c_str(),
-                m.value("name", "").substr(0, 16).c_str(), m.value("role", "").c_str(), online.c_str(),
+                shown(m, "name", "").substr(0, 16).c_str(), m.value("role", "").c_str(), online.c_str(),
                 labels_text(m["labels"]).c_str());
   }
   return kExitOk;
@@ -210,7 +211,7 @@ int cmd_group_list(const Context& ctx) {
   }
   std::printf("%-20s  %-32s  %-6s  %-8s  %7s  %s\n", "NAME", "ID", "ROLE", "VERSION", "MEMBERS", "OWNER");
   for (const auto& g : groups) {
-    std::printf("%-20s  %-32s  %-6s  %8llu  %7zu  %s\n", g.value("name", "").substr(0, 20).c_str(),
+    std::printf("%-20s  %-32s  %-6s  %8llu  %7zu  %s\n", shown(g, "name", "").substr(0, 20).c_str(),
                 g.value("group_id", "").c_str(), g.value("role", "").c_str(),
                 static_cast<unsigned long long>(g.value("version", uint64_t{0})),
                 static_cast<size_t>(g.value("members", 0)), g.value("owner_id", "").substr(0, 7).c_str());

@@ -1,3 +1,4 @@
+#include "cli/shown.h"
 #include "cli/job_commands.h"
 
 #include <poll.h>
@@ -12,6 +13,7 @@
 #include "base/bytes.h"
 #include "cli/daemon_api.h"
 #include "cli/exit_codes.h"
+#include "cli/fetched_files.h"
 #include "cli/progress.h"
 #include "cli/job_logs.h"
 #include "cli/mesh_commands.h"
@@ -22,6 +24,7 @@
 #include "cli/signal_pipe.h"
 #include "crypto/scope.h"
 #include "os/unix_http.h"
+#include "transfer/tree_fetch.h"
 
 namespace yonder::cli {
 namespace {
@@ -50,6 +53,7 @@ Result<Attached> attach(const Context& ctx, const std::string& id, const RunArgs
     if (pair) options.forwards.push_back(*pair);
   }
   options.prompt = isatty(STDIN_FILENO) != 0;
+  options.raw = a.raw;
   return attach_to_job(ctx, id, options);
 }
 
@@ -90,6 +94,12 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
   auto effective = effective_run_args(given, ctx.env);  // the job file and env files under the flags
   if (!effective) return print_error(effective.error(), kExitUsage);
   const RunArgs& a = *effective;
+  // --out names paths inside the job's workspace: "../x" or "/etc" are
+  // refused now, before anything is uploaded or run.
+  for (const auto& o : a.out) {
+    auto n = transfer::normalize_request_path(o);
+    if (!n) return print_error(Error(n.error()).with_context("--out"), kExitUsage);
+  }
   if (a.mesh && !a.peer.empty()) {
     return print_error(make_error(ErrorCode::kInvalidArgument,
                                   "--mesh chooses the provider itself; drop --on (or `on` in the job file)"),
@@ -297,7 +307,11 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
       if (sent_files < files) sent += ", " + std::to_string(files - sent_files) + " unchanged";
     }
     std::fprintf(stderr, "yonder: job %s on %s%s\n", short_id(id).c_str(),
-                 submitted->value("provider_name", a.peer).c_str(), sent.c_str());
+                 shown(*submitted, "provider_name", a.peer).c_str(), sent.c_str());
+  }
+  if (const json& up = (*submitted)["upload"]; up.is_object()) {
+    std::string skipped = skipped_line(up.value("links", uint64_t{0}), up.value("special", uint64_t{0}));
+    if (!skipped.empty()) std::fprintf(stderr, "yonder: upload: %s\n", skipped.c_str());
   }
   auto attached = attach(ctx, id, a);
   if (!attached) return fail(ctx, attached.error());
@@ -311,9 +325,8 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
     if (!got) {
       std::fprintf(stderr, "yonder: could not bring the job's files home: %s\n", got.error().message().c_str());
       fetch_failed = true;
-    } else if (!(*got)["files"].empty()) {
-      std::fprintf(stderr, "yonder: brought home %zu file(s), %s\n", (*got)["files"].size(),
-                   format_size(got->value("bytes", uint64_t{0})).c_str());
+    } else {
+      report_fetched(*got);
     }
   }
   if (code.is_number_integer()) {
@@ -354,7 +367,7 @@ int cmd_ps(const Context& ctx, bool all) {
     if (!j.value("provider_reachable", true)) state += "?";
     std::string exit = j["exit_code"].is_number_integer() ? std::to_string(j["exit_code"].get<int>()) : "-";
     std::printf("%-12s  %-16s  %-24s  %-9s  %-4s  %s\n", short_id(j.value("job_id", "")).c_str(),
-                j.value("provider_name", "").substr(0, 16).c_str(), j.value("image", "").substr(0, 24).c_str(),
+                shown(j, "provider_name", "").substr(0, 16).c_str(), j.value("image", "").substr(0, 24).c_str(),
                 state.c_str(), exit.c_str(), cmd.c_str());
   }
   // Mesh jobs run as the jobs above, one attempt at a time: say which is which.
@@ -363,7 +376,7 @@ int cmd_ps(const Context& ctx, bool all) {
       std::string attempts;
       for (const auto& a : m["attempts"]) {
         attempts += (attempts.empty() ? "" : ", ") + short_id(a.value("job_id", "")) + " on " +
-                    a.value("provider_name", "") + " (" + a.value("state", "") + ")";
+                    shown(a, "provider_name", "") + " (" + a.value("state", "") + ")";
       }
       std::printf("mesh job %s: %s; attempts: %s\n", short_id(m.value("mesh_job_id", "")).c_str(),
                   m.value("state", "").c_str(), attempts.empty() ? "none yet" : attempts.c_str());
@@ -372,14 +385,14 @@ int cmd_ps(const Context& ctx, bool all) {
   return kExitOk;
 }
 
-int cmd_logs(const Context& ctx, const std::string& job, bool follow, const std::string& since) {
+int cmd_logs(const Context& ctx, const std::string& job, bool follow, const std::string& since, bool raw) {
   int64_t since_ns = 0;
   if (!since.empty()) {
     auto s = parse_since(since);
     if (!s) return print_error(s.error(), kExitUsage);
     since_ns = *s;
   }
-  auto r = print_logs(ctx, job, follow, since_ns);
+  auto r = print_logs(ctx, job, follow, since_ns, raw);
   if (!r) return fail(ctx, r.error());
   return kExitOk;
 }
@@ -445,7 +458,9 @@ int cmd_cp(const Context& ctx, const std::string& from, const std::string& to) {
   if (ctx.json) {
     std::printf("%s\n", got->dump(2).c_str());
   } else {
-    for (const auto& f : (*got)["files"]) std::printf("%s\n", f.get<std::string>().c_str());
+    for (const auto& f : (*got)["files"]) std::printf("%s\n", shown(f.get<std::string>()).c_str());
+    std::string skipped = skipped_line(got->value("links", uint64_t{0}), got->value("special", uint64_t{0}));
+    if (!skipped.empty()) std::fprintf(stderr, "yonder: %s\n", skipped.c_str());
   }
   return kExitOk;
 }

@@ -21,6 +21,7 @@ struct RunArgs {
   std::optional<int> gpus;
   std::optional<std::string> vram, cpus, memory, disk, time;
   bool detach = false;
+  bool raw = false;  // --raw: the job's control sequences reach the terminal unfiltered
   bool no_upload = false;  // do not upload the working directory
   std::string upload_dir;  // upload this folder instead of the working directory
   // Brought home when the job ends (relative to the workspace); empty: the
@@ -56,7 +57,8 @@ struct RunArgs {
 // because of that signal; 0 after a detach.
 int cmd_run(const Context& ctx, const RunArgs& args);
 int cmd_ps(const Context& ctx, bool all);
-int cmd_logs(const Context& ctx, const std::string& job, bool follow, const std::string& since = "");
+// `raw`: the job's control sequences pass as they came (see LogFollower::set_raw).
+int cmd_logs(const Context& ctx, const std::string& job, bool follow, const std::string& since = "", bool raw = false);
 int cmd_stop(const Context& ctx, const std::string& job);
 // `yonder cp JOB:PATH [LOCAL]`: copies a file or folder out of a running or
 // ended job's workspace into LOCAL (a folder, default the working directory).

@@ -71,11 +71,11 @@ Result<LogFollower::Step> LogFollower::next(std::chrono::milliseconds wait, bool
     std::string text(bytes->begin(), bytes->end());
     std::string stream = rec.value("stream", "stdout");
     if (stream == "stdout") {
-      job_write_all(stdout, text);
+      job_write_all(stdout, raw_ ? text : out_filter_.feed(text));
     } else if (stream == "stderr") {
-      job_write_all(stderr, text);
-    } else {
-      job_write_all(stderr, "yonder: " + text + (text.empty() || text.back() != '\n' ? "\n" : ""));
+      job_write_all(stderr, raw_ ? text : err_filter_.feed(text));
+    } else {  // the provider's own note about the job: its words, made safe
+      job_write_all(stderr, "yonder: " + terminal_safe(text, true) + (text.empty() || text.back() != '\n' ? "\n" : ""));
     }
   }
   step.printed = !records.empty();
@@ -101,8 +101,9 @@ Result<int64_t> parse_since(const std::string& text) {
   return now - *d * kNs;
 }
 
-Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow, int64_t since_ns) {
+Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow, int64_t since_ns, bool raw) {
   LogFollower logs(ctx, job);
+  logs.set_raw(raw);
   logs.set_since(since_ns);
   while (true) {
     auto step = logs.next(kFollowWait, follow);

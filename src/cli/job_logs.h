@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/terminal_text.h"
 #include "cli/context.h"
 
 namespace yonder::cli {
@@ -28,6 +29,10 @@ class LogFollower {
   Result<Step> next(std::chrono::milliseconds wait, bool follow, int interrupt_fd = -1);
   // Leaves out records written before this time (Unix ns; 0: none left out).
   void set_since(int64_t unix_ns) { since_ns_ = unix_ns; }
+  // Passes the job's control sequences through as they came (`--raw`);
+  // by default TerminalFilter (base/terminal_text.h) drops all but colours
+  // and the cursor moves of progress bars.
+  void set_raw(bool raw) { raw_ = raw; }
 
  private:
   const Context& ctx_;
@@ -36,6 +41,8 @@ class LogFollower {
   std::chrono::steady_clock::time_point lost_since_{};
   bool told_ = false;
   int64_t since_ns_ = 0;
+  bool raw_ = false;
+  TerminalFilter out_filter_, err_filter_;  // one per stream: a sequence may span records
 };
 
 // How long one follow step waits at the daemon for new output.
@@ -44,7 +51,7 @@ inline constexpr std::chrono::milliseconds kFollowWait{15000};
 // `yonder logs [-f]`: prints the job's output; with `follow`, until it ends.
 // Returns whether the end was seen.
 // `since_ns`: only records written from then on (Unix ns; 0: all).
-Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow, int64_t since_ns = 0);
+Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow, int64_t since_ns = 0, bool raw = false);
 
 // `--since`: a duration back from now ("10m", "2h"), an RFC 3339 UTC time
 // ("2026-11-30T14:00:00Z") or Unix seconds. Returns Unix ns.

@@ -1,3 +1,4 @@
+#include "cli/shown.h"
 #include "cli/mesh_commands.h"
 
 #include <charconv>
@@ -46,7 +47,7 @@ std::string standing_text(const json& p) {
   std::snprintf(rep, sizeof rep, "reputation %.2f", p.value("reputation", 0.0));
   std::string out = rep;
   const json& b = p.contains("benchmark") ? p["benchmark"] : json(nullptr);
-  if (!b.is_object()) return out + ", not benchmarked (`yonder mesh verify " + p.value("name", "PEER") + "`)";
+  if (!b.is_object()) return out + ", not benchmarked (`yonder mesh verify " + shown(p, "name", "PEER") + "`)";
   const json& d = b.contains("details") && b["details"].is_object() ? b["details"] : json::object();
   int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
@@ -103,7 +104,7 @@ int cmd_mesh(const Context& ctx, const std::string& group, bool cached) {
   std::printf("%-20s  %-28s  %5s  %5s  %8s  %-10s  %-10s  %s\n", "PROVIDER", "GPUS", "FREE", "QUEUE", "RTT", "PATH",
               "FRESH", "LABELS");
   for (const auto& p : providers) {
-    std::string name = p.value("name", "") + " (" + p.value("node_id", "").substr(0, 7) + ")";
+    std::string name = shown(p, "name", "") + " (" + p.value("node_id", "").substr(0, 7) + ")";
     std::string path = p.value("path", "");
     path = path.substr(0, path.find(' '));
     char rtt[32];
@@ -151,7 +152,7 @@ int cmd_mesh_verify(const Context& ctx, const std::string& peer, uint32_t size) 
   }
   const json& v = (*r)["verification"];
   const json& d = v.contains("details") && v["details"].is_object() ? v["details"] : json::object();
-  std::printf("%s (%s): benchmark %s\n", (*r)["provider"].value("name", "").c_str(),
+  std::printf("%s (%s): benchmark %s\n", shown((*r)["provider"], "name", "").c_str(),
               (*r)["provider"].value("node_id", "").substr(0, 7).c_str(), passed ? "passed" : "FAILED");
   int n = d.value("n", 0);
   std::printf("  job %s: %dx%d integer matrix product mod 65521, checksum %s (expected %s)\n",
@@ -164,7 +165,7 @@ int cmd_mesh_verify(const Context& ctx, const std::string& peer, uint32_t size) 
   std::string model = d.value("gpu_model", "");
   std::printf("  GPU model it advertises: %s (a CPU benchmark checks the answer, not the model)\n",
               model.empty() ? "none" : model.c_str());
-  if (d.contains("reason")) std::printf("  why it failed: %s\n", d.value("reason", "").c_str());
+  if (d.contains("reason")) std::printf("  why it failed: %s\n", shown(d, "reason", "").c_str());
   return passed ? kExitOk : kExitVerificationFailed;
 }
 
@@ -194,12 +195,12 @@ Result<MeshLease> mesh_lease(const Context& ctx, const MeshNeeds& needs) {
   auto r = api(ctx, "POST", "/v1/mesh/lease", *body, kLeaseTimeout);
   if (!r) return std::move(r).error();
   for (const auto& f : (*r)["refusals"]) {
-    std::fprintf(stderr, "yonder: mesh: %s refused: %s\n", f.value("name", "").c_str(), f.value("reason", "").c_str());
+    std::fprintf(stderr, "yonder: mesh: %s refused: %s\n", shown(f, "name", "").c_str(), shown(f, "reason", "").c_str());
   }
   const json& chosen = (*r)["chosen"];
   MeshLease lease;
   lease.provider_id = (*r)["provider"].value("node_id", "");
-  lease.provider_name = (*r)["provider"].value("name", "");
+  lease.provider_name = shown((*r)["provider"], "name", "");
   lease.lease_id = r->value("lease_id", uint64_t{0});
   std::fprintf(stderr, "yonder: mesh: chose %s (%s) out of %zu feasible: %s\n", lease.provider_name.c_str(),
                lease.provider_id.substr(0, 7).c_str(), (*r)["plan"].size(), chosen.value("why", "").c_str());

@@ -1,3 +1,5 @@
+#include "cli/fetched_files.h"
+#include "cli/shown.h"
 #include "cli/mesh_job_commands.h"
 
 #include <poll.h>
@@ -42,7 +44,7 @@ const json* attempt_numbered(const json& m, int n) {
 void announce(const json& m, int after, int n) {
   const json* now = attempt_numbered(m, n);
   if (now == nullptr) return;
-  std::string on = now->value("provider_name", "");
+  std::string on = shown(*now, "provider_name", "");
   std::string note = now->value("why", "");
   for (int i = std::max(after, 1); i < n; ++i) {
     const json* a = attempt_numbered(m, i);
@@ -52,10 +54,10 @@ void announce(const json& m, int after, int n) {
     if (state == "lost") {
       std::fprintf(stderr, "yonder: %s; requeued", why.c_str());
     } else if (state == "not started") {
-      std::fprintf(stderr, "yonder: %s could not start it (%s); requeued", a->value("provider_name", "").c_str(),
+      std::fprintf(stderr, "yonder: %s could not start it (%s); requeued", shown(*a, "provider_name", "").c_str(),
                    why.c_str());
     } else {
-      std::fprintf(stderr, "yonder: attempt %d on %s ended (%s); retrying", i, a->value("provider_name", "").c_str(),
+      std::fprintf(stderr, "yonder: attempt %d on %s ended (%s); retrying", i, shown(*a, "provider_name", "").c_str(),
                    why.empty() ? state.c_str() : why.c_str());
     }
     if (i == n - 1) {
@@ -119,7 +121,7 @@ int run_mesh_job(const Context& ctx, const MeshJobArgs& args) {
         if (a.value("state", "") != "running" || announced.count(n) > 0) continue;
         announced.insert(n);
         std::fprintf(stderr, "yonder: mesh: replica %d on %s\n", a.value("replica", 0) + 1,
-                     a.value("provider_name", "").c_str());
+                     shown(a, "provider_name", "").c_str());
       }
       pollfd p{sig_fd, POLLIN, 0};
       ::poll(sig_fd >= 0 ? &p : nullptr, sig_fd >= 0 ? 1 : 0, 250);
@@ -165,12 +167,12 @@ int run_mesh_job(const Context& ctx, const MeshJobArgs& args) {
     for (const auto& r : q["replicas"]) {
       std::string verdict = r.contains("valid") ? (r.value("valid", false) ? ", accepted" : ", rejected") : "";
       std::fprintf(stderr, "yonder: replica %d on %s: %s%s%s\n", r.value("replica", 0),
-                   r.value("provider_name", "").c_str(), r.value("hash", "").substr(0, 12).c_str(), verdict.c_str(),
+                   shown(r, "provider_name", "").c_str(), r.value("hash", "").substr(0, 12).c_str(), verdict.c_str(),
                    r.value("outvoted", false) ? " (outvoted)" : "");
     }
     if (q.value("decided", false)) {
       std::fprintf(stderr, "yonder: quorum: %d of %d replicas agree; outputs from %s\n", q.value("agreeing", 0),
-                   q.value("asked", 0), result.value("provider_name", "").c_str());
+                   q.value("asked", 0), shown(result, "provider_name", "").c_str());
     }
   }
   bool fetch_failed = false;
@@ -181,9 +183,8 @@ int run_mesh_job(const Context& ctx, const MeshJobArgs& args) {
     if (!got) {
       std::fprintf(stderr, "yonder: could not bring the job's files home: %s\n", got.error().message().c_str());
       fetch_failed = true;
-    } else if (!(*got)["files"].empty()) {
-      std::fprintf(stderr, "yonder: brought home %zu file(s), %s\n", (*got)["files"].size(),
-                   format_size(got->value("bytes", uint64_t{0})).c_str());
+    } else {
+      report_fetched(*got);
     }
   }
   if (stopped_by != 0 && state == "stopped") return 128 + stopped_by;
@@ -223,7 +224,7 @@ int cmd_mesh_jobs(const Context& ctx, bool all) {
     std::string exit = result.is_object() && result["exit_code"].is_number_integer()
                            ? std::to_string(result["exit_code"].get<int>())
                            : "-";
-    std::string provider = j["attempts"].empty() ? "-" : j["attempts"].back().value("provider_name", "");
+    std::string provider = j["attempts"].empty() ? "-" : shown(j["attempts"].back(), "provider_name", "");
     std::printf("%-12s  %-9s  %-4s  %-8zu  %-16s  %s\n", mesh_job_short_id(j.value("mesh_job_id", "")).c_str(),
                 j.value("state", "").c_str(), exit.c_str(), j["attempts"].size(), provider.substr(0, 16).c_str(),
                 cmd.c_str());

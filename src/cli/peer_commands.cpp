@@ -1,3 +1,4 @@
+#include "cli/shown.h"
 #include "cli/peer_commands.h"
 
 #include <qrencode.h>
@@ -133,7 +134,7 @@ int cmd_share(const Context& ctx, const ShareArgs& a) {
   std::string link = r->value("link", "");
   if (!a.no_qr) std::printf("%s\n", render_qr(link).c_str());
   std::printf("%s\n\n", link.c_str());
-  std::printf("Link %s: %s\n", r->value("id", "").c_str(), r->value("summary", "").c_str());
+  std::printf("Link %s: %s\n", r->value("id", "").c_str(), shown(*r, "summary", "").c_str());
   std::printf("Valid for %s, %d pairing(s), until %s. Revoke with: yonder links revoke %s\n", a.expires.c_str(),
               a.uses, when(r->value("expires_at", int64_t{0})).c_str(), r->value("id", "").c_str());
   std::printf("Whoever holds this link can pair with this node: send it privately.\n");
@@ -156,7 +157,7 @@ int cmd_links(const Context& ctx) {
   for (const auto& l : links) {
     std::string uses = std::to_string(l.value("uses_left", 0)) + "/" + std::to_string(l.value("uses_total", 0));
     std::printf("%-32s  %-8s  %-5s  %-16s  %s\n", l.value("id", "").c_str(), l.value("state", "").c_str(),
-                uses.c_str(), when(l.value("expires_at", int64_t{0})).c_str(), l.value("summary", "").c_str());
+                uses.c_str(), when(l.value("expires_at", int64_t{0})).c_str(), shown(l, "summary", "").c_str());
   }
   return kExitOk;
 }
@@ -178,7 +179,7 @@ int cmd_pair(const Context& ctx, const std::string& link) {
   }
   std::printf("Paired with \"%s\"\n  node id  %s\n  scope    %s\n  check    %s  (the provider's log shows the same "
               "digits for this pairing; compare them if you want to be sure nobody is in between)\n",
-              r->value("name", "").c_str(), r->value("peer", "").c_str(), r->value("summary", "").c_str(),
+              shown(*r, "name", "").c_str(), r->value("peer", "").c_str(), shown(*r, "summary", "").c_str(),
               r->value("short_auth_string", "").c_str());
   return kExitOk;
 }
@@ -205,10 +206,10 @@ int cmd_peers(const Context& ctx) {
     if (p.contains("punch") && p.value("path_kind", "") == "relay") {
       const auto& pu = p["punch"];
       std::string st = pu.value("state", "");
-      if (st == "failed") path += "; no direct path: " + pu.value("reason", "");
+      if (st == "failed") path += "; no direct path: " + shown(pu, "reason", "");
       else if (!st.empty() && st != "punched") path += "; direct path: " + st;
     }
-    std::printf("%-16s  %-7s  %-9s  %-16s  %-40s  %s\n", p.value("name", "").substr(0, 16).c_str(),
+    std::printf("%-16s  %-7s  %-9s  %-16s  %-40s  %s\n", shown(p, "name", "").substr(0, 16).c_str(),
                 p.value("node_id", "").substr(0, 7).c_str(), state.c_str(), seen.c_str(),
                 p.value("grant_summary", "").substr(0, 40).c_str(), path.c_str());
   }
@@ -279,7 +280,7 @@ int cmd_netcheck(const Context& ctx) {
     const auto& pm = (*r)["port_mapping"];
     std::string line = pm.value("state", "");
     if (pm.contains("external")) line += " " + pm.value("external", "") + " via " + pm.value("protocol", "");
-    if (pm.contains("reason")) line += " (" + pm.value("reason", "") + ")";
+    if (pm.contains("reason")) line += " (" + shown(pm, "reason", "") + ")";
     std::printf("Port map    %s\n", line.c_str());
   }
   return kExitOk;
@@ -346,7 +347,7 @@ int cmd_scope(const Context& ctx, const std::string& peer, const ScopeArgs& a) {
   }
   auto r = post(ctx, "/v1/peers/scope", body);
   if (!r) return peer_fail(ctx, r.error());
-  if (!ctx.json) std::printf("%s may now: %s (from its next request)\n", r->value("peer", "").c_str(), r->value("summary", "").c_str());
+  if (!ctx.json) std::printf("%s may now: %s (from its next request)\n", r->value("peer", "").c_str(), shown(*r, "summary", "").c_str());
   else peer_print_json(*r);
   return kExitOk;
 }

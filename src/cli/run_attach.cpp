@@ -133,6 +133,7 @@ Result<Attached> attach_to_job(const Context& ctx, const std::string& job, const
   if (!installed) return std::move(installed).error();
   SignalPipe& sig = **installed;
   LogFollower logs(ctx, job);
+  logs.set_raw(options.raw);
   RunForwards forwards(ctx, job);
   Attached result;
   bool stopping = false;

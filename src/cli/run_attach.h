@@ -27,6 +27,7 @@ namespace yonder::cli {
 struct AttachOptions {
   std::vector<PortPair> forwards;  // opened once the job runs, closed when we return
   bool prompt = false;             // the first Ctrl-C asks what to do (stdin is a terminal)
+  bool raw = false;                // the job's control sequences pass unfiltered (`run --raw`)
 };
 
 struct Attached {

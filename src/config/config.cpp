@@ -1,5 +1,7 @@
 #include "config/config.h"
 
+#include "base/terminal_text.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -126,6 +128,10 @@ Result<std::string> validate_value(const SettingSpec& spec, std::string_view val
       break;
   }
   if (value.size() > 4096) return bad_value(spec, value.substr(0, 16), "at most 4096 characters");
+  // A node's name is shown on its peers' terminals: printable text only.
+  if (std::string_view(spec.key) == "node.name" && !value.empty() && !printable_name(value)) {
+    return bad_value(spec, terminal_safe(value), "printable text (no control characters or invalid UTF-8)");
+  }
   if (!spec.allowed.empty()) {
     std::string_view allowed = spec.allowed;
     while (!allowed.empty()) {

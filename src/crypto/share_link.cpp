@@ -1,5 +1,7 @@
 #include "crypto/share_link.h"
 
+#include "base/terminal_text.h"
+
 #include <openssl/sha.h>
 
 #include <cctype>
@@ -155,6 +157,9 @@ Result<std::string> encode_share_link(const ShareLink& link, const Identity& pro
       return make_error(ErrorCode::kInvalidArgument, "address \"" + a.substr(0, 90) + "\" cannot go in a share link");
     }
   }
+  if (!link.provider_name.empty() && !printable_name(link.provider_name)) {
+    return make_error(ErrorCode::kInvalidArgument, "node.name has control characters; set a printable name");
+  }
   if (link.provider_name.size() > kMaxNameLength) {
     return make_error(ErrorCode::kInvalidArgument, "node names in share links are at most 64 bytes; shorten node.name");
   }
@@ -228,6 +233,10 @@ Result<ShareLink> decode_share_link(std::string_view text) {
   if (n_addr > kMaxAddresses) return bad_link("this share link is damaged (too many addresses)");
   for (size_t i = 0; i < n_addr && r.ok(); ++i) link.addresses.push_back(r.str8(kMaxAddressLength));
   link.provider_name = r.str8(kMaxNameLength);
+  if (!link.provider_name.empty() && !printable_name(link.provider_name)) {
+    return bad_link("this share link's provider name has control characters (a terminal would obey them); ask the "
+                    "provider for a link from a node with a printable name");
+  }
   size_t body_size = raw->size() - r.left();
   std::array<uint8_t, kSignatureSize> sig{};
   r.fixed(sig);

@@ -26,6 +26,16 @@ TEST(Config, DefaultsWhenEmpty) {
   EXPECT_EQ(cfg->get_int("api.request_timeout_s"), 30);
 }
 
+TEST(Config, ANodeNameWithControlCharactersIsRefused) {
+  auto cfg = Config::parse("[node]\nname = \"ev\\u001b]52;c;eA==\\u0007il\"\n", "c.toml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.error().message().find("printable"), std::string::npos) << cfg.error().message();
+  EXPECT_EQ(cfg.error().message().find('\x1b'), std::string::npos);  // the refusal itself is safe to print
+  Config ok;
+  EXPECT_FALSE(ok.set("node.name", "a\nb").ok());
+  EXPECT_TRUE(ok.set("node.name", "研究室 GPU").ok());
+}
+
 TEST(Config, ReadsTablesAndTypes) {
   auto cfg = Config::parse("[log]\nlevel = \"debug\"\n[api]\nrequest_timeout_s = 5\n", "c.toml");
   ASSERT_TRUE(cfg.ok()) << cfg.error().to_string();

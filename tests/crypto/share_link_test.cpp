@@ -46,6 +46,19 @@ TEST(ShareLink, RoundTripsEveryField) {
   EXPECT_TRUE(back->relays.empty());
 }
 
+// A provider's name is shown on the consumer's terminal at pairing, before
+// the check digits: one that carries control sequences (OSC 52 writes the
+// clipboard, CSI 2J clears the screen) never goes into a link.
+TEST(ShareLink, AProviderNameWithControlSequencesIsRefused) {
+  Fixture f;
+  f.link.provider_name = "ev\x1b]52;c;ZXZpbA==\x07\x1b[2Jil";
+  auto text = encode_share_link(f.link, f.provider);
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.error().message().find("printable"), std::string::npos) << text.error().message();
+  f.link.provider_name = "Zoë's box";
+  EXPECT_TRUE(encode_share_link(f.link, f.provider).ok());
+}
+
 // Relays travel in the address list as "relay:HOST:PORT" and come back apart.
 TEST(ShareLink, CarriesTheProvidersRelays) {
   Fixture f;

@@ -1,0 +1,42 @@
+#include "cli/fetched_files.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "crypto/scope.h"
+#include "cli/shown.h"
+
+namespace yonder::cli {
+
+std::string skipped_line(uint64_t links, uint64_t special) {
+  auto n = [](uint64_t k, const char* one, const char* many) { return std::to_string(k) + " " + (k == 1 ? one : many); };
+  std::string out;
+  if (links > 0) out = n(links, "symbolic link", "symbolic links");
+  if (special > 0) {
+    out += (out.empty() ? "" : " and ") + n(special, "special file", "special files") + " (sockets, FIFOs, devices)";
+  }
+  return out.empty() ? out : "skipped " + out;
+}
+
+void report_fetched(const nlohmann::json& got) {
+  auto count = [&](const char* key) {
+    return got.contains(key) && got[key].is_number_unsigned() ? got[key].get<uint64_t>() : uint64_t{0};
+  };
+  const auto& files = got.contains("files") && got["files"].is_array() ? got["files"] : nlohmann::json::array();
+  if (!files.empty()) {
+    std::fprintf(stderr, "yonder: brought home %zu file(s), %s\n", files.size(), format_size(count("bytes")).c_str());
+  }
+  if (got.contains("replaced") && got["replaced"].is_array()) {
+    for (const auto& p : got["replaced"]) {
+      if (p.is_string()) std::fprintf(stderr, "yonder:   replaced %s\n", shown(p.get<std::string>()).c_str());
+    }
+  }
+  if (got.contains("left_out_why") && got["left_out_why"].is_string()) {
+    std::fprintf(stderr, "yonder: %s\n", got["left_out_why"].get<std::string>().c_str());  // ours, not the peer's
+  }
+  std::string skipped = skipped_line(count("links"), count("special"));
+  if (!skipped.empty()) std::fprintf(stderr, "yonder: the job's workspace: %s\n", skipped.c_str());
+}
+
+}  // namespace yonder::cli
