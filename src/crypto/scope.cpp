@@ -1,5 +1,7 @@
 #include "crypto/scope.h"
 
+#include <algorithm>
+
 #include <charconv>
 #include <nlohmann/json.hpp>
 
@@ -97,6 +99,21 @@ Result<uint32_t> parse_duration_s(std::string_view text) {
   if (!r) return std::move(r).error();
   if (*r > UINT32_MAX) return make_error(ErrorCode::kInvalidArgument, "duration is too long");
   return static_cast<uint32_t>(*r);
+}
+
+Scope narrower_of(const Scope& a, const Scope& b) {
+  auto least = [](auto x, auto y) { return x == 0 ? y : (y == 0 ? x : std::min(x, y)); };
+  Scope s;
+  s.capabilities = a.capabilities & b.capabilities;
+  s.gpus = least(a.gpus, b.gpus);
+  s.vram_bytes = least(a.vram_bytes, b.vram_bytes);
+  s.max_time_s = least(a.max_time_s, b.max_time_s);
+  s.max_jobs = least(a.max_jobs, b.max_jobs);
+  s.cpus_milli = least(a.cpus_milli, b.cpus_milli);
+  s.memory_bytes = least(a.memory_bytes, b.memory_bytes);
+  s.disk_bytes = least(a.disk_bytes, b.disk_bytes);
+  s.egress = a.egress && b.egress;
+  return s;
 }
 
 std::string format_size(uint64_t bytes) {

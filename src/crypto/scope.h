@@ -43,6 +43,10 @@ struct Scope {
   std::string summary() const;
 };
 
+// What both scopes allow: the capabilities of both, each limit the smaller
+// (0, "the provider's maximum", counts as the larger), egress only if both.
+Scope narrower_of(const Scope& a, const Scope& b);
+
 // Parses "run,exec,forward,files" (also "mesh"); unknown names are errors
 // listing the known ones.
 Result<uint8_t> parse_capabilities(std::string_view text);

@@ -145,7 +145,24 @@ Status TrustStore::deny(const PublicKeyBytes& key, int64_t now) {
   if (it == peers_.end()) return make_error(ErrorCode::kNotFound, "no such peer; `yonder peers` lists them");
   PeerRecord p = it->second;
   p.denied_at = now;
-  return upsert(p);
+  Status status = db_.transaction([&]() -> Status {
+    // The link the peer redeemed goes too: with uses left, it would pair the
+    // denied key (or whoever holds a copy) again.
+    if (!p.via_link_id.empty()) {
+      auto st = db_.prepare("UPDATE share_links SET revoked_at = ?2 WHERE link_id = ?1 AND revoked_at IS NULL");
+      if (!st) return std::move(st).error();
+      YONDER_TRY(st->bind(1, std::string_view(p.via_link_id)));
+      YONDER_TRY(st->bind(2, now));
+      auto done = st->step();
+      if (!done) return std::move(done).error();
+    }
+    return upsert(p);
+  });
+  if (!status) {
+    YONDER_TRY(load());
+    return status;
+  }
+  return ok_status();
 }
 
 Status TrustStore::touch(const PublicKeyBytes& key, int64_t now) {
@@ -228,7 +245,7 @@ Result<PeerRecord> TrustStore::redeem(const LinkIdBytes& id, const LinkSecret& s
   std::optional<PeerRecord> pinned;
   Status status = db_.transaction([&]() -> Status {
     auto st = db_.prepare(
-        "SELECT secret_hash, scope_json, expires_at, uses_left, revoked_at FROM share_links WHERE link_id = ?1");
+        "SELECT secret_hash, scope_json, expires_at, uses_left, revoked_at, created_at FROM share_links WHERE link_id = ?1");
     if (!st) return std::move(st).error();
     YONDER_TRY(st->bind(1, hex_encode(id)));
     auto row = st->step();
@@ -251,6 +268,14 @@ Result<PeerRecord> TrustStore::redeem(const LinkIdBytes& id, const LinkSecret& s
                         "this share link has been used already (it allowed a limited number of pairings); ask the "
                         "provider for a new one");
     }
+    const PeerRecord* known = nullptr;
+    if (auto it = peers_.find(peer.key); it != peers_.end()) known = &it->second;
+    // A denied key pairs again only with a link made after the deny: the
+    // operator's explicit choice, not a copy of an old link it kept.
+    if (known && known->denied() && st->column_int64(5) <= *known->denied_at) {
+      return make_error(ErrorCode::kPermissionDenied,
+                        "this node was denied by the provider; only a share link it creates from now on can pair it again");
+    }
     auto spend = db_.prepare("UPDATE share_links SET uses_left = uses_left - 1 WHERE link_id = ?1");
     if (!spend) return std::move(spend).error();
     YONDER_TRY(spend->bind(1, hex_encode(id)));
@@ -261,7 +286,9 @@ Result<PeerRecord> TrustStore::redeem(const LinkIdBytes& id, const LinkSecret& s
       peer.addresses = it->second.addresses;
       peer.granted_to_us = it->second.granted_to_us;
     }
-    peer.grant = *scope;
+    // Redeeming never widens what a pinned peer may do: a narrowed scope
+    // (`yonder scope PEER --remove run`) stays narrowed.
+    peer.grant = known && !known->denied() ? narrower_of(known->grant, *scope) : *scope;
     peer.paired_at = now;
     peer.denied_at.reset();
     peer.via_link_id = hex_encode(id);

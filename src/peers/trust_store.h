@@ -63,6 +63,7 @@ class TrustStore {
   std::vector<PeerRecord> peers() const;
   Status upsert(const PeerRecord& peer);
   Status set_grant(const PublicKeyBytes& key, const Scope& scope);
+  // Marks the peer denied and revokes the link it redeemed.
   Status deny(const PublicKeyBytes& key, int64_t now);
   Status touch(const PublicKeyBytes& key, int64_t now);
 
@@ -77,7 +78,10 @@ class TrustStore {
 
   // The pairing check and commit, in one transaction: the link must exist,
   // the secret match, and it must be unexpired, unrevoked and have uses left;
-  // then one use is spent and `peer` is pinned with the link's scope.
+  // then one use is spent and `peer` is pinned with the link's scope, or,
+  // for a peer pinned already, the narrower of its grant and the link's.
+  // A denied key is refused (kPermissionDenied) unless the link was created
+  // after the deny.
   // Errors: kNotFound (no such link or wrong secret: say nothing to the
   // dialer), kFailedPrecondition with "expired"/"used"/"revoked" wording.
   Result<PeerRecord> redeem(const LinkIdBytes& id, const LinkSecret& secret, PeerRecord peer, int64_t now);

@@ -106,6 +106,65 @@ TEST_F(TrustStoreTest, DenyRemovesThePinAndSurvivesRestart) {
   EXPECT_TRUE(again.peers().front().denied());
 }
 
+TEST_F(TrustStoreTest, ADeniedPeerCannotPairAgainWithAnOldMultiUseLink) {
+  TrustStore ts = open();
+  LinkSecret s1{}, s2{}, s3{};
+  LinkRecord redeemed = link(1, 5, 9000, s1);  // multi-use, uses left after the first pairing
+  LinkRecord other_old = link(2, 5, 9000, s2);  // made before the deny, never used by this peer
+  ASSERT_TRUE(ts.add_link(redeemed).ok());
+  ASSERT_TRUE(ts.add_link(other_old).ok());
+  ASSERT_TRUE(ts.redeem(redeemed.id, s1, peer(4), 2000).ok());
+  ASSERT_TRUE(ts.deny(peer(4).key, 3000).ok());
+
+  auto again = ts.redeem(redeemed.id, s1, peer(4), 3001);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.error().message().find("revoked"), std::string::npos) << again.error().message();
+  auto links = ts.links();
+  ASSERT_TRUE(links.ok());
+  for (const auto& l : *links) {  // deny revoked the link it redeemed, and only that one
+    EXPECT_EQ(l.state(3001), l.id == redeemed.id ? "revoked" : "active") << l.id_text();
+  }
+  auto old = ts.redeem(other_old.id, s2, peer(4), 3002);
+  ASSERT_FALSE(old.ok());
+  EXPECT_EQ(old.error().code(), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(ts.find(peer(4).key), nullptr);
+  EXPECT_TRUE(open().peers().front().denied());  // and after a restart
+
+  LinkRecord fresh = link(3, 1, 9000, s3);
+  fresh.created_at = 3500;  // the operator's explicit choice, after the deny
+  ASSERT_TRUE(ts.add_link(fresh).ok());
+  auto paired = ts.redeem(fresh.id, s3, peer(4), 3600);
+  ASSERT_TRUE(paired.ok()) << paired.error().to_string();
+  EXPECT_NE(ts.find(peer(4).key), nullptr);
+}
+
+TEST_F(TrustStoreTest, ARedeemDoesNotWidenANarrowedScope) {
+  TrustStore ts = open();
+  LinkSecret s1{}, s2{};
+  LinkRecord wide = link(1, 5, 9000, s1);
+  wide.scope.capabilities = static_cast<uint8_t>(Capability::kRun) | static_cast<uint8_t>(Capability::kExec) |
+                            static_cast<uint8_t>(Capability::kFiles);
+  wide.scope.gpus = 4;
+  ASSERT_TRUE(ts.add_link(wide).ok());
+  ASSERT_TRUE(ts.redeem(wide.id, s1, peer(6), 2000).ok());
+  Scope narrowed = wide.scope;
+  narrowed.capabilities = static_cast<uint8_t>(Capability::kExec);  // yonder scope PEER --remove run,files
+  narrowed.gpus = 1;
+  ASSERT_TRUE(ts.set_grant(peer(6).key, narrowed).ok());
+
+  ASSERT_TRUE(ts.redeem(wide.id, s1, peer(6), 2100).ok());  // the same old link, uses left
+  LinkRecord other = link(2, 1, 9000, s2);
+  other.scope = wide.scope;
+  ASSERT_TRUE(ts.add_link(other).ok());
+  ASSERT_TRUE(ts.redeem(other.id, s2, peer(6), 2200).ok());
+  const PeerRecord* p = ts.find(peer(6).key);
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(p->grant.allows(Capability::kRun));
+  EXPECT_FALSE(p->grant.allows(Capability::kFiles));
+  EXPECT_TRUE(p->grant.allows(Capability::kExec));
+  EXPECT_EQ(p->grant.gpus, 1);
+}
+
 TEST_F(TrustStoreTest, ScopeChangesPersist) {
   TrustStore ts = open();
   PeerRecord p = peer(5);
