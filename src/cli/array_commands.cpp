@@ -1,4 +1,3 @@
-#include "cli/shown.h"
 #include "cli/array_commands.h"
 
 #include <poll.h>
@@ -13,6 +12,7 @@
 #include "cli/daemon_api.h"
 #include "cli/exit_codes.h"
 #include "cli/signal_pipe.h"
+#include "cli/shown.h"
 
 namespace yonder::cli {
 namespace {

@@ -1,4 +1,3 @@
-#include "cli/shown.h"
 #include "cli/commands.h"
 
 #include <sys/stat.h>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
+#include "cli/shown.h"
 #include "gpu/inventory.h"
 #include "node/setup.h"
 #include "os/terminal.h"

@@ -1,4 +1,3 @@
-#include "cli/shown.h"
 #include "cli/credits_commands.h"
 
 #include <cstdio>
@@ -7,6 +6,7 @@
 
 #include "cli/daemon_api.h"
 #include "cli/exit_codes.h"
+#include "cli/shown.h"
 
 namespace yonder::cli {
 namespace {

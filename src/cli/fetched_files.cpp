@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "crypto/scope.h"
 #include "cli/shown.h"
+#include "crypto/scope.h"
 
 namespace yonder::cli {
 

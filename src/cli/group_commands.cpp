@@ -1,4 +1,3 @@
-#include "cli/shown.h"
 #include "cli/group_commands.h"
 
 #include <cstdio>
@@ -6,6 +5,7 @@
 
 #include "cli/daemon_api.h"
 #include "cli/exit_codes.h"
+#include "cli/shown.h"
 #include "crypto/scope.h"
 
 namespace yonder::cli {

@@ -1,4 +1,3 @@
-#include "cli/shown.h"
 #include "cli/job_commands.h"
 
 #include <poll.h>
@@ -22,6 +21,7 @@
 #include "cli/run_attach.h"
 #include "cli/run_options.h"
 #include "cli/signal_pipe.h"
+#include "cli/shown.h"
 #include "crypto/scope.h"
 #include "os/unix_http.h"
 #include "transfer/tree_fetch.h"

@@ -1,4 +1,3 @@
-#include "cli/shown.h"
 #include "cli/mesh_commands.h"
 
 #include <charconv>
@@ -9,6 +8,7 @@
 
 #include "cli/daemon_api.h"
 #include "cli/exit_codes.h"
+#include "cli/shown.h"
 #include "crypto/scope.h"
 
 namespace yonder::cli {

@@ -1,5 +1,3 @@
-#include "cli/fetched_files.h"
-#include "cli/shown.h"
 #include "cli/mesh_job_commands.h"
 
 #include <poll.h>
@@ -18,6 +16,8 @@
 #include "cli/job_logs.h"
 #include "cli/progress.h"
 #include "cli/signal_pipe.h"
+#include "cli/fetched_files.h"
+#include "cli/shown.h"
 #include "crypto/scope.h"
 
 namespace yonder::cli {

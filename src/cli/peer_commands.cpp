@@ -1,4 +1,3 @@
-#include "cli/shown.h"
 #include "cli/peer_commands.h"
 
 #include <qrencode.h>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
+#include "cli/shown.h"
 #include "crypto/scope.h"
 #include "os/unix_http.h"
 
