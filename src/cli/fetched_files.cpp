@@ -9,7 +9,17 @@
 
 namespace yonder::cli {
 
-std::string skipped_line(uint64_t links, uint64_t special) {
+namespace {
+
+uint64_t reply_count(const nlohmann::json& reply, const char* key) {
+  return reply.is_object() && reply.contains(key) && reply[key].is_number_unsigned() ? reply[key].get<uint64_t>()
+                                                                                     : uint64_t{0};
+}
+
+}  // namespace
+
+std::string skipped_line(const nlohmann::json& reply) {
+  uint64_t links = reply_count(reply, "links"), special = reply_count(reply, "special");
   auto n = [](uint64_t k, const char* one, const char* many) { return std::to_string(k) + " " + (k == 1 ? one : many); };
   std::string out;
   if (links > 0) out = n(links, "symbolic link", "symbolic links");
@@ -20,12 +30,10 @@ std::string skipped_line(uint64_t links, uint64_t special) {
 }
 
 void report_fetched(const nlohmann::json& got) {
-  auto count = [&](const char* key) {
-    return got.contains(key) && got[key].is_number_unsigned() ? got[key].get<uint64_t>() : uint64_t{0};
-  };
   const auto& files = got.contains("files") && got["files"].is_array() ? got["files"] : nlohmann::json::array();
   if (!files.empty()) {
-    std::fprintf(stderr, "yonder: brought home %zu file(s), %s\n", files.size(), format_size(count("bytes")).c_str());
+    std::fprintf(stderr, "yonder: brought home %zu file(s), %s\n", files.size(),
+                 format_size(reply_count(got, "bytes")).c_str());
   }
   if (got.contains("replaced") && got["replaced"].is_array()) {
     for (const auto& p : got["replaced"]) {
@@ -35,7 +43,7 @@ void report_fetched(const nlohmann::json& got) {
   if (got.contains("left_out_why") && got["left_out_why"].is_string()) {
     std::fprintf(stderr, "yonder: %s\n", got["left_out_why"].get<std::string>().c_str());  // ours, not the peer's
   }
-  std::string skipped = skipped_line(count("links"), count("special"));
+  std::string skipped = skipped_line(got);
   if (!skipped.empty()) std::fprintf(stderr, "yonder: the job's workspace: %s\n", skipped.c_str());
 }
 

@@ -11,9 +11,10 @@
 
 namespace yonder::cli {
 
-// "skipped 3 symbolic links and 1 special file (sockets, FIFOs, devices)",
-// or empty when both are 0.
-std::string skipped_line(uint64_t links, uint64_t special);
+// "skipped 3 symbolic links and 1 special file (sockets, FIFOs, devices)"
+// from an upload's or a fetch's reply ("links", "special"), or empty when
+// nothing was skipped.
+std::string skipped_line(const nlohmann::json& reply);
 
 // To stderr: "brought home N file(s), SIZE", "replaced PATH" for each local
 // file replaced, the policy's "left out ..." line, the skipped line.

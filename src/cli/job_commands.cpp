@@ -310,7 +310,7 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
                  shown(*submitted, "provider_name", a.peer).c_str(), sent.c_str());
   }
   if (const json& up = (*submitted)["upload"]; up.is_object()) {
-    std::string skipped = skipped_line(up.value("links", uint64_t{0}), up.value("special", uint64_t{0}));
+    std::string skipped = skipped_line(up);
     if (!skipped.empty()) std::fprintf(stderr, "yonder: upload: %s\n", skipped.c_str());
   }
   auto attached = attach(ctx, id, a);
@@ -459,7 +459,7 @@ int cmd_cp(const Context& ctx, const std::string& from, const std::string& to) {
     std::printf("%s\n", got->dump(2).c_str());
   } else {
     for (const auto& f : (*got)["files"]) std::printf("%s\n", shown(f.get<std::string>()).c_str());
-    std::string skipped = skipped_line(got->value("links", uint64_t{0}), got->value("special", uint64_t{0}));
+    std::string skipped = skipped_line(*got);
     if (!skipped.empty()) std::fprintf(stderr, "yonder: %s\n", skipped.c_str());
   }
   return kExitOk;

@@ -108,17 +108,23 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
       }
       auto job = store_->find(f->job_id);
       if (!job) return std::move(job).error();
+      // One walk of the target serves the policy (which local files the
+      // upload sent) and, judged against itself, the "have" manifest.
+      transfer::ArchiveLimits unbounded;
+      unbounded.max_bytes = ~uint64_t{0};  // which files matters here, not their sizes
+      auto target = transfer::list_tree(f->dir, unbounded);
       std::vector<std::string> named;
       for (const auto& p : paths) named.push_back(p == "." ? std::string() : p.get<std::string>());
-      f->policy = transfer::outputs_policy_for(f->dir, f->base.empty() ? f->dir : f->base, std::move(named));
+      f->policy = transfer::outputs_policy_for(target ? &*target : nullptr, f->base.empty() ? f->dir : f->base,
+                                               std::move(named));
       nlohmann::json params = {{"job_id", job->job_id}};
       if (!paths.empty()) {
         params["paths"] = paths;
       } else {
-        transfer::ArchiveLimits limits;
-        limits.max_bytes = kMaxFetchBytes;
-        auto have = transfer::have_manifest(f->base.empty() ? f->dir : f->base, limits, kMaxManifestJson);
-        if (have) params["have"] = transfer::manifest_to_json(*have);  // too big a folder: fetch it all
+        auto base = f->base.empty() ? std::move(target) : transfer::list_tree(f->base, unbounded);
+        if (base && base->bytes <= kMaxFetchBytes) {  // else too big a folder: fetch it all
+          params["have"] = transfer::manifest_to_json(transfer::have_manifest(*base, kMaxManifestJson));
+        }
       }
       transfer::ArchiveLimits limits;
       limits.max_bytes = kMaxFetchBytes;

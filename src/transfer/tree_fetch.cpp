@@ -46,16 +46,14 @@ Result<std::string> sha256_file(const std::string& path) {
   return hex_encode(ByteView(out, sizeof out));
 }
 
-Result<HaveManifest> have_manifest(const std::string& root, const ArchiveLimits& limits, size_t max_json_bytes) {
-  auto listing = list_tree(root, limits);
-  if (!listing) return std::move(listing).error();
+HaveManifest have_manifest(const TreeListing& listing, size_t max_json_bytes) {
   HaveManifest m;
   size_t json_bytes = 2;
-  for (const auto& e : listing->entries) {
+  for (const auto& e : listing.entries) {
     if (e.dir) continue;
     size_t cost = e.path.size() + 64 + 32;
     if (json_bytes + cost > max_json_bytes) break;
-    auto digest = sha256_file(root + "/" + e.path);
+    auto digest = sha256_file(listing.root + "/" + e.path);
     if (!digest) continue;  // changed under us: it is simply fetched again
     m[e.path] = {e.size, *digest};
     json_bytes += cost;
@@ -99,14 +97,13 @@ Result<std::string> normalize_request_path(const std::string& path) {
   return p;
 }
 
-OutputsPolicy outputs_policy_for(const std::string& dir, const std::string& rules_root, std::vector<std::string> named) {
+OutputsPolicy outputs_policy_for(const TreeListing* target_listing, const std::string& rules_root,
+                                 std::vector<std::string> named) {
   OutputsPolicy policy;
   policy.ignore = read_ignore_rules(rules_root);
-  ArchiveLimits limits;
-  limits.max_bytes = ~uint64_t{0};  // sizes do not matter here, only which files
-  if (auto listing = list_tree(dir, limits)) {
+  if (target_listing != nullptr) {
     std::set<std::string> files;
-    for (const auto& e : listing->entries) {
+    for (const auto& e : target_listing->entries) {
       if (!e.dir) files.insert(e.path);
     }
     policy.uploaded = std::move(files);

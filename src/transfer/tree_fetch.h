@@ -39,10 +39,10 @@ using HaveManifest = std::map<std::string, FileDigest>;
 
 Result<std::string> sha256_file(const std::string& path);
 
-// The files of `root` under list_tree's rules, with their digests, stopping
-// (without error) once the JSON form would pass `max_json_bytes`: a file
-// left out is merely sent again.
-Result<HaveManifest> have_manifest(const std::string& root, const ArchiveLimits& limits, size_t max_json_bytes);
+// The files of `listing` (list_tree) with their digests, stopping (without
+// error) once the JSON form would pass `max_json_bytes`: a file left out is
+// merely sent again.
+HaveManifest have_manifest(const TreeListing& listing, size_t max_json_bytes);
 nlohmann::json manifest_to_json(const HaveManifest& m);
 // Strict: every path must pass check_archive_path; at most `max_entries`.
 Result<HaveManifest> manifest_from_json(const nlohmann::json& j, size_t max_entries);
@@ -58,10 +58,13 @@ struct MovedOutputs {
   OutputSkips skipped;                // refused by the policy (left in `from`)
 };
 
-// The policy for bringing a job's files into `dir`: the ignore rules of
-// `rules_root` (the folder the upload was made from; usually `dir`), the
-// files the upload would send from `dir`, and the --out paths. Blocking.
-OutputsPolicy outputs_policy_for(const std::string& dir, const std::string& rules_root, std::vector<std::string> named);
+// The policy for bringing a job's files into a folder: the ignore rules of
+// `rules_root` (the folder the upload was made from; usually the target),
+// the files the upload would send from the target (`target_listing`, its
+// list_tree; null when it could not be listed), and the --out paths.
+// Blocking (reads the ignore files).
+OutputsPolicy outputs_policy_for(const TreeListing* target_listing, const std::string& rules_root,
+                                 std::vector<std::string> named);
 
 // Moves every file under `from` that `policy` takes to the same relative
 // path under `into`, with the policy's mode, creating folders as needed and

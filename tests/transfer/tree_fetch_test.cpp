@@ -24,6 +24,12 @@ std::string read(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// The policy fetch_consumer builds for fetching into `dir`.
+OutputsPolicy policy_for(const std::string& dir, std::vector<std::string> named) {
+  auto listing = list_tree(dir, ArchiveLimits{});
+  return outputs_policy_for(listing ? &*listing : nullptr, dir, std::move(named));
+}
+
 TEST(TreeFetch, RequestPathsStayInsideTheWorkspace) {
   EXPECT_EQ(*normalize_request_path("results/"), "results");
   EXPECT_EQ(*normalize_request_path("./a/b"), "a/b");
@@ -38,7 +44,7 @@ TEST(TreeFetch, MovesIntoPlaceButNeverThroughALink) {
   std::string from = dir / "from", into = dir / "into", outside = dir / "outside";
   write(from + "/a/b.txt", "b\n");
   write(into + "/a/b.txt", "old\n");
-  auto moved = move_tree_into(from, into, outputs_policy_for(into, into, {}));
+  auto moved = move_tree_into(from, into, policy_for(into, {}));
   ASSERT_TRUE(moved.ok()) << moved.error().to_string();
   EXPECT_EQ(moved->files, std::vector<std::string>{"a/b.txt"});
   EXPECT_EQ(moved->replaced, std::vector<std::string>{"a/b.txt"});
@@ -47,7 +53,7 @@ TEST(TreeFetch, MovesIntoPlaceButNeverThroughALink) {
   fs::create_directories(outside);
   ASSERT_EQ(::symlink(outside.c_str(), (into + "/link").c_str()), 0);
   write(from + "/link/evil.txt", "evil\n");
-  auto refused = move_tree_into(from, into, outputs_policy_for(into, into, {}));
+  auto refused = move_tree_into(from, into, policy_for(into, {}));
   EXPECT_FALSE(refused.ok());
   EXPECT_FALSE(fs::exists(outside + "/evil.txt"));
 }
@@ -65,7 +71,7 @@ struct Repo {
     write(into + "/notes.txt", "mine\n");
   }
   Result<MovedOutputs> fetch(std::vector<std::string> named = {}) {
-    return move_tree_into(from, into, outputs_policy_for(into, into, std::move(named)));
+    return move_tree_into(from, into, policy_for(into, std::move(named)));
   }
 };
 
