@@ -359,17 +359,23 @@ int cmd_ps(const Context& ctx, bool all) {
     return kExitOk;
   }
   std::printf("%-12s  %-16s  %-24s  %-9s  %-4s  %s\n", "JOB", "PROVIDER", "IMAGE", "STATE", "EXIT", "COMMAND");
+  bool cleaned = false;
   for (const auto& j : (*r)["jobs"]) {
     std::string cmd;
     for (const auto& a : j.value("command", json::array())) cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
     if (cmd.size() > 40) cmd = cmd.substr(0, 37) + "...";
     std::string state = j.value("state", "");
     if (!j.value("provider_reachable", true)) state += "?";
+    if (j.contains("workspace_removed_at")) {
+      state += "*";
+      cleaned = true;
+    }
     std::string exit = j["exit_code"].is_number_integer() ? std::to_string(j["exit_code"].get<int>()) : "-";
     std::printf("%-12s  %-16s  %-24s  %-9s  %-4s  %s\n", short_id(j.value("job_id", "")).c_str(),
                 shown(j, "provider_name", "").substr(0, 16).c_str(), j.value("image", "").substr(0, 24).c_str(),
                 state.c_str(), exit.c_str(), cmd.c_str());
   }
+  if (cleaned) std::printf("* cleaned: the provider removed the ended job's workspace (its log is kept)\n");
   // Mesh jobs run as the jobs above, one attempt at a time: say which is which.
   if (auto mesh = api(ctx, "GET", std::string("/v1/mesh/jobs") + (all ? "?all=1" : "")); mesh) {
     for (const auto& m : (*mesh)["jobs"]) {

@@ -64,6 +64,16 @@ constexpr std::array kSettings = {
     SettingSpec{"jobs.max_memory_mib", T::kInt, "16384", "16384", "", "", "Most memory (MiB) one job may ask for."},
     SettingSpec{"jobs.default_disk_mib", T::kInt, "10240", "10240", "", "", "Workspace size (MiB) a job gets when it does not ask."},
     SettingSpec{"jobs.max_disk_mib", T::kInt, "102400", "102400", "", "", "Largest workspace (MiB) one job may ask for."},
+    SettingSpec{"jobs.disk_reserve_mib", T::kInt, "2048", "2048", "", "",
+                "Free space (MiB) on the jobs' volume that job workspaces may never take: the node's own state "
+                "(database, audit log, job logs) keeps it. The smaller of this and jobs.disk_reserve_percent."},
+    SettingSpec{"jobs.disk_reserve_percent", T::kInt, "5", "5", "", "",
+                "The same reserve as a share (percent) of the jobs' volume; the smaller of the two applies."},
+    SettingSpec{"jobs.workspace_retention_s", T::kInt, "86400", "86400", "", "",
+                "Seconds an ended job's workspace is kept for its outputs to be fetched before it is removed."},
+    SettingSpec{"jobs.workspaces_max_mib", T::kInt, "20480", "20480", "", "",
+                "Most space (MiB) ended jobs' workspaces may hold together; past it, the oldest whose outputs were "
+                "fetched are removed first. 0: no cap (only the retention)."},
     SettingSpec{"jobs.upload_cache_mib", T::kInt, "20480", "20480", "", "",
                 "Uploaded files kept per peer (MiB, by content) so an unchanged file is not sent again; least recently used go first."},
     SettingSpec{"jobs.default_wall_time_s", T::kInt, "3600", "3600", "", "", "Wall-time limit (s) when a job does not ask."},

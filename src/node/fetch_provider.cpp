@@ -175,6 +175,13 @@ void FetchProvider::finish(const std::shared_ptr<Pump>& p, const Status& result)
   nlohmann::json detail = {{"paths", p->paths}, {"files", p->files}, {"bytes_out", p->bytes_out}};
   if (!result) detail["error"] = result.error().message();
   audit_.record(p->peer_id, "run.fetch", p->job_id, std::move(detail));
+  if (result) {
+    // What the consumer wanted came home: an ended job's workspace may now
+    // go before its retention when ended workspaces are over their cap.
+    asio::post(pool_, [this, job_id = p->job_id] {
+      if (auto jobs = provider_.ready()) (*jobs)->outputs_fetched(job_id);
+    });
+  }
   if (!result) p->tunnel.reset();  // on success it stays until the caller's eof (or the link's end)
   finish_quietly(p);
 }

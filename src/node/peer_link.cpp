@@ -243,7 +243,21 @@ void PeerLink::on_signal(const PublicKeyBytes& from, Bytes data) {
     return;
   }
   // Only the side that keeps the link up dials (see the LAN candidates).
-  if (hint->mapped && p->granted_to_us) service_->try_path(p->key, *hint->mapped, "mapped");
+  if (!hint->mapped || !p->granted_to_us) return;
+  relay::HintDialContext ctx;
+  for (const auto& a : p->addresses) {
+    if (a.rfind("relay:", 0) != 0) ctx.peer_hosts.push_back(a.substr(0, a.rfind(':')));
+  }
+  ctx.own_hosts = local_ipv4_hosts();
+  if (auto allowed = relay::check_hint_target(*hint->mapped, ctx); !allowed) {
+    spdlog::warn("peer {}: {}", p->id().short_form(), allowed.error().message());
+    return;
+  }
+  if (!hint_limits_[p->key].allow(std::chrono::steady_clock::now())) {
+    spdlog::info("peer {}: path hint to {} ignored: too many hints in a short time", p->id().short_form(), *hint->mapped);
+    return;
+  }
+  service_->try_path(p->key, *hint->mapped, "mapped");
 }
 
 void PeerLink::recheck() {
@@ -410,24 +424,28 @@ size_t PeerLink::peer_count() const {
   return n;
 }
 
+std::vector<std::string> PeerLink::local_ipv4_hosts() {
+  std::vector<std::string> out;
+  ifaddrs* ifs = nullptr;
+  if (::getifaddrs(&ifs) != 0) return out;
+  for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN];
+    auto* sin = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
+    if (::inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof buf) != nullptr) out.emplace_back(buf);
+  }
+  ::freeifaddrs(ifs);
+  return out;
+}
+
 std::vector<std::string> PeerLink::advertised_addresses() const {
   if (!advertise_.empty()) return split_list(advertise_);
   std::string port = std::to_string(service_->port());
   std::string host = listen_.substr(0, listen_.rfind(':'));
   if (host != "0.0.0.0" && host != "[::]" && host != "::") return {host + ":" + port};
   std::vector<std::string> out;
-  ifaddrs* ifs = nullptr;
-  if (::getifaddrs(&ifs) == 0) {
-    for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
-      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-      char buf[INET_ADDRSTRLEN];
-      auto* sin = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
-      if (::inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof buf) == nullptr) continue;
-      std::string a = buf;
-      if (a.rfind("127.", 0) == 0) continue;
-      out.push_back(a + ":" + port);
-    }
-    ::freeifaddrs(ifs);
+  for (const auto& a : local_ipv4_hosts()) {
+    if (a.rfind("127.", 0) != 0) out.push_back(a + ":" + port);
   }
   out.push_back("127.0.0.1:" + port);  // the same machine, last
   if (out.size() > 8) out.erase(out.begin() + 7, out.end() - 1);

@@ -7,6 +7,7 @@
 // Runs on the daemon's event loop.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "node/punch_paths.h"
 #include "node/relay_paths.h"
 #include "peers/trust_store.h"
+#include "relay/path_hint.h"
 
 namespace boost::asio {
 class io_context;
@@ -109,6 +111,8 @@ class PeerLink final : public link::TrustPolicy {
   PeerLink(const Identity& identity, peers::TrustStore store, std::string name, std::string listen,
            std::string advertise);
   std::vector<std::string> advertised_addresses() const;
+  // This host's IPv4 interface addresses (getifaddrs), loopback included.
+  static std::vector<std::string> local_ipv4_hosts();
   nlohmann::json netcheck_json() const;
   Result<const peers::PeerRecord*> find_peer(const std::string& text) const;
 
@@ -138,6 +142,7 @@ class PeerLink final : public link::TrustPolicy {
   std::unique_ptr<portmap::PortMapper> port_mapper_;
   nlohmann::json port_mapping_state_;
   std::string mapped_;  // "ip:port" the router forwards to our link port, while mapped
+  std::map<PublicKeyBytes, relay::HintRateLimit> hint_limits_;  // per paired peer; event loop only
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::string name_;
   std::string listen_;

@@ -70,6 +70,12 @@ Result<std::unique_ptr<ProviderService>> ProviderService::create(const config::C
   options.max_queued = static_cast<int>(cfg.get_int("jobs.max_queued"));
   options.log_max_bytes = static_cast<uint64_t>(std::max<int64_t>(64 * 1024, cfg.get_int("jobs.log_max_bytes")));
   options.jobs_dir = paths.home + "/jobs";
+  // Slurm's workspaces live on the cluster's shared folder, not in images here.
+  options.account_disk = backend == "docker";
+  options.disk_reserve_bytes = static_cast<uint64_t>(std::max<int64_t>(0, cfg.get_int("jobs.disk_reserve_mib"))) << 20;
+  options.disk_reserve_percent = static_cast<double>(std::max<int64_t>(0, cfg.get_int("jobs.disk_reserve_percent")));
+  options.workspace_retention = std::chrono::seconds(std::max<int64_t>(0, cfg.get_int("jobs.workspace_retention_s")));
+  options.workspaces_max_bytes = static_cast<uint64_t>(std::max<int64_t>(0, cfg.get_int("jobs.workspaces_max_mib"))) << 20;
   options.stop_grace = std::chrono::seconds(std::max<int64_t>(0, cfg.get_int("jobs.stop_grace_s")));
   options.vram_interval = std::chrono::milliseconds(std::max<int64_t>(100, cfg.get_int("gpu.vram_check_interval_ms")));
   options.simulate_gpus = backend == "docker" && cfg.get("gpu.inventory").rfind("fake:", 0) == 0 &&

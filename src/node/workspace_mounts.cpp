@@ -29,7 +29,11 @@ Result<std::string> WorkspaceMounts::acquire(const std::string& job_id) {
       m.ours = true;
     } else {
       if (m.users == 0) mounts_.erase(job_id);
-      return make_error(ErrorCode::kNotFound, "job " + job_id + " has no workspace left on this provider (removed)");
+      return make_error(
+          ErrorCode::kNotFound,
+          "job " + job_id +
+              " has no workspace left on this provider: an ended job's workspace is removed after "
+              "jobs.workspace_retention_s, or sooner past jobs.workspaces_max_mib once its outputs were fetched");
     }
   }
   ++m.users;

@@ -5,6 +5,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +21,14 @@
 
 namespace yonder::os {
 namespace {
+
+// FITRIM from <linux/fs.h>, which clashes with <sys/mount.h> under glibc 2.36.
+struct TrimRange {
+  uint64_t start = 0;
+  uint64_t len = 0;
+  uint64_t minlen = 0;
+};
+constexpr unsigned long kFitrim = _IOWR('X', 121, TrimRange);
 
 std::string first_line(const std::string& text) {
   auto nl = text.find('\n');
@@ -74,20 +83,50 @@ Status create_ext4_image(const std::string& image, int64_t bytes, int uid, int g
     return make_error(e == EEXIST ? ErrorCode::kAlreadyExists : ErrorCode::kInternal,
                       "creating workspace image " + image + ": " + std::strerror(e));
   }
-  int rc = ::ftruncate(fd, bytes);
-  int e = errno;
+  // Allocated, not sparse: a sparse image promises space the host may not
+  // have when the job writes (its writes would be lost and the host's
+  // volume filled). A file system without fallocate gets a sparse image.
+  int rc = ::posix_fallocate(fd, 0, bytes);
+  if (rc == EOPNOTSUPP || rc == EINVAL) rc = ::ftruncate(fd, bytes) == 0 ? 0 : errno;
   ::close(fd);
   if (rc != 0) {
     ::unlink(image.c_str());
-    return make_error(ErrorCode::kResourceExhausted, "sizing workspace image " + image + ": " + std::strerror(e));
+    return make_error(ErrorCode::kResourceExhausted, "allocating the " + std::to_string(bytes >> 20) +
+                                                         " MiB workspace image " + image + ": " + std::strerror(rc));
   }
+  // nodiscard: mkfs would otherwise punch the allocation out again.
   auto st = run_tool({"mkfs.ext4", "-q", "-F", "-m", "0", "-E",
                       "root_owner=" + std::to_string(uid) + ":" + std::to_string(gid) +
-                          ",lazy_itable_init=1,lazy_journal_init=1",
+                          ",lazy_itable_init=1,lazy_journal_init=1,nodiscard",
                       image},
                      "formatting workspace image " + image);
   if (!st) ::unlink(image.c_str());
   return st;
+}
+
+Status trim_free_space(const std::string& dir) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return make_error(ErrorCode::kInternal, "opening " + dir + ": " + std::strerror(errno));
+  TrimRange range;
+  range.len = UINT64_MAX;
+  if (::ioctl(fd.get(), kFitrim, &range) != 0) {
+    return make_error(ErrorCode::kInternal, "giving back the free space of " + dir + ": " + std::strerror(errno));
+  }
+  return ok_status();
+}
+
+uint64_t allocated_bytes(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+Result<VolumeSpace> volume_space(const std::string& path) {
+  struct statvfs v {};
+  if (::statvfs(path.c_str(), &v) != 0) {
+    return make_error(ErrorCode::kInternal, "reading the free space of " + path + ": " + std::strerror(errno));
+  }
+  return VolumeSpace{static_cast<uint64_t>(v.f_blocks) * v.f_frsize, static_cast<uint64_t>(v.f_bavail) * v.f_frsize};
 }
 
 namespace {

@@ -15,10 +15,29 @@
 
 namespace yonder::os {
 
-// Creates a sparse `bytes`-sized ext4 image at `image` whose root directory
-// belongs to uid:gid, with no blocks reserved for root. Replaces nothing:
-// kAlreadyExists when the file exists.
+// Creates a `bytes`-sized ext4 image at `image` whose root directory
+// belongs to uid:gid, with no blocks reserved for root. Its blocks are
+// allocated on the host (fallocate: fast, nothing written), so the space a
+// job was promised cannot be taken by anyone else while it runs;
+// kResourceExhausted when the volume has not that much free. Replaces
+// nothing: kAlreadyExists when the file exists.
 Status create_ext4_image(const std::string& image, int64_t bytes, int uid, int gid);
+
+// Gives the free blocks of the file system mounted on `dir` back to its
+// image's host volume (FITRIM through the loop device, which punches holes
+// in the image): an ended job keeps only the space its files use.
+Status trim_free_space(const std::string& dir);
+
+// The space a file occupies on its volume (its allocated blocks, not its
+// length); 0 when it does not exist.
+uint64_t allocated_bytes(const std::string& path);
+
+struct VolumeSpace {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;  // available to an unprivileged writer
+};
+// The volume holding `path` (statvfs).
+Result<VolumeSpace> volume_space(const std::string& path);
 
 // Mounts `image` on `dir` (created if missing) with nosuid,nodev. The loop
 // device is released automatically at unmount.

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "relay/protocol.h"
@@ -24,7 +26,50 @@ bool valid_endpoint(const std::string& text) {
   return ec == std::errc() && end == last && first != last && port >= 1 && port <= 65535;
 }
 
+// The address as a host-order integer, or nullopt.
+std::optional<uint32_t> ipv4(const std::string& host) {
+  in_addr a{};
+  if (::inet_pton(AF_INET, host.c_str(), &a) != 1) return std::nullopt;
+  return ntohl(a.s_addr);
+}
+
+bool in(uint32_t a, uint32_t net, int bits) { return (a >> (32 - bits)) == (net >> (32 - bits)); }
+
+std::string host_of(const std::string& endpoint) { return endpoint.substr(0, endpoint.rfind(':')); }
+
 }  // namespace
+
+Status check_hint_target(const std::string& endpoint, const HintDialContext& ctx) {
+  std::string host = host_of(endpoint);
+  auto a = ipv4(host);
+  auto refuse = [&](const std::string& why) {
+    return make_error(ErrorCode::kPermissionDenied, "path hint to " + endpoint + " refused: " + why);
+  };
+  if (!a) return refuse("not an IPv4 address");
+  if (in(*a, 0x7f000000, 8)) return refuse("a loopback address");
+  if (in(*a, 0x00000000, 8)) return refuse("an unspecified address");
+  if (in(*a, 0xa9fe0000, 16)) return refuse("a link-local address");
+  if (in(*a, 0xe0000000, 3)) return refuse("a multicast, reserved or broadcast address");
+  for (const auto& own : ctx.own_hosts) {
+    if (ipv4(own) == a) return refuse("one of this host's own addresses");
+  }
+  bool local = in(*a, 0x0a000000, 8) || in(*a, 0xac100000, 12) || in(*a, 0xc0a80000, 16) || in(*a, 0x64400000, 10);
+  if (local && std::none_of(ctx.peer_hosts.begin(), ctx.peer_hosts.end(), [&](const std::string& h) { return ipv4(h) == a; })) {
+    return refuse("a private address the peer's share link did not advertise");
+  }
+  return ok_status();
+}
+
+bool HintRateLimit::allow(std::chrono::steady_clock::time_point now) {
+  if (last_) {
+    double refill = std::chrono::duration<double>(now - *last_) / std::chrono::duration<double>(kInterval);
+    tokens_ = std::min<double>(kBurst, tokens_ + std::max(0.0, refill));
+  }
+  last_ = now;
+  if (tokens_ < 1) return false;
+  tokens_ -= 1;
+  return true;
+}
 
 Bytes encode_path_hint(const PathHint& hint) {
   nlohmann::json j = {{"v", 1}};

@@ -7,10 +7,20 @@
 //   {"v": 1, "mapped": "203.0.113.2:7850"}
 //
 // Untrusted input: bounded, every field checked, unknown fields ignored.
+//
+// A hint makes this node dial an address a peer chose, so a hostile peer
+// could use it to make us probe our own host or LAN. check_hint_target
+// decides, purely, which hints are dialled: never loopback, unspecified,
+// link-local, multicast or broadcast addresses, never this host's own
+// addresses, private (RFC 1918) and shared (RFC 6598) addresses only when
+// the peer's signed share link advertised that host; and HintRateLimit
+// bounds how often one peer's hints make us dial at all.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/bytes.h"
 #include "base/error.h"
@@ -23,5 +33,26 @@ struct PathHint {
 
 Bytes encode_path_hint(const PathHint& hint);
 Result<PathHint> decode_path_hint(ByteView bytes);
+
+struct HintDialContext {
+  std::vector<std::string> peer_hosts;  // IPv4 hosts the peer is known at (its share link's addresses)
+  std::vector<std::string> own_hosts;   // this host's own IPv4 addresses
+};
+
+// ok when this node may dial `endpoint` ("a.b.c.d:port", as decoded) on a
+// peer's word; kPermissionDenied naming the rule otherwise.
+Status check_hint_target(const std::string& endpoint, const HintDialContext& ctx);
+
+// A token bucket per peer: kBurst dials at once, then one per kInterval.
+class HintRateLimit {
+ public:
+  static constexpr int kBurst = 3;
+  static constexpr std::chrono::seconds kInterval{10};
+  bool allow(std::chrono::steady_clock::time_point now);
+
+ private:
+  double tokens_ = kBurst;
+  std::optional<std::chrono::steady_clock::time_point> last_;
+};
 
 }  // namespace yonder::relay

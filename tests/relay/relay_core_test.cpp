@@ -180,6 +180,34 @@ TEST(PathHint, RoundTripsAndRefusesWhatIsNotAnEndpoint) {
   EXPECT_FALSE(decode_path_hint(Bytes(kMaxSignalBytes + 1, ' ')));
 }
 
+// A paired peer's hint must not make this node probe its own host or LAN.
+TEST(PathHint, AHintToLoopbackOrAnUnadvertisedAddressIsRefused) {
+  HintDialContext ctx{{"192.168.1.10", "198.18.0.9"}, {"10.0.0.5", "198.18.0.7"}};
+  for (std::string bad : {"127.0.0.1:22", "127.8.9.1:6379", "0.0.0.0:80", "169.254.169.254:80", "224.0.0.251:5353",
+                          "255.255.255.255:9", "10.0.0.5:7850", "198.18.0.7:7850", "192.168.1.1:80", "10.1.2.3:22",
+                          "172.16.0.1:443", "100.64.0.1:80"}) {
+    auto st = check_hint_target(bad, ctx);
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_EQ(st.error().code(), ErrorCode::kPermissionDenied) << bad;
+    EXPECT_NE(st.error().message().find(bad), std::string::npos) << st.error().message();
+  }
+  // A router's public mapping, and a LAN host the share link advertised.
+  for (std::string good : {"203.0.113.2:7850", "198.18.0.9:7850", "192.168.1.10:7850"}) {
+    EXPECT_TRUE(check_hint_target(good, ctx).ok()) << good;
+  }
+}
+
+TEST(PathHint, OnePeersHintsMakeThisNodeDialOnlySoOften) {
+  HintRateLimit limit;
+  auto t = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  for (int i = 0; i < HintRateLimit::kBurst; ++i) EXPECT_TRUE(limit.allow(t)) << i;
+  EXPECT_FALSE(limit.allow(t));
+  EXPECT_FALSE(limit.allow(t + HintRateLimit::kInterval / 2));
+  EXPECT_TRUE(limit.allow(t + HintRateLimit::kInterval));
+  EXPECT_FALSE(limit.allow(t + HintRateLimit::kInterval));
+  EXPECT_TRUE(limit.allow(t + 10 * HintRateLimit::kInterval));
+}
+
 TEST(RelayProtocol, RefusesMalformedAndOversized) {
   std::string id = NodeId(key(1)).to_string();
   EXPECT_FALSE(decode_client_message(json::array()));

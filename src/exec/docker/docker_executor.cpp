@@ -323,7 +323,12 @@ Status DockerExecutor::stop(const TaskHandle& handle, int sig, std::chrono::seco
 
 Status DockerExecutor::destroy(const TaskHandle& handle, bool remove_workspace) {
   if (!handle.task_id.empty()) YONDER_TRY(remove_task(handle.task_id));
-  if (!handle.workspace.empty()) YONDER_TRY(os::unmount(handle.workspace));
+  if (!handle.workspace.empty()) {
+    // The job is over: its promise of disk ends, its files stay. Best
+    // effort (a file system without discard keeps the image whole).
+    if (!remove_workspace && os::is_mount_point(handle.workspace)) (void)os::trim_free_space(handle.workspace);
+    YONDER_TRY(os::unmount(handle.workspace));
+  }
   if (remove_workspace && !handle.workspace_image.empty()) {
     std::error_code ec;
     std::filesystem::remove(handle.workspace_image, ec);

@@ -54,6 +54,7 @@ void ProviderJobs::finish_locked(const LivePtr& job, JobState state, const std::
     watch_cv_.notify_all();
   }
   notify_watchers_locked(*job);
+  sweep_due_ = true;
   watch_cv_.notify_all();
   if (on_finished_) on_finished_(view(*job));
 }
@@ -268,6 +269,7 @@ void ProviderJobs::pump(LivePtr job, exec::TaskHandle handle) {
 void ProviderJobs::watchdog() {
   std::unique_lock lock(mutex_);
   auto next_vram = Clock::now() + options_.vram_interval;
+  auto last_sweep = Clock::time_point::min();
   while (!shutting_down_) {
     auto now = Clock::now();
     auto wake = Clock::time_point::max();
@@ -290,6 +292,23 @@ void ProviderJobs::watchdog() {
       }
       if (job->deadline) wake = std::min(wake, *job->deadline);
       if (job->rec.spec.value("vram_bytes", uint64_t{0}) > 0 && !job->rec.gpu_uuids.empty()) vram_jobs = true;
+    }
+    // Ended workspaces: when one passes its retention, or a job ended or
+    // had its outputs fetched (the cap may now be exceeded).
+    // At most one sweep a second, so a workspace that cannot be removed
+    // is tried again without spinning.
+    if (options_.account_disk) {
+      auto next_sweep = std::max(next_sweep_locked(now), last_sweep + std::chrono::seconds(1));
+      if (sweep_due_ || now >= next_sweep) {
+        sweep_due_ = false;
+        lock.unlock();
+        sweep_workspaces();
+        lock.lock();
+        last_sweep = Clock::now();
+        schedule_locked(lock);  // space came back: a job waiting for disk may start
+        continue;
+      }
+      wake = std::min(wake, next_sweep);
     }
     if (vram_jobs) {
       if (now >= next_vram) {
@@ -358,6 +377,8 @@ Status ProviderJobs::start() {
   {
     std::unique_lock lock(mutex_);
     if (started_) return ok_status();
+    // The volume the disk promises are read from (disk_budget.h).
+    if (!options_.jobs_dir.empty()) YONDER_TRY(os::make_dirs(options_.jobs_dir, 0700));
     recover_locked(*records, *owned);
     for (const auto& task : *owned) {
       auto it = jobs_.find(task.job_id);

@@ -69,7 +69,7 @@ nlohmann::json ProviderJobs::view(const Live& job) const {
       {"updated_at", r.updated_at},
   };
   for (const char* key : {"reason", "message", "oom_killed", "started_at", "finished_at", "waiting_for", "gpu_model",
-                          "output_sha256", "log_lost"}) {
+                          "output_sha256", "log_lost", "outputs_fetched_at", "workspace_removed_at"}) {
     if (r.result.contains(key)) v[key] = r.result[key];
   }
   if (r.handle && !r.handle->image_id.empty()) v["image_id"] = r.handle->image_id;
@@ -120,6 +120,12 @@ Result<nlohmann::json> ProviderJobs::submit(const std::string& peer_id, const Jo
     return make_error(ErrorCode::kResourceExhausted, "the provider's queue is full (" + std::to_string(queue_.size()) +
                                                          " jobs, jobs.max_queued); try again later");
   }
+  if (options_.account_disk) {
+    if (auto disk = disk_snapshot_locked()) {
+      auto d = decide_disk(static_cast<uint64_t>(resolved->task.limits.disk_bytes), *disk);
+      if (d.fit == DiskFit::kNever) return make_error(ErrorCode::kResourceExhausted, d.reason);
+    }
+  }
   auto job = std::make_shared<Live>();
   JobRecord& r = job->rec;
   r.job_id = new_job_id();
@@ -129,6 +135,7 @@ Result<nlohmann::json> ProviderJobs::submit(const std::string& peer_id, const Jo
             {"wall_time_s", resolved->wall_time.count()},
             {"vram_bytes", resolved->vram_bytes},
             {"gpus", resolved->gpus},
+            {"disk_bytes", resolved->task.limits.disk_bytes},
             {"simulate_gpus", options_.simulate_gpus && resolved->gpus > 0}};
   if (!workspace_seed.empty()) r.spec["workspace_seed"] = workspace_seed;
   r.created_at = now_s();
@@ -381,6 +388,21 @@ void ProviderJobs::schedule_locked(std::unique_lock<std::mutex>& lock) {
       r.result["waiting_for"] = "this peer already has " + std::to_string(options_.max_per_peer) + " job(s) running (jobs.max_per_peer)";
       ++it;
       continue;
+    }
+    if (options_.account_disk) {
+      if (auto disk = disk_snapshot_locked()) {
+        auto d = decide_disk(r.spec.value("disk_bytes", static_cast<uint64_t>(options_.limits.default_disk_mib) << 20), *disk);
+        if (d.fit == DiskFit::kLater) {
+          r.result["waiting_for"] = d.reason;
+          ++it;
+          continue;
+        }
+        if (d.fit == DiskFit::kNever) {
+          it = queue_.erase(it);
+          finish_locked(job, JobState::kFailed, "never_fits", d.reason, std::nullopt);
+          continue;
+        }
+      }
     }
     int gpus = r.spec.value("gpus", 0);
     std::vector<std::string> uuids;

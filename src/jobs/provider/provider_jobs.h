@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -30,6 +31,7 @@
 #include "base/error.h"
 #include "exec/executor.h"
 #include "gpu/inventory.h"
+#include "jobs/provider/disk_budget.h"
 #include "jobs/provider/gpu_leases.h"
 #include "jobs/provider/job_log.h"
 #include "jobs/provider/job_request.h"
@@ -47,6 +49,14 @@ struct ProviderOptions {
   std::chrono::seconds stop_grace{10};
   std::chrono::milliseconds vram_interval{2000};
   bool simulate_gpus = false;    // fake inventory without an NVIDIA runtime (tests only)
+  // Workspace disk (disk_budget.h): promised only when the volume has it,
+  // minus the reserve the node keeps for its own state; ended workspaces
+  // are taken back after the retention or past the cap.
+  bool account_disk = true;      // false: the backend keeps no workspace images here (Slurm)
+  uint64_t disk_reserve_bytes = 2048ULL << 20;
+  double disk_reserve_percent = 5;
+  std::chrono::seconds workspace_retention{86400};
+  uint64_t workspaces_max_bytes = 20480ULL << 20;  // 0: no cap
 };
 
 struct LogRead {
@@ -82,6 +92,12 @@ class ProviderJobs {
   Result<nlohmann::json> stop(const std::string& job_id);
   // Forgets a finished job: its record, log and workspace.
   Status remove(const std::string& job_id);
+  // The job's outputs went home (a fetch ended): its workspace may go
+  // before its retention when ended workspaces are over their cap.
+  void outputs_fetched(const std::string& job_id);
+  // Removes the ended workspaces disk_budget.h says should go now; the
+  // watchdog calls it on its own schedule. Returns how many it removed.
+  int sweep_workspaces();
   Result<LogRead> read_log(const std::string& job_id, uint64_t offset, size_t max_bytes);
   // Calls `ready` once, when the log grows past `offset` or the job ends
   // (at once if either is already true).
@@ -132,6 +148,12 @@ class ProviderJobs {
   void check_vram();
   void recover_locked(const std::vector<JobRecord>& records, const std::vector<exec::OwnedTask>& owned);
   void reap_locked();
+  // nullopt when the volume cannot be read (nothing is refused for it).
+  std::optional<DiskSnapshot> disk_snapshot_locked();
+  std::string workspace_image_of(const Live& job) const;
+  // When the next ended workspace passes its retention, on the steady clock
+  // read as `now` (at or before it once due), or max() when none waits.
+  std::chrono::steady_clock::time_point next_sweep_locked(std::chrono::steady_clock::time_point now) const;
   Result<JobLog*> open_log_locked(Live& job);
   // Finished jobs keep their log open only while recently used: at most
   // kOpenFinishedLogs of them, least recently used closed first (one
@@ -152,6 +174,7 @@ class ProviderJobs {
   LeaseMap leases_;
   bool started_ = false;
   bool shutting_down_ = false;
+  bool sweep_due_ = false;  // a job ended or its outputs went home: the watchdog sweeps workspaces
   std::string vram_watch_error_;
   std::thread watchdog_;
   std::vector<std::thread> finished_threads_;  // joined by reap_locked

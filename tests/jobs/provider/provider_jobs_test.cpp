@@ -9,14 +9,17 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <random>
 
 #include "exec/docker/docker_executor.h"
+#include "os/loop_mount.h"
 #include "store/migrations.h"
 #include "support/docker_env.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::jobs::provider {
 namespace {
@@ -30,12 +33,25 @@ class ProviderJobsTest : public ::testing::Test {
     YONDER_REQUIRE_DOCKER_OR_SKIP();
     std::random_device rd;
     owner_ = "pjt-" + std::to_string(rd()) + std::to_string(rd());
+    make_executor(dir_ / "jobs");
+  }
+  void make_executor(const std::string& jobs_dir) {
+    jobs_dir_ = jobs_dir;
     exec::docker::DockerOptions o;
     o.socket = testing::docker_socket();
     o.owner = owner_;
-    o.jobs_dir = dir_ / "jobs";
+    o.jobs_dir = jobs_dir;
     o.images = *exec::ImagePolicy::parse("yonder-test/*", "never");
     executor_ = std::make_unique<exec::docker::DockerExecutor>(std::move(o));
+  }
+  // A small volume of its own for the jobs' folder (an ext4 image,
+  // loop-mounted), so that a test can fill it; unmounted at the end.
+  void use_small_volume(int64_t bytes) {
+    std::string image = dir_ / "volume.img";
+    volume_ = dir_ / "volume";
+    ASSERT_TRUE(os::create_ext4_image(image, bytes, 0, 0).ok());
+    ASSERT_TRUE(os::mount_loop(image, volume_).ok());
+    make_executor(volume_ + "/jobs");
   }
   void TearDown() override {
     if (jobs_) jobs_->shutdown();
@@ -45,19 +61,24 @@ class ProviderJobsTest : public ::testing::Test {
       ASSERT_TRUE(owned.ok());
       for (auto& t : *owned) EXPECT_TRUE(executor_->destroy(t.handle, true).ok());
     }
+    if (!volume_.empty()) {
+      EXPECT_TRUE(os::unmount(volume_).ok());
+    }
   }
-  void start_manager(bool simulate = true, int per_peer = 2) {
+  void start_manager(bool simulate = true, int per_peer = 2,
+                     const std::function<void(ProviderOptions&)>& tweak = {}) {
     auto db = store::Database::open(dir_ / "state.db");
     ASSERT_TRUE(db.ok());
     ASSERT_TRUE(store::migrate(*db).ok());
     ProviderOptions options;
-    options.jobs_dir = dir_ / "jobs";
+    options.jobs_dir = jobs_dir_;
     options.simulate_gpus = simulate;
     options.max_per_peer = per_peer;
     options.stop_grace = 1s;
     options.vram_interval = 100ms;
     options.limits.default_memory_mib = 64;
     options.limits.default_disk_mib = 16;
+    if (tweak) tweak(options);
     jobs_ = std::make_unique<ProviderJobs>(std::make_unique<JobStore>(std::move(*db)), *executor_, gpus_, options);
     ASSERT_TRUE(jobs_->start().ok());
   }
@@ -100,6 +121,8 @@ class ProviderJobsTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
+  std::string jobs_dir_;
+  std::string volume_;
   std::string owner_;
   gpu::FakeGpuInventory gpus_{2, "GPU", 24ULL << 30};
   std::unique_ptr<exec::docker::DockerExecutor> executor_;
@@ -302,6 +325,87 @@ TEST_F(ProviderJobsTest, WaitersOnAQuietLogStayBounded) {
   ASSERT_TRUE(jobs_->stop(id).ok());
   await_end(id);
   EXPECT_EQ(woken->load(), 300) << "the others wake when the job ends";
+}
+
+// A consumer asked for more workspace than the volume has: a sparse image
+// would have been granted and the job's writes lost on a full host disk.
+TEST_F(ProviderJobsTest, ADiskBeyondFreeSpaceMinusTheReserveIsRefused) {
+  start_manager(true, 2, [](ProviderOptions& o) { o.limits.max_disk_mib = INT64_MAX >> 20; });
+  auto space = os::volume_space(jobs_dir_);
+  ASSERT_TRUE(space.ok());
+  uint64_t reserve = disk_reserve(space->total_bytes, 2048ULL << 20, 5);
+  int64_t too_much = static_cast<int64_t>((space->free_bytes - reserve) >> 20) + 256;
+  auto big = jobs_->submit("p", *parse_job_request({{"image", testing::kTestImage}, {"disk_mib", too_much}}));
+  ASSERT_FALSE(big.ok()) << "a " << too_much << " MiB workspace was granted with " << (space->free_bytes >> 20)
+                         << " MiB free";
+  EXPECT_EQ(big.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(big.error().message().find("kept back for its own state"), std::string::npos) << big.error().message();
+  EXPECT_NE(big.error().message().find("--disk"), std::string::npos) << big.error().message();
+  EXPECT_TRUE(jobs_->list()->empty()) << "nothing was queued";
+}
+
+// Two jobs that fill their workspaces on a 256 MiB volume with a 64 MiB
+// reserve: the first one's image is allocated in full, so its writes land
+// in space it owns; the second waits for disk instead of eating the
+// reserve, and starts once the first one's workspace is taken back.
+TEST_F(ProviderJobsTest, AJobFillingItsWorkspaceCannotTakeTheStateFolderBelowItsReserve) {
+  use_small_volume(256LL << 20);
+  constexpr uint64_t kReserve = 64ULL << 20;
+  start_manager(true, 2, [](ProviderOptions& o) {
+    o.disk_reserve_bytes = kReserve;
+    o.disk_reserve_percent = 100;
+    o.workspace_retention = 2s;
+  });
+  json fill = {{"disk_mib", 120},
+               {"command", {"sh", "-c", "dd if=/dev/zero of=/workspace/fill bs=1M 2>/dev/null; sync; echo filled"}}};
+  std::string a = submit("p1", fill);
+  std::string b = submit("p2", fill);
+  json ended = await_end(a);
+  EXPECT_EQ(output(a), "filled\n");
+  json waiting = *jobs_->get(b);
+  EXPECT_EQ(waiting.value("state", ""), "queued") << waiting.dump();
+  EXPECT_EQ(waiting.value("waiting_for", "").rfind("disk:", 0), 0u) << waiting.dump();
+  auto space = os::volume_space(jobs_dir_);
+  ASSERT_TRUE(space.ok());
+  EXPECT_GE(space->free_bytes, kReserve) << "the state folder's reserve was taken by a job";
+  // a's workspace goes after its retention; then b runs and fills its own.
+  json second = await_end(b);
+  EXPECT_EQ(output(b), "filled\n") << second.dump();
+  EXPECT_TRUE(jobs_->get(a)->contains("workspace_removed_at")) << jobs_->get(a)->dump();
+  space = os::volume_space(jobs_dir_);
+  ASSERT_TRUE(space.ok());
+  EXPECT_GE(space->free_bytes, kReserve) << "the state folder's reserve was taken by a job";
+}
+
+// Ended jobs' workspaces do not pile up: gone after the retention, and past
+// the cap the oldest fetched one goes first while an unfetched one stays.
+TEST_F(ProviderJobsTest, EndedWorkspacesAreRemovedAfterRetentionAndPastTheCap) {
+  start_manager(true, 4, [](ProviderOptions& o) { o.workspace_retention = 1s; });
+  std::string id = submit("p", {{"command", {"true"}}});
+  json ended = await_end(id);
+  std::string image = jobs_dir_ + "/" + id + "/workspace.img";
+  EXPECT_TRUE(testing::wait_until([&] { return jobs_->get(id)->contains("workspace_removed_at"); }))
+      << jobs_->get(id)->dump();
+  EXPECT_FALSE(std::filesystem::exists(image));
+  EXPECT_EQ(jobs_->get(id)->value("state", ""), "exited") << "the job's record and log stay";
+  jobs_->shutdown();
+  jobs_.reset();
+
+  start_manager(true, 4, [](ProviderOptions& o) {
+    o.workspace_retention = 3600s;
+    o.workspaces_max_bytes = 1;  // any ended workspace is over the cap
+  });
+  std::string fetched = submit("p", {{"command", {"true"}}});
+  std::string unfetched = submit("p", {{"command", {"true"}}});
+  await_end(fetched);
+  await_end(unfetched);
+  jobs_->outputs_fetched(fetched);
+  EXPECT_TRUE(testing::wait_until([&] { return jobs_->get(fetched)->contains("workspace_removed_at"); }))
+      << jobs_->get(fetched)->dump();
+  EXPECT_FALSE(std::filesystem::exists(jobs_dir_ + "/" + fetched + "/workspace.img"));
+  EXPECT_TRUE(std::filesystem::exists(jobs_dir_ + "/" + unfetched + "/workspace.img"))
+      << "outputs nobody fetched stay until their retention";
+  EXPECT_FALSE(jobs_->get(unfetched)->contains("workspace_removed_at"));
 }
 
 }  // namespace
