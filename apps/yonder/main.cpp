@@ -99,9 +99,9 @@ int main(int argc, char** argv) {
   deny->add_flag("--json", json, "Machine-readable output");
   ScopeArgs scope_args;
   std::string allow_caps;
-  auto* allow = app.add_subcommand("allow", "Let a peer do more: yonder allow PEER exec,files");
+  auto* allow = app.add_subcommand("allow", "Lift a deny, or let a peer do more: yonder allow PEER [exec,files]");
   allow->add_option("peer", peer, "Peer name or node id")->required();
-  allow->add_option("capabilities", allow_caps, "run,exec,forward,files")->required();
+  allow->add_option("capabilities", allow_caps, "run,exec,forward,files (added to its grant)");
   auto* scope = app.add_subcommand("scope", "Change what a peer may do here (from its next request)");
   scope->add_option("peer", peer, "Peer name or node id")->required();
   scope->add_option("--capabilities", scope_args.capabilities, "Replace capabilities: run,exec,forward,files");
@@ -370,10 +370,7 @@ int main(int argc, char** argv) {
   if (*peers) return cmd_peers(*ctx);
   if (*netcheck) return cmd_netcheck(*ctx);
   if (*deny) return cmd_deny(*ctx, peer, deny_stop_jobs);
-  if (*allow) {
-    scope_args.add = allow_caps;
-    return cmd_scope(*ctx, peer, scope_args);
-  }
+  if (*allow) return cmd_allow(*ctx, peer, allow_caps, scope_args);
   if (*scope) return cmd_scope(*ctx, peer, scope_args);
   if (*ping) return cmd_ping(*ctx, peer, ping_count, ping_interval);
   if (*speedtest) return cmd_speedtest(*ctx, peer, speed_bytes, speed_streams);

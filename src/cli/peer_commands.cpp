@@ -336,6 +336,26 @@ int cmd_deny(const Context& ctx, const std::string& peer, bool stop_jobs) {
   return kExitOk;
 }
 
+int cmd_allow(const Context& ctx, const std::string& peer, const std::string& capabilities, ScopeArgs args) {
+  auto r = post(ctx, "/v1/peers/allow", {{"peer", peer}});
+  if (!r) return peer_fail(ctx, r.error());
+  std::string id = r->value("peer", "");
+  if (!capabilities.empty()) {
+    if (!ctx.json && r->value("was_denied", false)) std::printf("Allowed %s again.\n", id.c_str());
+    args.add = capabilities;
+    return cmd_scope(ctx, id, args);
+  }
+  if (ctx.json) {
+    peer_print_json(*r);
+  } else if (r->value("was_denied", false)) {
+    std::printf("Allowed %s again: it is pinned with the grant it had before the deny (`yonder peers` shows it).\n",
+                id.c_str());
+  } else {
+    std::printf("%s is not denied; nothing changed. To let it do more: yonder allow PEER run,exec,...\n", id.c_str());
+  }
+  return kExitOk;
+}
+
 int cmd_scope(const Context& ctx, const std::string& peer, const ScopeArgs& a) {
   nlohmann::json body = {{"peer", peer}};
   if (a.capabilities) body["capabilities"] = *a.capabilities;

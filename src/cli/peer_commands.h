@@ -36,6 +36,9 @@ struct ScopeArgs {
   std::optional<std::string> vram, max_time, memory, disk, cpus;
   std::optional<bool> egress;
 };
+// Lifts a deny of `peer` (its old grant comes back; its old link stays
+// revoked), then adds `capabilities` to its grant when given.
+int cmd_allow(const Context& ctx, const std::string& peer, const std::string& capabilities, ScopeArgs args);
 int cmd_scope(const Context& ctx, const std::string& peer, const ScopeArgs& args);
 int cmd_ping(const Context& ctx, const std::string& peer, int count, double interval_s);
 int cmd_speedtest(const Context& ctx, const std::string& peer, const std::string& bytes, int streams);

@@ -267,6 +267,27 @@ void PeerLink::add_routes(api::Router& router) {
     reply(Response::json(200, {{"ok", true}, {"peer", id}}));
   });
 
+  // Lifts a deny: the operator's explicit choice, so the peer's key is
+  // pinned again with the grant it had (its old link stays revoked).
+  router.add("POST", "/v1/peers/allow", [this](const Request& req, Reply reply) {
+    auto body = parse_body(req);
+    if (!body) return reply(Response::error(body.error()));
+    std::string text = string_field(*body, "peer");
+    const peers::PeerRecord* p = store_.find_any_by_text(text);
+    if (p == nullptr) {
+      return reply(Response::error(make_error(ErrorCode::kNotFound, "no paired or denied peer \"" + text.substr(0, 80) +
+                                                                        "\"; `yonder peers` lists them")));
+    }
+    PublicKeyBytes key = p->key;
+    bool was_denied = p->denied();
+    if (auto st = store_.allow(key); !st) return reply(Response::error(st.error()));
+    if (was_denied) {
+      relay_peers_changed();
+      spdlog::info("allowed peer {} again", NodeId(key).to_string());
+    }
+    reply(Response::json(200, {{"ok", true}, {"peer", NodeId(key).to_string()}, {"was_denied", was_denied}}));
+  });
+
   router.add("POST", "/v1/peers/scope", [this](const Request& req, Reply reply) {
     auto body = parse_body(req);
     if (!body) return reply(Response::error(body.error()));

@@ -165,6 +165,34 @@ Status TrustStore::deny(const PublicKeyBytes& key, int64_t now) {
   return ok_status();
 }
 
+Status TrustStore::allow(const PublicKeyBytes& key) {
+  auto it = peers_.find(key);
+  if (it == peers_.end()) return make_error(ErrorCode::kNotFound, "no such peer; `yonder peers` lists them");
+  if (!it->second.denied()) return ok_status();
+  PeerRecord p = it->second;
+  p.denied_at.reset();
+  if (auto st = upsert(p); !st) {
+    YONDER_TRY(load());
+    return st;
+  }
+  return ok_status();
+}
+
+const PeerRecord* TrustStore::find_any_by_text(const std::string& text) const {
+  if (auto id = NodeId::parse(text)) {
+    auto it = peers_.find(id->public_key());
+    return it == peers_.end() ? nullptr : &it->second;
+  }
+  const PeerRecord* match = nullptr;
+  for (const auto& [key, p] : peers_) {
+    if (p.name == text || p.id().short_form() == text) {
+      if (match != nullptr) return nullptr;  // ambiguous
+      match = &p;
+    }
+  }
+  return match;
+}
+
 Status TrustStore::touch(const PublicKeyBytes& key, int64_t now) {
   auto it = peers_.find(key);
   if (it == peers_.end()) return ok_status();

@@ -65,6 +65,12 @@ class TrustStore {
   Status set_grant(const PublicKeyBytes& key, const Scope& scope);
   // Marks the peer denied and revokes the link it redeemed.
   Status deny(const PublicKeyBytes& key, int64_t now);
+  // Lifts a deny (the operator's `yonder allow PEER`): the key is pinned
+  // again with the grant it had. The link it redeemed stays revoked.
+  // kNotFound for a key that never paired.
+  Status allow(const PublicKeyBytes& key);
+  // A peer by node id, name or short id, denied ones included (for allow).
+  const PeerRecord* find_any_by_text(const std::string& text) const;
   Status touch(const PublicKeyBytes& key, int64_t now);
 
   // Share links.

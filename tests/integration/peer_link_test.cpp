@@ -272,6 +272,12 @@ TEST(PeerLink, DenyClosesAnOpenStreamWithinASecond) {
   auto after = laptop.yonder({"call", "studio", "node.info"});
   EXPECT_NE(after.exit_code, 0);
   EXPECT_NE(after.err.find("refused"), std::string::npos) << after.err;
+  // Until the operator lifts the deny: the same key, the grant it had.
+  auto allowed = studio.yonder({"allow", "laptop"});
+  ASSERT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_NE(allowed.out.find("Allowed"), std::string::npos) << allowed.out;
+  auto back = laptop.yonder({"call", "studio", "node.info"});
+  EXPECT_EQ(back.exit_code, 0) << back.err;
 }
 
 TEST(PeerLink, RequestsAreRateLimitedPerPeer) {

@@ -138,6 +138,25 @@ TEST_F(TrustStoreTest, ADeniedPeerCannotPairAgainWithAnOldMultiUseLink) {
   EXPECT_NE(ts.find(peer(4).key), nullptr);
 }
 
+TEST_F(TrustStoreTest, AllowLiftsADenyWithTheOldGrantWhileTheOldLinkStaysRevoked) {
+  TrustStore ts = open();
+  LinkSecret s1{};
+  LinkRecord redeemed = link(1, 5, 9000, s1);
+  ASSERT_TRUE(ts.add_link(redeemed).ok());
+  ASSERT_TRUE(ts.redeem(redeemed.id, s1, peer(4), 2000).ok());
+  Scope grant = ts.find(peer(4).key)->grant;
+  ASSERT_TRUE(ts.deny(peer(4).key, 3000).ok());
+  EXPECT_EQ(ts.find(peer(4).key), nullptr);
+  ASSERT_NE(ts.find_any_by_text(peer(4).id().to_string()), nullptr) << "a denied peer is still found for allow";
+  ASSERT_TRUE(ts.allow(peer(4).key).ok());
+  ASSERT_NE(ts.find(peer(4).key), nullptr);
+  EXPECT_EQ(ts.find(peer(4).key)->grant.capabilities, grant.capabilities);
+  EXPECT_FALSE(open().peers().front().denied()) << "and after a restart";
+  auto again = ts.redeem(redeemed.id, s1, peer(4), 3100);
+  ASSERT_FALSE(again.ok()) << "the link the peer redeemed stays revoked";
+  EXPECT_EQ(ts.allow(peer(9).key).error().code(), ErrorCode::kNotFound);
+}
+
 TEST_F(TrustStoreTest, ARedeemDoesNotWidenANarrowedScope) {
   TrustStore ts = open();
   LinkSecret s1{}, s2{};
