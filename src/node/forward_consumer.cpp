@@ -299,21 +299,30 @@ void ForwardConsumer::create(const Request& req, Reply reply) {
                        "job " + found->job_id + " runs on a provider this node is no longer paired with")));
       }
       // Ask the provider once now, so a job that is not running (or not
-      // ours) fails here rather than on the first connection.
+      // ours), or a scope without `forward`, fails here rather than on the
+      // first connection. An older provider without forward.inspect is
+      // asked run.inspect instead.
       std::string job_id = found->job_id;
+      auto checked = [this, t = *t, job_id, remote, local, reply](Result<nlohmann::json> r) {
+        if (!r) return reply(Response::error(r.error()));
+        // A job about to run may be forwarded to: connections made
+        // before its server listens are closed, and the client retries.
+        std::string state = r->value("state", "");
+        if (state != "running" && state != "starting" && state != "queued") {
+          return reply(Response::error(
+              make_error(ErrorCode::kFailedPrecondition,
+                         "job " + job_id + " is " + state + "; only a queued or running job can be forwarded to")));
+        }
+        open_listener(t, job_id, remote, local, reply);
+      };
       link_.service().call(
-          t->key, t->addresses, "run.inspect", {{"job_id", job_id}},
-          [this, t = *t, job_id, remote, local, reply](Result<nlohmann::json> r) {
-            if (!r) return reply(Response::error(r.error()));
-            // A job about to run may be forwarded to: connections made
-            // before its server listens are closed, and the client retries.
-            std::string state = r->value("state", "");
-            if (state != "running" && state != "starting" && state != "queued") {
-              return reply(Response::error(
-                  make_error(ErrorCode::kFailedPrecondition,
-                             "job " + job_id + " is " + state + "; only a queued or running job can be forwarded to")));
+          t->key, t->addresses, "forward.inspect", {{"job_id", job_id}},
+          [this, t = *t, job_id, checked](Result<nlohmann::json> r) {
+            if (!r && r.error().code() == ErrorCode::kInvalidArgument &&
+                r.error().message().find("does not support") != std::string::npos) {
+              return link_.service().call(t.key, t.addresses, "run.inspect", {{"job_id", job_id}}, checked);
             }
-            open_listener(t, job_id, remote, local, reply);
+            checked(std::move(r));
           });
     });
   });

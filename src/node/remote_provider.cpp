@@ -235,6 +235,17 @@ void RemoteProvider::register_methods() {
     });
   });
 
+  // The same answer for a caller about to forward to the job: asked under
+  // the `forward` capability, so `yonder forward` without it fails at once
+  // instead of opening a listener whose every connection is refused.
+  service.add_method("forward.inspect", [blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+    auto id = job_id_param(params);
+    if (!id) return reply(std::move(id).error());
+    blocking("forward.inspect", peer, params, std::move(reply), [peer_id = NodeId(peer).to_string(), id = *id](ProviderJobs& jobs) {
+      return owned_job(jobs, id, peer_id);
+    });
+  });
+
   service.add_method("run.stop", [this, blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
     auto id = job_id_param(params);
     if (!id) return reply(std::move(id).error());
