@@ -13,6 +13,7 @@
 #include "support/api_token.h"
 #include "support/docker_env.h"
 #include "support/job_node.h"
+#include "support/live_process.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -126,6 +127,25 @@ TEST_F(RemoteJobs, OnlyTheSubmitterSeesStopsOrReadsItsJob) {
   EXPECT_EQ(logs.out, "started\n");
   auto after = laptop.yonder_json({"ps", "--all"});
   EXPECT_EQ(after["jobs"][0]["state"], "stopped") << after.dump();
+}
+
+// A follower of a job on a provider that then denies this node stops with
+// exit 5 and the provider's refusal, instead of retrying for ever.
+TEST_F(RemoteJobs, AfterADenyLogsFollowStopsWithExit5) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {});
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                          "echo up; sleep 120"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  LiveProcess follow({program_path("yonder"), "logs", "-f", id}, laptop.env());
+  ASSERT_TRUE(follow.wait_for("up", std::chrono::seconds(60))) << follow.output();
+  ASSERT_EQ(studio.yonder({"deny", "laptop"}).exit_code, 0);
+  EXPECT_EQ(follow.wait(std::chrono::seconds(90)), 5) << follow.output();
+  EXPECT_NE(follow.err().find("refused the connection"), std::string::npos) << follow.err();
+  ASSERT_EQ(studio.yonder({"allow", "laptop"}).exit_code, 0);
+  EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
 }
 
 // Someone leaves: `deny --stop-jobs` ends their access and their jobs here,

@@ -146,7 +146,7 @@ void LinkService::Impl::on_session_closed(const std::shared_ptr<Session>& sessio
     count_handshake(session->path(), session->verdict() == KeyVerdict::kPairingOnly ? "pairing" : "closed");
   }
   if (c.dialed && !session->established()) {
-    err = make_error(ErrorCode::kFailedPrecondition,
+    err = make_error(ErrorCode::kPermissionDenied,
                      "peer " + who + " refused the connection: it does not accept this node (it may have denied it, "
                                      "or it has no valid share link for it)");
   }

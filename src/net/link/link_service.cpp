@@ -263,8 +263,13 @@ struct DialRace {
   bool settled = false;
   bool direct_over = false, carrier_started = false, carrier_over = false;
   std::string direct_error, carrier_error;
+  // A refusal or a wrong key (an answer from the peer) beats "unreachable":
+  // a caller stops on it instead of retrying.
+  ErrorCode code = ErrorCode::kUnavailable;
   std::unique_ptr<asio::steady_timer> head_start;
 };
+
+bool is_answer(ErrorCode code) { return code == ErrorCode::kPermissionDenied || code == ErrorCode::kFailedPrecondition; }
 
 }  // namespace
 
@@ -293,7 +298,7 @@ void LinkService::Impl::dial(const PublicKeyBytes& peer, const std::vector<std::
     std::string why = race->direct_error;
     if (!race->carrier_error.empty()) why += (why.empty() ? "" : "; ") + race->carrier_error;
     // The most telling error: a refusal or a wrong key beats "unreachable".
-    race->done(make_error(ErrorCode::kUnavailable, why.empty() ? "cannot reach peer " + short_id(peer) : why));
+    race->done(make_error(race->code, why.empty() ? "cannot reach peer " + short_id(peer) : why));
   };
   auto start_carrier = [this, race, peer, pairing, pair_done, settle_error] {
     if (race->settled || race->carrier_started || race->carrier_over) return;
@@ -307,6 +312,7 @@ void LinkService::Impl::dial(const PublicKeyBytes& peer, const std::vector<std::
       }
       race->carrier_over = true;
       race->carrier_error = st.error().message();
+      if (is_answer(st.error().code())) race->code = st.error().code();
       settle_error();
     });
   };
@@ -322,7 +328,10 @@ void LinkService::Impl::dial(const PublicKeyBytes& peer, const std::vector<std::
       // A key mismatch or a refusal is an answer: do not go round it.
       ErrorCode code = st.error().code();
       race->direct_error = st.error().message();
-      if (code == ErrorCode::kPermissionDenied || code == ErrorCode::kFailedPrecondition) race->carrier_over = true;
+      if (is_answer(code)) {
+        race->code = code;
+        race->carrier_over = true;
+      }
       if (race->carrier_over) return settle_error();
       start_carrier();
     });
@@ -439,7 +448,16 @@ void LinkService::Impl::start_dialer(asio::ip::tcp::socket socket, const PublicK
                                address + " answered with a different key than the peer's; refusing to talk to "
                                          "it (a man in the middle, or another node on that address)"));
       }
-      return done(make_error(ErrorCode::kFailedPrecondition,
+      // The connection went before the handshake ended (the peer stopped,
+      // the network broke): worth another try later.
+      if (hec != asio::error::access_denied) {
+        return done(make_error(ErrorCode::kUnavailable, "peer " + short_id(peer) + " at " + address +
+                                                            " closed the connection during the handshake: " +
+                                                            hec.message()));
+      }
+      // A TLS refusal: not permitted there. A deny ends retries (exit 5 in
+      // the CLI) instead of being mistaken for a network that may come back.
+      return done(make_error(ErrorCode::kPermissionDenied,
                              "peer " + short_id(peer) + " at " + address +
                                  " refused the connection: it does not accept this node (it may have denied it, "
                                  "or it has no valid share link for it)"));

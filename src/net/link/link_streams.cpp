@@ -229,7 +229,9 @@ void LinkService::pair(const ShareLink& link, std::function<void(Result<PairResu
     auto d = std::move(*pair_done);
     *pair_done = nullptr;
     Error e = std::move(st).error();
-    if (e.code() == ErrorCode::kFailedPrecondition) {
+    // A refusal (not a wrong key, which says so itself): in pairing terms.
+    if ((e.code() == ErrorCode::kFailedPrecondition || e.code() == ErrorCode::kPermissionDenied) &&
+        e.message().find("refused the connection") != std::string::npos) {
       e = make_error(ErrorCode::kFailedPrecondition,
                      "the provider refused the connection: this link is no longer valid there (all its links have "
                      "expired), or it has denied this node; ask the provider for a new link");
