@@ -74,6 +74,11 @@ int cmd_audit(const Context& ctx, bool verify, int64_t limit) {
         std::printf("audit chain intact: %lld entries, head %s\n", static_cast<long long>(v.value("entries", int64_t{0})),
                     v.value("head_hash", "").c_str());
       }
+      // Intact is not complete: entries the node could not write are named.
+      for (const auto& seq : v.value("gaps", json::array())) {
+        std::printf("audit gap recorded at entry %lld: entries were lost (`yonder audit` shows why)\n",
+                    static_cast<long long>(seq.is_number_integer() ? seq.get<int64_t>() : 0));
+      }
     }
   }
   if (broken) {

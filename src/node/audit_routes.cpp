@@ -38,7 +38,8 @@ Result<nlohmann::json> audit_reply(audit::AuditLog& audit, int64_t limit, bool v
     if (!report) return std::move(report).error();
     nlohmann::json v = {{"ok", !report->first_bad_seq.has_value()},
                         {"entries", report->entries},
-                        {"head_hash", report->head_hash}};
+                        {"head_hash", report->head_hash},
+                        {"gaps", report->gaps}};
     if (report->first_bad_seq) {
       v["first_bad_seq"] = *report->first_bad_seq;
       v["problem"] = report->problem;

@@ -159,6 +159,10 @@ int run_daemon(const DaemonOptions& options) {
   auto audit_log = audit::AuditLog::open(paths->database());
   if (!audit_log) return fail(audit_log.error());
   remote_provider.set_audit(audit_log->get());
+  peer_link->on_trust_event([&remote_provider](const std::string& actor, const std::string& action,
+                                               const std::string& subject, nlohmann::json detail) {
+    remote_provider.record(actor, action, subject, std::move(detail));
+  });
   add_audit_routes(router, io, pool, **audit_log);
   // Workspace uploads: content-addressed, resumable (run.upload tunnels).
   UploadProvider upload_provider(io, pool, *peer_link, remote_provider, *cfg, paths->home + "/upload-cache",

@@ -135,7 +135,14 @@ void MeshOpinions::add_routes(api::Router& router) {
 }
 
 void MeshOpinions::refresh(std::function<void()> done) {
+  // Only peers that let this node ask (their grant to us has `mesh`): the
+  // others would refuse, and each refusal is a row in their audit log.
   auto targets = link_.targets();
+  targets.erase(std::remove_if(targets.begin(), targets.end(),
+                               [](const PeerLink::Target& t) {
+                                 return !t.granted_to_us || !t.granted_to_us->allows(Capability::kMesh);
+                               }),
+                targets.end());
   for (auto it = sources_.begin(); it != sources_.end();) {
     bool still = std::any_of(targets.begin(), targets.end(), [&](const auto& t) { return t.key == it->first; });
     it = still ? std::next(it) : sources_.erase(it);

@@ -475,7 +475,8 @@ Result<nlohmann::json> PeerLink::redeem(const LinkIdBytes& id, const LinkSecret&
   auto pinned = store_.redeem(id, secret, p, unix_seconds(clock_.now()));
   if (!pinned) return std::move(pinned).error();
   relay_peers_changed();  // a new peer to declare, maybe a used-up link's token to drop
-  (void)sas;
+  trust_event(NodeId(key).to_string(), "trust.pair", hex_encode(id),
+              {{"name", peer_name.substr(0, 64)}, {"check_digits", sas}, {"scope", pinned->grant.summary()}});
   nlohmann::json answer = {{"scope", scope_to_json(pinned->grant)}};
   if (on_redeemed_) {
     nlohmann::json extra = on_redeemed_(id, key, peer_name);
@@ -510,13 +511,14 @@ void PeerLink::seen(const PublicKeyBytes& key) { (void)store_.touch(key, unix_se
 Result<PeerLink::Target> PeerLink::target(const std::string& id_or_name) const {
   auto p = find_peer(id_or_name);
   if (!p) return std::move(p).error();
-  return Target{(*p)->key, (*p)->id().to_string(), (*p)->name, (*p)->addresses};  // "relay:" entries included
+  return Target{(*p)->key, (*p)->id().to_string(), (*p)->name, (*p)->addresses,
+                (*p)->granted_to_us};  // "relay:" entries included
 }
 
 std::vector<PeerLink::Target> PeerLink::targets() const {
   std::vector<Target> out;
   for (const auto& p : store_.peers()) {
-    if (!p.denied()) out.push_back(Target{p.key, p.id().to_string(), p.name, p.addresses});
+    if (!p.denied()) out.push_back(Target{p.key, p.id().to_string(), p.name, p.addresses, p.granted_to_us});
   }
   return out;
 }

@@ -57,6 +57,7 @@ class PeerLink final : public link::TrustPolicy {
     std::string node_id;
     std::string name;
     std::vector<std::string> addresses;
+    std::optional<Scope> granted_to_us;  // what it lets this node do; nullopt: nothing (it paired with us)
   };
   // A paired peer by node id, name or first group of its id.
   Result<Target> target(const std::string& id_or_name) const;
@@ -98,6 +99,13 @@ class PeerLink final : public link::TrustPolicy {
   using RedeemedHook =
       std::function<nlohmann::json(const LinkIdBytes& id, const PublicKeyBytes& key, const std::string& name)>;
   void on_redeemed(RedeemedHook hook) { on_redeemed_ = std::move(hook); }
+  // Changes of trust made here (a link created or revoked, a pairing with
+  // its check digits, deny, allow, a scope change), for the audit log:
+  // (actor: "local" or the peer's id, action "trust.*", subject, detail).
+  // Event loop; the hook must not block.
+  using TrustEventHook = std::function<void(const std::string& actor, const std::string& action,
+                                            const std::string& subject, nlohmann::json detail)>;
+  void on_trust_event(TrustEventHook hook) { on_trust_event_ = std::move(hook); }
   // This node paired with `provider` (POST /v1/pair), which answered
   // `answer` (pair_ok): `done(extra)` must follow, and `extra` goes into the
   // route's answer as "groups".
@@ -151,6 +159,11 @@ class PeerLink final : public link::TrustPolicy {
   std::unique_ptr<link::LinkService> service_;
   RefusalHook on_refused_;
   RedeemedHook on_redeemed_;
+  TrustEventHook on_trust_event_;
+  void trust_event(const std::string& actor, const std::string& action, const std::string& subject,
+                   nlohmann::json detail) {
+    if (on_trust_event_) on_trust_event_(actor, action, subject, std::move(detail));
+  }
   PairedHook on_paired_;
   std::function<void(const PublicKeyBytes&)> on_session_;
   std::function<void(nlohmann::json&)> netcheck_extra_;

@@ -99,6 +99,8 @@ Result<nlohmann::json> PeerLink::share(const nlohmann::json& body) {
   spdlog::info("share link {} created: {}, {} use(s), expires in {}", link.id_text(), scope.summary(), uses,
                format_duration(expires_s));
   relay_peers_changed();  // its rendezvous token, for holders behind NATs
+  trust_event("local", "trust.link_create", link.id_text(),
+              {{"scope", scope.summary()}, {"uses", uses}, {"expires_at", link.expires_at}, {"label", rec.label}});
   return nlohmann::json({{"link", *text},
                          {"id", link.id_text()},
                          {"expires_at", link.expires_at},
@@ -149,6 +151,7 @@ void PeerLink::add_routes(api::Router& router) {
     if (!id) return reply(Response::error(id.error()));
     if (auto st = store_.revoke_link(*id, unix_seconds(clock_.now())); !st) return reply(Response::error(st.error()));
     spdlog::info("share link {} revoked", hex_encode(*id));
+    trust_event("local", "trust.link_revoke", hex_encode(*id), nlohmann::json::object());
     relay_peers_changed();
     reply(Response::json(200, {{"ok", true}}));
   });
@@ -264,6 +267,7 @@ void PeerLink::add_routes(api::Router& router) {
     service_->disconnect(key, "the provider removed this node's access");
     relay_peers_changed();
     spdlog::info("denied peer {}", id);
+    trust_event("local", "trust.deny", id, nlohmann::json::object());
     reply(Response::json(200, {{"ok", true}, {"peer", id}}));
   });
 
@@ -284,6 +288,7 @@ void PeerLink::add_routes(api::Router& router) {
     if (was_denied) {
       relay_peers_changed();
       spdlog::info("allowed peer {} again", NodeId(key).to_string());
+      trust_event("local", "trust.allow", NodeId(key).to_string(), nlohmann::json::object());
     }
     reply(Response::json(200, {{"ok", true}, {"peer", NodeId(key).to_string()}, {"was_denied", was_denied}}));
   });
@@ -296,7 +301,9 @@ void PeerLink::add_routes(api::Router& router) {
     Scope s = (*p)->grant;
     if (auto st = apply_scope_fields(*body, s); !st) return reply(Response::error(st.error()));
     PublicKeyBytes key = (*p)->key;
+    std::string before = (*p)->grant.summary();
     if (auto st = store_.set_grant(key, s); !st) return reply(Response::error(st.error()));
+    trust_event("local", "trust.scope", NodeId(key).to_string(), {{"from", before}, {"to", s.summary()}});
     reply(Response::json(200, {{"peer", NodeId(key).to_string()}, {"scope", scope_to_json(s)}, {"summary", s.summary()}}));
   });
 

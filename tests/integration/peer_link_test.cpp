@@ -2,6 +2,8 @@
 // over real loopback sockets, driven through the CLI as people use it.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+
+#include <set>
 #include <netinet/in.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
@@ -278,6 +280,19 @@ TEST(PeerLink, DenyClosesAnOpenStreamWithinASecond) {
   EXPECT_NE(allowed.out.find("Allowed"), std::string::npos) << allowed.out;
   auto back = laptop.yonder({"call", "studio", "node.info"});
   EXPECT_EQ(back.exit_code, 0) << back.err;
+  // Each change of trust is in the studio's audit log, the pairing with the
+  // check digits both sides were shown.
+  std::set<std::string> actions;
+  json entries = studio.yonder_json({"audit"})["entries"];
+  for (const auto& e : entries) {
+    actions.insert(e.value("action", ""));
+    if (e.value("action", "") == "trust.pair") {
+      EXPECT_EQ(e["detail"].value("check_digits", "").size(), 11u) << e.dump();  // "123 456 789"
+    }
+  }
+  for (const char* a : {"trust.link_create", "trust.pair", "trust.deny", "trust.allow"}) {
+    EXPECT_EQ(actions.count(a), 1u) << a << " missing from " << entries.dump();
+  }
 }
 
 TEST(PeerLink, RequestsAreRateLimitedPerPeer) {

@@ -1,11 +1,20 @@
 #include "jobs/audit/audit_log.h"
 
+#include <fcntl.h>
 #include <sodium.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 
 namespace yonder::audit {
 namespace {
+
+void warn_journal_unwritable(const std::string& path) {
+  // This library logs nothing itself: stderr, as the daemon's log would.
+  std::fprintf(stderr, "audit log: could not write the pending journal %s\n", path.c_str());
+}
 
 void put_field(Bytes& out, std::string_view s) {
   uint64_t n = s.size();
@@ -53,18 +62,147 @@ Bytes entry_hash(const AuditEntry& e) {
 Result<std::unique_ptr<AuditLog>> AuditLog::open(const std::string& db_path) {
   auto db = store::Database::open(db_path);
   if (!db) return std::move(db).error().with_context("audit log");
-  return std::unique_ptr<AuditLog>(new AuditLog(std::move(*db)));
+  std::string pending_path = db_path + ".audit-pending";
+  auto log = std::unique_ptr<AuditLog>(new AuditLog(std::move(*db), pending_path));
+  std::lock_guard lock(log->mutex_);
+  log->load_pending_locked();
+  // Its space allocated now, while there is room, so that keeping entries
+  // on a full disk needs no new blocks.
+  int fd = ::open(pending_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    (void)::posix_fallocate(fd, 0, static_cast<off_t>(kPendingBytes));
+    ::close(fd);
+  }
+  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  (void)log->flush_pending_locked(now);  // what stays pending is written by a later append
+  return log;
 }
 
 Result<AuditEntry> AuditLog::append(int64_t at, const std::string& actor, const std::string& action,
                                     const std::string& subject, const nlohmann::json& detail) {
   std::lock_guard lock(mutex_);
+  std::string detail_json = detail.is_object() ? detail.dump() : "{}";
+  if (auto flushed = flush_pending_locked(at); !flushed) {
+    // Still failing: this one waits behind the others, in order.
+    pending_.push_back({at, actor, action, subject, detail_json});
+    save_pending_locked();
+    return std::move(flushed).error().with_context("audit log (the entry is kept and written when the disk has room)");
+  }
+  auto r = insert_locked(at, actor, action, subject, detail_json);
+  if (!r) {
+    pending_.push_back({at, actor, action, subject, detail_json});
+    save_pending_locked();
+    return std::move(r).error().with_context("audit log (the entry is kept and written when the disk has room)");
+  }
+  return r;
+}
+
+size_t AuditLog::pending() {
+  std::lock_guard lock(mutex_);
+  return pending_.size();
+}
+
+Status AuditLog::flush_pending_locked(int64_t now) {
+  if (pending_.empty() && lost_ == 0) return ok_status();
+  size_t written = 0;
+  Status st = ok_status();
+  for (const auto& p : pending_) {
+    auto late = nlohmann::json::parse(p.detail_json, nullptr, false);
+    if (!late.is_object()) late = nlohmann::json::object();
+    late["written_late"] = true;
+    if (auto r = insert_locked(p.at, p.actor, p.action, p.subject, late.dump()); !r) {
+      st = std::move(r).error();
+      break;
+    }
+    ++written;
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(written));
+  if (st && lost_ > 0) {
+    nlohmann::json gap = {{"lost", lost_}, {"why", lost_why_}};
+    if (auto r = insert_locked(now, "local", "audit.gap", "", gap.dump()); !r) {
+      st = std::move(r).error();
+    } else {
+      lost_ = 0;
+      lost_why_.clear();
+    }
+  }
+  if (written > 0 || st) save_pending_locked();
+  return st;
+}
+
+// The journal: a decimal length line, then {"pending": [...], "lost": N,
+// "why": "..."}; the file keeps its allocated size.
+void AuditLog::save_pending_locked() {
+  if (pending_path_.empty()) return;
+  nlohmann::json j = {{"pending", nlohmann::json::array()}, {"lost", lost_}, {"why", lost_why_}};
+  std::string body;
+  size_t kept = 0;
+  for (const auto& p : pending_) {
+    j["pending"].push_back({{"at", p.at}, {"actor", p.actor}, {"action", p.action}, {"subject", p.subject},
+                            {"detail", p.detail_json}});
+    body = j.dump();
+    if (body.size() + 16 > kPendingBytes) {
+      j["pending"].erase(j["pending"].size() - 1);
+      break;
+    }
+    ++kept;
+  }
+  if (kept < pending_.size()) {
+    // No room even in the journal: the newest go, counted.
+    lost_ += static_cast<int64_t>(pending_.size() - kept);
+    lost_why_ = "the disk was full and the pending journal could hold no more";
+    pending_.resize(kept);
+    j["lost"] = lost_;
+    j["why"] = lost_why_;
+  }
+  body = j.dump();
+  std::string text = std::to_string(body.size()) + "\n" + body;
+  int fd = ::open(pending_path_.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  bool ok = ::pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) && ::fdatasync(fd) == 0;
+  ::close(fd);
+  if (!ok) warn_journal_unwritable(pending_path_);
+}
+
+void AuditLog::load_pending_locked() {
+  int fd = ::open(pending_path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // never needed
+  std::string text(kPendingBytes, '\0');
+  ssize_t n = ::pread(fd, text.data(), text.size(), 0);
+  ::close(fd);
+  if (n <= 0) return;
+  text.resize(static_cast<size_t>(n));
+  size_t nl = text.find('\n');
+  size_t len = 0;
+  bool framed = nl != std::string::npos && nl > 0 && nl < 12 &&
+                std::all_of(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(nl), [](char c) { return c >= '0' && c <= '9'; });
+  if (framed) len = std::stoul(text.substr(0, nl));
+  if (framed && len == 0) return;
+  nlohmann::json j = framed && nl + 1 + len <= text.size() ? nlohmann::json::parse(text.substr(nl + 1, len), nullptr, false)
+                                                            : nlohmann::json();
+  if (!framed && text.find_first_not_of('\0') == std::string::npos) return;  // allocated, never written
+  if (!j.is_object() || !j.contains("pending") || !j["pending"].is_array()) {
+    lost_ += 1;
+    lost_why_ = "the pending journal of a previous run could not be read; at least one entry was lost";
+    return;
+  }
+  for (const auto& p : j["pending"]) {
+    if (!p.is_object()) continue;
+    pending_.push_back({p.value("at", int64_t{0}), p.value("actor", ""), p.value("action", ""), p.value("subject", ""),
+                        p.value("detail", "{}")});
+  }
+  lost_ += j.value("lost", int64_t{0});
+  if (j.contains("why") && j["why"].is_string() && !j["why"].get<std::string>().empty()) lost_why_ = j["why"];
+}
+
+Result<AuditEntry> AuditLog::insert_locked(int64_t at, const std::string& actor, const std::string& action,
+                                           const std::string& subject, const std::string& detail_json) {
   AuditEntry e;
   e.at = at;
   e.actor = actor;
   e.action = action;
   e.subject = subject;
-  e.detail_json = detail.is_object() ? detail.dump() : "{}";
+  e.detail_json = detail_json;
   // BEGIN IMMEDIATE: the read of the head and the insert are one step, so
   // two writers (two connections) cannot both chain onto the same row.
   Status st = db_.transaction([&]() -> Status {
@@ -150,6 +288,14 @@ Result<VerifyReport> AuditLog::verify() {
     last_seq = e->seq;
   }
   report.head_hash = hex_encode(prev);
+  auto gaps = db_.prepare("SELECT seq FROM audit_log WHERE action = 'audit.gap' ORDER BY seq ASC");
+  if (!gaps) return std::move(gaps).error();
+  while (true) {
+    auto row = gaps->step();
+    if (!row) return std::move(row).error();
+    if (!*row) break;
+    report.gaps.push_back(gaps->column_int64(0));
+  }
   auto top = db_.prepare("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'audit_log'), 0)");
   if (!top) return std::move(top).error();
   auto got = top->step();

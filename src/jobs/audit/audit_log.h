@@ -16,6 +16,15 @@
 // against someone who can rewrite the whole chain; `yonder audit --verify`
 // is meant to be compared with an earlier head hash.
 //
+// No silent loss. An entry SQLite cannot take (a full disk) is kept, in
+// order, in memory and in a small journal beside the database whose space
+// is allocated when the log opens (`<db>.audit-pending`, kPendingBytes), so
+// writing it needs no new blocks; the next append, or the next open after
+// a restart, writes the kept entries first (detail "written_late": the time
+// it happened stays in `at`). What cannot be kept (the journal full, or
+// unreadable at open) becomes an "audit.gap" entry saying how many were
+// lost, and verify() names every gap.
+//
 // Threading: every method blocks (SQLite) and may be called from any
 // worker thread; a mutex serialises them. Never from the event loop.
 #pragma once
@@ -50,6 +59,7 @@ struct AuditEntry {
 
 struct VerifyReport {
   int64_t entries = 0;
+  std::vector<int64_t> gaps;             // seq of each "audit.gap" entry: entries recorded as lost
   std::optional<int64_t> first_bad_seq;  // unset: the chain is intact
   std::string problem;                   // what is wrong with first_bad_seq
   std::string head_hash;                 // hex of the newest hash (for comparing later)
@@ -60,20 +70,41 @@ Bytes entry_hash(const AuditEntry& e);
 
 class AuditLog {
  public:
-  // Opens the (migrated) state database.
+  // Opens the (migrated) state database, and writes the entries a
+  // previous run kept in its pending journal.
   static Result<std::unique_ptr<AuditLog>> open(const std::string& db_path);
+  static constexpr size_t kPendingBytes = 256 * 1024;
 
-  // Appends one entry; `at` in unix seconds. `detail` is an object.
+  // Appends one entry; `at` in unix seconds. `detail` is an object. On a
+  // failure the entry is kept for a later append (see above) and the error
+  // says so.
   Result<AuditEntry> append(int64_t at, const std::string& actor, const std::string& action,
                             const std::string& subject, const nlohmann::json& detail);
+  // Entries kept, not yet in the database.
+  size_t pending();
   // The newest `limit` entries, oldest first.
   Result<std::vector<AuditEntry>> list(int64_t limit);
   Result<VerifyReport> verify();
 
  private:
-  explicit AuditLog(store::Database db) : db_(std::move(db)) {}
-  std::mutex mutex_;  // guards db_
+  struct Pending {
+    int64_t at = 0;
+    std::string actor, action, subject, detail_json;
+  };
+  AuditLog(store::Database db, std::string pending_path) : db_(std::move(db)), pending_path_(std::move(pending_path)) {}
+  Result<AuditEntry> insert_locked(int64_t at, const std::string& actor, const std::string& action,
+                                   const std::string& subject, const std::string& detail_json);
+  // Writes the kept entries (and a gap entry for those lost), oldest first.
+  Status flush_pending_locked(int64_t now);
+  void save_pending_locked();
+  void load_pending_locked();
+
+  std::mutex mutex_;  // guards everything below
   store::Database db_;
+  std::string pending_path_;
+  std::vector<Pending> pending_;
+  int64_t lost_ = 0;            // entries neither written nor kept (the journal was full or unreadable)
+  std::string lost_why_;
 };
 
 }  // namespace yonder::audit

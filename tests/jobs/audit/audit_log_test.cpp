@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "store/migrations.h"
 #include "support/temp_dir.h"
 
@@ -27,6 +29,60 @@ void exec_sql(const std::string& path, const std::string& sql) {
   auto db = store::Database::open(path);
   ASSERT_TRUE(db.ok());
   ASSERT_TRUE(db->exec(sql).ok());
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
+  std::fclose(f);
+}
+
+// A previous run kept two entries it could not write (a full disk) and
+// stopped: the next open writes them, in order, marked as written late.
+TEST(AuditLog, EntriesKeptInThePendingJournalAreWrittenAtTheNextOpen) {
+  testing::TempDir dir;
+  std::string db = dir / "state.db";
+  { append_three(*open_log(db)); }
+  std::string body =
+      R"({"pending":[{"at":200,"actor":"peer-a","action":"run.submit","subject":"job-2","detail":"{\"image\":\"x\"}"},)"
+      R"({"at":201,"actor":"peer-a","action":"run.end","subject":"job-2","detail":"{}"}],"lost":0,"why":""})";
+  write_file(db + ".audit-pending", std::to_string(body.size()) + "\n" + body);
+  auto log = open_log(db);
+  EXPECT_EQ(log->pending(), 0u);
+  auto entries = log->list(10);
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 5u);
+  EXPECT_EQ((*entries)[3].action, "run.submit");
+  EXPECT_EQ((*entries)[3].at, 200);
+  EXPECT_NE((*entries)[3].detail_json.find("\"written_late\":true"), std::string::npos) << (*entries)[3].detail_json;
+  EXPECT_EQ((*entries)[4].action, "run.end");
+  auto report = log->verify();
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->first_bad_seq.has_value());
+  EXPECT_TRUE(report->gaps.empty());
+  // Written once: a second open adds nothing.
+  log.reset();
+  EXPECT_EQ(open_log(db)->list(10)->size(), 5u);
+}
+
+// What a previous run kept but cannot be read back is not passed over in
+// silence: an audit.gap entry says so, and verify names it.
+TEST(AuditLog, AnUnreadablePendingJournalIsRecordedAsAGapThatVerifyNames) {
+  testing::TempDir dir;
+  std::string db = dir / "state.db";
+  { append_three(*open_log(db)); }
+  write_file(db + ".audit-pending", "40\n{\"pending\": [ {\"at\": 1, \"act");
+  auto log = open_log(db);
+  auto report = log->verify();
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->first_bad_seq.has_value()) << "the chain itself is intact";
+  ASSERT_EQ(report->gaps.size(), 1u);
+  EXPECT_EQ(report->gaps[0], 4);
+  auto entries = log->list(10);
+  ASSERT_EQ(entries->size(), 4u);
+  EXPECT_EQ((*entries)[3].action, "audit.gap");
+  EXPECT_NE((*entries)[3].detail_json.find("could not be read"), std::string::npos) << (*entries)[3].detail_json;
 }
 
 TEST(AuditLog, ChainsEntriesAndVerifies) {
