@@ -308,10 +308,14 @@ Status PeerLink::start() {
     // Hole punching needs a relay for its signals; the socket is cheap, so
     // it is there whenever relays may appear (a share link can name one).
     uint16_t preferred = 0;
+    std::string host;
     if (auto pos = listen_.rfind(':'); pos != std::string::npos) {
       preferred = static_cast<uint16_t>(std::strtoul(listen_.c_str() + pos + 1, nullptr, 10));
+      host = listen_.substr(0, pos);
+      if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
     }
-    punch_ = std::make_unique<PunchPaths>(*io_, identity_, *service_, std::move(*punch_hooks_), udp_listen_, preferred);
+    punch_ = std::make_unique<PunchPaths>(*io_, identity_, *service_, std::move(*punch_hooks_), udp_listen_, host,
+                                          preferred);
     punch_hooks_.reset();
     if (auto st = punch_->start(); !st) {
       if (!udp_listen_.empty()) return st;

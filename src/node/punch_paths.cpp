@@ -89,6 +89,7 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
   link::LinkService& link;
   Hooks hooks;
   std::string listen;
+  std::string preferred_host;
   uint16_t preferred_port;
   std::shared_ptr<quic::QuicEndpoint> endpoint;
   std::unique_ptr<QuicPort> port;
@@ -100,8 +101,10 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
   std::string off_reason;
   bool stopped = false;
 
-  Impl(asio::io_context& i, const Identity& id, link::LinkService& l, Hooks h, std::string lst, uint16_t pp)
-      : io(i), identity(id), link(l), hooks(std::move(h)), listen(std::move(lst)), preferred_port(pp) {}
+  Impl(asio::io_context& i, const Identity& id, link::LinkService& l, Hooks h, std::string lst, std::string ph,
+       uint16_t pp)
+      : io(i), identity(id), link(l), hooks(std::move(h)), listen(std::move(lst)), preferred_host(std::move(ph)),
+        preferred_port(pp) {}
 
   Status start() {
     Result<std::shared_ptr<quic::QuicEndpoint>> ep = make_error(ErrorCode::kInternal, "unset");
@@ -116,9 +119,13 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
                                     udp::endpoint(asio::ip::make_address(addr->ip), addr->port));
       if (!ep) return Error(ep.error()).with_context("link.udp_listen " + listen);
     } else {
-      ep = quic::QuicEndpoint::bind(io.get_executor(), identity, udp::endpoint(asio::ip::address_v4::any(),
-                                                                                preferred_port));
-      if (!ep) ep = quic::QuicEndpoint::bind(io.get_executor(), identity, udp::endpoint(asio::ip::address_v4::any(), 0));
+      // Where the link listens: a node that listens on loopback only does
+      // not open a UDP port to its networks either.
+      boost::system::error_code bad;
+      auto host = asio::ip::make_address(preferred_host.empty() ? "0.0.0.0" : preferred_host, bad);
+      if (bad || !host.is_v4()) host = asio::ip::address_v4::any();  // the punch carries IPv4
+      ep = quic::QuicEndpoint::bind(io.get_executor(), identity, udp::endpoint(host, preferred_port));
+      if (!ep) ep = quic::QuicEndpoint::bind(io.get_executor(), identity, udp::endpoint(host, 0));
       if (!ep) return Error(ep.error()).with_context("the UDP socket for hole punching");
     }
     endpoint = *ep;
@@ -490,8 +497,9 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
 };
 
 PunchPaths::PunchPaths(asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks,
-                       std::string listen, uint16_t preferred_port)
-    : impl_(std::make_shared<Impl>(io, identity, link, std::move(hooks), std::move(listen), preferred_port)) {}
+                       std::string listen, std::string preferred_host, uint16_t preferred_port)
+    : impl_(std::make_shared<Impl>(io, identity, link, std::move(hooks), std::move(listen), std::move(preferred_host),
+                                   preferred_port)) {}
 
 PunchPaths::~PunchPaths() { stop(); }
 

@@ -52,10 +52,11 @@ class PunchPaths {
     std::function<bool(const PublicKeyBytes&)> pinned;                  // paired and not denied
   };
 
-  // `listen`: "IP:PORT" for the UDP socket; empty: 0.0.0.0 on `preferred_port`
-  // when it is free, else any port.
+  // `listen`: "IP:PORT" for the UDP socket; empty: `preferred_host` (the
+  // link's listening address; "" for all) on `preferred_port` when it is
+  // free, else any port.
   PunchPaths(boost::asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks,
-             std::string listen, uint16_t preferred_port);
+             std::string listen, std::string preferred_host, uint16_t preferred_port);
   ~PunchPaths();
   PunchPaths(const PunchPaths&) = delete;
   PunchPaths& operator=(const PunchPaths&) = delete;

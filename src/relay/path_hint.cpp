@@ -60,17 +60,6 @@ Status check_hint_target(const std::string& endpoint, const HintDialContext& ctx
   return ok_status();
 }
 
-bool HintRateLimit::allow(std::chrono::steady_clock::time_point now) {
-  if (last_) {
-    double refill = std::chrono::duration<double>(now - *last_) / std::chrono::duration<double>(kInterval);
-    tokens_ = std::min<double>(kBurst, tokens_ + std::max(0.0, refill));
-  }
-  last_ = now;
-  if (tokens_ < 1) return false;
-  tokens_ -= 1;
-  return true;
-}
-
 Bytes encode_path_hint(const PathHint& hint) {
   nlohmann::json j = {{"v", 1}};
   if (hint.mapped) j["mapped"] = *hint.mapped;

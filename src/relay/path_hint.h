@@ -24,6 +24,7 @@
 
 #include "base/bytes.h"
 #include "base/error.h"
+#include "base/token_bucket.h"
 
 namespace yonder::relay {
 
@@ -43,16 +44,18 @@ struct HintDialContext {
 // peer's word; kPermissionDenied naming the rule otherwise.
 Status check_hint_target(const std::string& endpoint, const HintDialContext& ctx);
 
-// A token bucket per peer: kBurst dials at once, then one per kInterval.
+// Per peer: kBurst dials at once, then one per kInterval.
 class HintRateLimit {
  public:
   static constexpr int kBurst = 3;
   static constexpr std::chrono::seconds kInterval{10};
-  bool allow(std::chrono::steady_clock::time_point now);
+  bool allow(MonoTime now) {
+    if (!bucket_) bucket_.emplace(1.0 / static_cast<double>(kInterval.count()), kBurst, now);
+    return bucket_->take(now);
+  }
 
  private:
-  double tokens_ = kBurst;
-  std::optional<std::chrono::steady_clock::time_point> last_;
+  std::optional<TokenBucket> bucket_;
 };
 
 }  // namespace yonder::relay

@@ -22,6 +22,9 @@ constexpr int kDatagramsPerWake = 64;
 // Routing entries (a few per connection) beyond which new Initials are
 // dropped: a flood of handshakes cannot grow the table without bound.
 constexpr size_t kMaxRoutes = 4096;
+// Source addresses whose handshake budget is remembered; past it the table
+// starts again (a spoofing flood then costs itself its memory, not ours).
+constexpr size_t kMaxHandshakeSources = 1024;
 
 bool kernel_has_gso(int fd) {
   int v = 0;
@@ -115,6 +118,20 @@ void QuicEndpoint::handle(const udp::endpoint& from, ByteView data,
     return;
   }
   if (!h.initial || !on_channel_ || routes_.size() >= kMaxRoutes) {
+    ++stats_.dropped_in;
+    return;
+  }
+  // A new handshake: within the source's budget, before any crypto work.
+  std::string source = from.address().to_string();
+  auto budget = handshake_budget_.find(source);
+  auto now = std::chrono::steady_clock::now();
+  if (budget == handshake_budget_.end()) {
+    if (handshake_budget_.size() >= kMaxHandshakeSources) handshake_budget_.clear();
+    double per_second = 1000.0 / static_cast<double>(kHandshakeInterval.count());
+    budget = handshake_budget_.emplace(source, TokenBucket(per_second, kHandshakeBurst, now)).first;
+  }
+  if (!budget->second.take(now)) {
+    ++stats_.handshakes_limited;
     ++stats_.dropped_in;
     return;
   }

@@ -21,6 +21,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/udp.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -28,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/token_bucket.h"
 #include "base/bytes.h"
 #include "base/error.h"
 #include "crypto/identity.h"
@@ -88,7 +90,12 @@ class QuicEndpoint : public std::enable_shared_from_this<QuicEndpoint> {
     uint64_t batches_out = 0;
     uint64_t other_in = 0;
     uint64_t dropped_in = 0;  // unroutable, or the test loss knob
+    uint64_t handshakes_limited = 0;  // new Initials dropped: too many from one source address
   };
+  // New handshakes one source address may start: a burst, then one per
+  // interval. Checked before any crypto work.
+  static constexpr int kHandshakeBurst = 8;
+  static constexpr std::chrono::milliseconds kHandshakeInterval{500};
   const Stats& stats() const { return stats_; }
 
  private:
@@ -120,6 +127,8 @@ class QuicEndpoint : public std::enable_shared_from_this<QuicEndpoint> {
   udp::endpoint rx_from_;
   uint64_t quic_in_ = 0;
   Stats stats_;
+  // By source address (not port), at most kMaxHandshakeSources of them.
+  std::unordered_map<std::string, TokenBucket> handshake_budget_;
 };
 
 }  // namespace yonder::quic

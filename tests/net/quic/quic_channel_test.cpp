@@ -104,6 +104,31 @@ TEST_F(QuicCarrier, HandshakeWithPinnedKeysBothWays) {
   EXPECT_EQ(a, b);
 }
 
+// A QUIC v1 Initial as a client's first datagram looks (padded to 1200
+// bytes) with destination connection id `n`: enough for the endpoint to
+// take it for a new handshake; its payload is junk, so the handshake that
+// follows fails.
+Bytes fake_initial(uint8_t n) {
+  Bytes d = {0xc0, 0x00, 0x00, 0x00, 0x01, 8, 1, 2, 3, 4, 5, 6, 7, n, 8, 9, 9, 9, 9, 9, 9, 9, 9, 0x00};
+  size_t rest = 1200 - d.size() - 2;
+  d.push_back(static_cast<uint8_t>(0x40 | (rest >> 8)));
+  d.push_back(static_cast<uint8_t>(rest & 0xff));
+  d.resize(1200, 0x5a);
+  return d;
+}
+
+// A flood of new handshakes from one address is cut off before the crypto
+// work each would cost; another address still gets its own budget.
+TEST_F(QuicCarrier, NewHandshakesFromOneSourceAreRateLimitedBeforeCryptoWork) {
+  server_->listen([](const PublicKeyBytes&) { return true; }, [](std::shared_ptr<QuicChannel>, PublicKeyBytes) {});
+  udp::endpoint flooder(asio::ip::make_address("192.0.2.7"), 4444);
+  for (int i = 0; i < 40; ++i) server_->inject_datagram(flooder, fake_initial(static_cast<uint8_t>(i)));
+  EXPECT_EQ(server_->stats().handshakes_limited, 40u - QuicEndpoint::kHandshakeBurst);
+  udp::endpoint other(asio::ip::make_address("192.0.2.8"), 4444);
+  server_->inject_datagram(other, fake_initial(200));
+  EXPECT_EQ(server_->stats().handshakes_limited, 40u - QuicEndpoint::kHandshakeBurst) << "another source is not limited";
+}
+
 TEST_F(QuicCarrier, ServerRefusesAnUnknownKey) {
   bool accepted = false;
   server_->listen([](const PublicKeyBytes&) { return false; },
