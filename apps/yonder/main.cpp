@@ -186,6 +186,9 @@ int main(int argc, char** argv) {
   run->add_option("--out", run_args.out, "Bring this path of the workspace home when the job ends (repeatable; "
                                          "default: the files that changed)")
       ->allow_extra_args(false);
+  run->add_flag("--no-outputs-limit", run_args.no_outputs_limit,
+                "Bring the job's outputs home even when they are more than the settings outputs.max_files and "
+                "outputs.max_mib allow (without it: asked on a terminal, refused otherwise)");
   run->add_flag("--json", json, "With -d: print the job as JSON");
   run->add_option("command", run_args.command, "The command and its arguments, after -- (optional with a job file "
                                                "that has one)");

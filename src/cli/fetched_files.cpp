@@ -1,11 +1,15 @@
 #include "cli/fetched_files.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/shown.h"
 #include "crypto/scope.h"
+#include "transfer/outputs_policy.h"
 
 namespace yonder::cli {
 
@@ -45,6 +49,18 @@ void report_fetched(const nlohmann::json& got) {
   }
   std::string skipped = skipped_line(got);
   if (!skipped.empty()) std::fprintf(stderr, "yonder: the job's workspace: %s\n", skipped.c_str());
+}
+
+bool ask_past_outputs_budget(const Error& refusal) {
+  if (!transfer::is_over_outputs_budget(refusal) || isatty(STDIN_FILENO) == 0 || isatty(STDERR_FILENO) == 0) {
+    return false;
+  }
+  std::fprintf(stderr, "yonder: %s\nyonder: bring them home anyway? [y/N] ", refusal.message().c_str());
+  std::fflush(stderr);
+  char line[16] = {};
+  if (std::fgets(line, sizeof line, stdin) == nullptr) return false;
+  std::string answer(line);
+  return answer == "y\n" || answer == "Y\n" || answer == "yes\n" || answer == "y" || answer == "yes";
 }
 
 }  // namespace yonder::cli

@@ -27,6 +27,9 @@ struct RunArgs {
   // Brought home when the job ends (relative to the workspace); empty: the
   // files that differ from the local folder (none with --no-upload).
   std::vector<std::string> out;
+  // --no-outputs-limit: bring the outputs home even past outputs.max_files /
+  // outputs.max_mib (without it `run` asks on a terminal, refuses otherwise).
+  bool no_outputs_limit = false;
   std::string workdir;  // inside the job: relative to /workspace, or under it
   std::vector<std::string> ports;  // LOCAL:REMOTE forwards while attached
   bool tty = false;  // the job's main process gets a terminal

@@ -179,7 +179,12 @@ int run_mesh_job(const Context& ctx, const MeshJobArgs& args) {
   if (code.is_number_integer() && !args.home_dir.empty() && !job_id.empty()) {
     json fetch = {{"job_id", job_id}, {"dir", args.home_dir}};
     if (!args.out.empty()) fetch["paths"] = args.out;
+    if (args.no_outputs_limit) fetch["outputs_limit"] = "off";
     auto got = api(ctx, "POST", "/v1/jobs/fetch", fetch, std::chrono::minutes(30));
+    if (!got && ask_past_outputs_budget(got.error())) {
+      fetch["outputs_limit"] = "off";
+      got = api(ctx, "POST", "/v1/jobs/fetch", fetch, std::chrono::minutes(30));
+    }
     if (!got) {
       std::fprintf(stderr, "yonder: could not bring the job's files home: %s\n", got.error().message().c_str());
       fetch_failed = true;

@@ -22,6 +22,7 @@ struct MeshJobArgs {
   std::string dir;               // uploaded ("" for none)
   std::string home_dir;          // where outputs come home ("" for nowhere)
   std::vector<std::string> out;  // only these paths come home (empty: what differs)
+  bool no_outputs_limit = false;  // past outputs.max_files / outputs.max_mib (run's --no-outputs-limit)
   int retries = 0;
   int replicas = 1;
   std::string validator;  // with replicas: run here in each replica's folder

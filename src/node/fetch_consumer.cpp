@@ -5,6 +5,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <sys/statvfs.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -25,6 +27,15 @@ namespace {
 constexpr size_t kMaxManifestJson = 200 * 1024;  // under the link's message limit
 constexpr size_t kFetchConsumerMaxPaths = 256;
 constexpr uint64_t kMaxFetchBytes = 64ull << 30;
+constexpr int64_t kFetchConsumerMiB = 1 << 20;
+
+// Bytes the caller may still write under `dir`; unbounded when the file
+// system will not say (the writes then fail as they would have).
+uint64_t free_bytes(const std::string& dir) {
+  struct statvfs v {};
+  if (::statvfs(dir.c_str(), &v) != 0) return ~uint64_t{0};
+  return static_cast<uint64_t>(v.f_bavail) * static_cast<uint64_t>(v.f_frsize);
+}
 
 void remove_tree(const std::string& dir) {
   std::error_code ec;
@@ -42,13 +53,18 @@ struct Fetch {
   std::shared_ptr<TransferProgress> progress;  // once the provider has said how much comes
   transfer::OutputsPolicy policy;  // what may come home (transfer/outputs_policy.h)
   uint64_t links = 0, special = 0;  // what the provider left behind, by its word
+  transfer::OutputsBudget budget;   // the settings', lifted by "paths" or "outputs_limit"
+  uint64_t free = 0;                // bytes free under `dir` before the fetch
 };
 
 }  // namespace
 
 FetchConsumer::FetchConsumer(asio::io_context& io, asio::thread_pool& pool, PeerLink& link,
-                             std::shared_ptr<jobs::consumer::ConsumerJobStore> store)
-    : io_(io), pool_(pool), link_(link), store_(std::move(store)) {}
+                             std::shared_ptr<jobs::consumer::ConsumerJobStore> store, const config::Config& cfg)
+    : io_(io), pool_(pool), link_(link), store_(std::move(store)) {
+  budget_.max_files = static_cast<uint64_t>(std::max<int64_t>(0, cfg.get_int("outputs.max_files")));
+  budget_.max_bytes = static_cast<uint64_t>(std::max<int64_t>(0, cfg.get_int("outputs.max_mib"))) * kFetchConsumerMiB;
+}
 
 void FetchConsumer::add_routes(api::Router& router) {
   router.add("POST", "/v1/jobs/fetch", [this](const Request& req, Reply reply) { fetch(req, std::move(reply)); });
@@ -81,6 +97,16 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
     }
   }
   auto f = std::make_shared<Fetch>();
+  f->budget = budget_;
+  // Files asked for by name, or with the user's word, may be more than the
+  // budget (the free space still bounds them).
+  if (body.contains("outputs_limit")) {
+    if (body["outputs_limit"] != "off") {
+      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"outputs_limit\" can only be \"off\"")));
+    }
+    f->budget.lifted = true;
+  }
+  if (!paths.empty()) f->budget.lifted = true;
   f->job_id = body["job_id"];
   f->dir = dir;
   // "base": judge what changed against this folder instead of "dir" (an
@@ -117,7 +143,8 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
       for (const auto& p : paths) named.push_back(p == "." ? std::string() : p.get<std::string>());
       f->policy = transfer::outputs_policy_for(target ? &*target : nullptr, f->base.empty() ? f->dir : f->base,
                                                std::move(named));
-      nlohmann::json params = {{"job_id", job->job_id}};
+      // Files with holes come as holes (a provider from before them ignores this).
+      nlohmann::json params = {{"job_id", job->job_id}, {"holes", true}};
       if (!paths.empty()) {
         params["paths"] = paths;
       } else {
@@ -126,8 +153,13 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
           params["have"] = transfer::manifest_to_json(transfer::have_manifest(*base, kMaxManifestJson));
         }
       }
+      // Held to what check_outputs_fit will allow, whatever the provider
+      // then sends: it may announce less than it sends.
+      f->free = free_bytes(f->dir);
       transfer::ArchiveLimits limits;
-      limits.max_bytes = kMaxFetchBytes;
+      limits.holes = true;
+      limits.max_bytes = std::min(f->budget.lifted ? kMaxFetchBytes : f->budget.max_bytes, f->free);
+      if (!f->budget.lifted) limits.max_files = f->budget.max_files;
       f->tmp = f->dir + "/.yonder-fetch-" + random_hex_id(6);
       auto x = transfer::TreeExtractor::create(f->tmp, limits);
       if (!x) return std::move(x).error().with_context("writing the job's files into " + f->dir);
@@ -164,6 +196,10 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
             };
             f->links = said("links");
             f->special = said("special");
+            // Before a byte is written: does what it announces fit?
+            if (auto fits = transfer::check_outputs_fit(said("files"), said("bytes"), f->free, f->budget); !fits) {
+              return fail(f, std::move(fits).error());
+            }
             if (transfers_ != nullptr) {
               f->progress = transfers_->begin(f->transfer_id, "download", "", f->dir);
               f->progress->files = f->progress->need_files = said("files");
@@ -176,7 +212,9 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
             h.data = [self, fail](Bytes b) {
               auto ff = self;
               if (!ff || ff->done) return;
-              if (auto st = ff->x->write(b); !st) return fail(ff, std::move(st).error());
+              if (auto st = ff->x->write(b); !st) {
+                return fail(ff, std::move(st).error().with_context("writing the job's files into " + ff->dir));
+              }
               if (ff->progress) ff->progress->sent_bytes = std::min<uint64_t>(ff->progress->sent_bytes + b.size(), ff->progress->need_bytes);
               if (ff->tunnel) ff->tunnel->resume();
             };

@@ -1,6 +1,6 @@
 // The consumer's side of bringing files home from a job's workspace:
 //
-//   POST /v1/jobs/fetch {"job_id", "dir", "paths"?: [...], "base"?: folder}
+//   POST /v1/jobs/fetch {"job_id", "dir", "paths"?: [...], "base"?: folder, "outputs_limit"?: "off"}
 //       -> {"files": [relative paths written], "replaced": [those that replaced a
 //           local file], "bytes", "left_out": n, "left_out_why": "...",
 //           "links"/"special": what the provider left behind}
@@ -18,6 +18,13 @@
 // through a symbolic link or replacing a folder (transfer/tree_fetch.h), so
 // nothing is written outside `dir`. "dir" is read and written by this daemon
 // (same user as the CLI, same machine).
+// The provider is untrusted about sizes too: files with holes come as holes
+// (the fetch asks for 'S' entries, transfer/archive.h), and before anything
+// is written the files and bytes it announces are checked against the free
+// space of `dir` and the budget of settings outputs.max_files and
+// outputs.max_mib (transfer/outputs_policy.h: check_outputs_fit), which
+// "paths" or "outputs_limit": "off" lift; the archive is then held to what
+// was allowed, whatever the provider sends.
 //
 // Threading: the route runs on the event loop; hashing, moving and clean-up
 // on the pool; archive bytes are written as they arrive on the loop (one
@@ -27,8 +34,10 @@
 #include <memory>
 
 #include "api/server.h"
+#include "config/config.h"
 #include "node/peer_link.h"
 #include "node/transfers.h"
+#include "transfer/outputs_policy.h"
 
 namespace boost::asio {
 class io_context;
@@ -44,7 +53,7 @@ namespace yonder::node {
 class FetchConsumer {
  public:
   FetchConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
-                std::shared_ptr<jobs::consumer::ConsumerJobStore> store);
+                std::shared_ptr<jobs::consumer::ConsumerJobStore> store, const config::Config& cfg);
   void add_routes(api::Router& router);
   // POST /v1/jobs/fetch as a C++ call (node/mesh_jobs.h): `body` as the
   // route takes it; `answer` (event loop) gets its answer.
@@ -60,6 +69,7 @@ class FetchConsumer {
   PeerLink& link_;
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
   Transfers* transfers_ = nullptr;
+  transfer::OutputsBudget budget_;  // from the settings
 };
 
 }  // namespace yonder::node

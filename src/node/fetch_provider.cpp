@@ -80,13 +80,14 @@ void FetchProvider::fetch(const PublicKeyBytes& peer, const nlohmann::json& para
     }
   }
   auto have = transfer::manifest_from_json(params.value("have", nlohmann::json()), kMaxHave);
+  bool holes = params.contains("holes") && params["holes"].is_boolean() && params["holes"].get<bool>();
   if (!have) return refuse(job_id, std::move(have).error());
 
   auto p = std::make_shared<Pump>();
   p->peer_id = peer_id;
   p->job_id = job_id;
   p->paths = paths;
-  asio::post(pool_, [this, p, paths, have = std::move(*have), accept, refuse]() mutable {
+  asio::post(pool_, [this, p, paths, holes, have = std::move(*have), accept, refuse]() mutable {
     auto listing = [&]() -> Result<transfer::WorkspaceSelection> {
       auto jobs = provider_.ready();
       if (!jobs) return std::move(jobs).error();
@@ -104,6 +105,7 @@ void FetchProvider::fetch(const PublicKeyBytes& peer, const nlohmann::json& para
       p->mounted = true;
       transfer::ArchiveLimits limits;
       limits.max_bytes = max_bytes_;
+      limits.holes = holes;
       auto root = transfer::FolderRoot::open(*dir);
       if (!root) return std::move(root).error();
       auto l = transfer::select_beneath(*root, paths, have, limits);

@@ -1,7 +1,7 @@
 // The provider's side of bringing files home from a job's workspace:
 //
-//   run.fetch (tunnel) {"job_id", "paths"?: [relative paths], "have"?: {path: [size, sha256]}}
-//       -> {"files", "bytes", "skipped"}, then the archive (transfer/archive.h)
+//   run.fetch (tunnel) {"job_id", "paths"?: [relative paths], "have"?: {path: [size, sha256]}, "holes"?: true}
+//       -> {"files", "bytes", "skipped", "links", "special"}, then the archive (transfer/archive.h)
 //          as raw bytes on the tunnel, then a half-close
 //
 // Owner-only like every run.* method ("not found" to anyone else), for a
@@ -12,7 +12,9 @@
 // the job planted to a host file is refused or skipped, never read. An
 // ended job's workspace image is loop-mounted for the fetch
 // (node/workspace_mounts.h). Files whose size and SHA-256 match "have" are
-// left out (the consumer has them). Bounded by jobs.max_disk_mib.
+// left out (the consumer has them). Bounded by jobs.max_disk_mib. With
+// "holes" (a consumer that reads 'S' entries), files with holes go as their
+// data extents only, and "bytes" counts data, not sizes.
 //
 // Threading: the handler runs on the event loop; listing, hashing, packing
 // and mounting on the pool. One chunk in flight: the next is read only when

@@ -43,8 +43,19 @@ Bytes encode_entry(EntryType type, uint32_t mode, std::string_view path, uint64_
   put_be(out, mode & 0777, 2);
   put_be(out, path.size(), 2);
   out.insert(out.end(), path.begin(), path.end());
-  if (type == EntryType::kFile) put_be(out, size, 8);
+  if (type == EntryType::kFile || type == EntryType::kSparse) put_be(out, size, 8);
   return out;
+}
+
+Bytes encode_extent(uint64_t offset, uint64_t length) {
+  Bytes out;
+  put_be(out, offset, 8);
+  put_be(out, length, 8);
+  return out;
+}
+
+Status ArchiveVisitor::on_file_extent(uint64_t) {
+  return bad("a file with holes where none were asked for");
 }
 
 Status ArchiveReader::fail(Error e) {
@@ -85,7 +96,8 @@ Status ArchiveReader::step(ByteView& in, ArchiveVisitor& visitor) {
         state_ = State::kDone;
         return ok_status();
       }
-      if (t != static_cast<uint8_t>(EntryType::kDir) && t != static_cast<uint8_t>(EntryType::kFile)) {
+      bool sparse = t == static_cast<uint8_t>(EntryType::kSparse) && limits_.holes;
+      if (t != static_cast<uint8_t>(EntryType::kDir) && t != static_cast<uint8_t>(EntryType::kFile) && !sparse) {
         return bad("unknown entry type " + std::to_string(t));
       }
       if (++entries_ > limits_.max_entries) {
@@ -123,6 +135,20 @@ Status ArchiveReader::step(ByteView& in, ArchiveVisitor& visitor) {
       if (!gather(8)) return ok_status();
       left_ = be(need_);
       need_.clear();
+      if (files_ >= limits_.max_files) {
+        return make_error(ErrorCode::kResourceExhausted, "more than " + std::to_string(limits_.max_files) +
+                                                             " files came, more than this side takes at once; send fewer");
+      }
+      if (type_ == EntryType::kSparse) {
+        if (left_ > limits_.max_logical_size) return bad("a file with holes is larger than 16 TiB");
+        logical_ = left_;
+        end_ = 0;
+        extents_ = 0;
+        left_ = 0;
+        ++files_;
+        state_ = State::kExtent;
+        return visitor.on_file_begin(path_, mode_, logical_);
+      }
       if (left_ > limits_.max_bytes - std::min(bytes_, limits_.max_bytes)) {
         return make_error(ErrorCode::kResourceExhausted,
                           "the upload is larger than the " + std::to_string(limits_.max_bytes >> 20) +
@@ -134,12 +160,42 @@ Status ArchiveReader::step(ByteView& in, ArchiveVisitor& visitor) {
       state_ = left_ == 0 ? State::kType : State::kData;
       if (left_ == 0) return visitor.on_file_end();
       return ok_status();
+    case State::kExtent: {
+      if (!gather(16)) return ok_status();
+      uint64_t offset = be(ByteView(need_.data(), 8)), length = be(ByteView(need_.data() + 8, 8));
+      need_.clear();
+      if (length == 0) {
+        if (offset != logical_) return bad("a file with holes ends at " + std::to_string(offset) + ", not at its size");
+        state_ = State::kType;
+        return visitor.on_file_end();
+      }
+      if (offset < end_ || offset > logical_ || length > logical_ - offset) {
+        return bad("an extent of a file with holes is out of order or past the file's size");
+      }
+      if (++extents_ > limits_.max_extents_per_file) {
+        return bad("a file with holes has more than " + std::to_string(limits_.max_extents_per_file) + " extents");
+      }
+      if (length > limits_.max_bytes - std::min(bytes_, limits_.max_bytes)) {
+        return make_error(ErrorCode::kResourceExhausted,
+                          "the files are larger than the " + std::to_string(limits_.max_bytes >> 20) +
+                              " MiB this side takes at once; send less");
+      }
+      bytes_ += length;
+      end_ = offset + length;
+      left_ = length;
+      state_ = State::kData;
+      return visitor.on_file_extent(offset);
+    }
     case State::kData: {
       size_t take = static_cast<size_t>(std::min<uint64_t>(left_, in.size()));
       YONDER_TRY(visitor.on_file_data(in.subspan(0, take)));
       in = in.subspan(take);
       left_ -= take;
       if (left_ > 0) return ok_status();
+      if (type_ == EntryType::kSparse) {
+        state_ = State::kExtent;
+        return ok_status();
+      }
       state_ = State::kType;
       return visitor.on_file_end();
     }

@@ -1,5 +1,8 @@
 #include "transfer/outputs_policy.h"
 
+#include <cstdio>
+#include <iterator>
+
 namespace yonder::transfer {
 namespace {
 
@@ -94,6 +97,43 @@ std::string describe(const OutputSkips& s) {
     out += parts[i];
   }
   return out + " (name them with --out to bring them home; .git never comes home)";
+}
+
+namespace {
+
+std::string outputs_size_text(uint64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  size_t u = 0;
+  while (v >= 1024 && u + 1 < std::size(units)) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+}  // namespace
+
+Status check_outputs_fit(uint64_t files, uint64_t bytes, uint64_t free_bytes, const OutputsBudget& budget) {
+  std::string what = std::to_string(files) + " file(s), " + outputs_size_text(bytes);
+  if (bytes > free_bytes) {
+    return make_error(ErrorCode::kResourceExhausted,
+                      "the job's files to bring home are " + what + " but the folder they go to has only " +
+                          outputs_size_text(free_bytes) + " free; free some space, or fetch less (--out PATH)");
+  }
+  if (budget.lifted || (files <= budget.max_files && bytes <= budget.max_bytes)) return ok_status();
+  return make_error(ErrorCode::kResourceExhausted,
+                    "the job's files to bring home are " + what + ", more than this node takes without asking (" +
+                        std::to_string(budget.max_files) + " files, " + outputs_size_text(budget.max_bytes) +
+                        ": settings outputs.max_files and outputs.max_mib); nothing was written. Bring them home with " +
+                        std::string(kOutputsLimitFlag) + " (or `yonder cp JOB:. DIR`), name what you want with --out PATH, "
+                        "or raise the settings (`yonder config set outputs.max_files N`)");
+}
+
+bool is_over_outputs_budget(const Error& e) {
+  return e.code() == ErrorCode::kResourceExhausted && e.message().find(kOutputsLimitFlag) != std::string::npos;
 }
 
 }  // namespace yonder::transfer

@@ -77,4 +77,28 @@ std::string describe(const OutputSkips& s);
 // true when `path` is `.git` or lies under a `.git` folder.
 bool under_git_folder(std::string_view path);
 
+// How much one fetch may bring home without the user's word. A hostile
+// provider can make a job's outputs any size (100,000 small files, a
+// 3 GiB file of zeros), so before anything is written the consumer compares
+// what the provider announced (files, and bytes of data: holes cost
+// nothing) with this budget and with the free space of the target folder.
+// `yonder run` asks on a terminal and otherwise refuses; the flag, or --out
+// / `yonder cp` naming what to fetch, lifts the budget; nothing lifts the
+// free-space check.
+inline constexpr std::string_view kOutputsLimitFlag = "--no-outputs-limit";
+
+struct OutputsBudget {
+  uint64_t max_files = 10'000;      // setting outputs.max_files
+  uint64_t max_bytes = 4ull << 30;  // setting outputs.max_mib
+  bool lifted = false;              // the user asked for these files by name or with the flag
+};
+
+// kResourceExhausted when `files` or `bytes` are over `budget` (unless
+// lifted), or `bytes` over `free_bytes` (always); the message names the
+// numbers and what lifts the refusal.
+Status check_outputs_fit(uint64_t files, uint64_t bytes, uint64_t free_bytes, const OutputsBudget& budget);
+// true for check_outputs_fit's refusal over the budget (one the user may
+// lift), false for the free space and anything else.
+bool is_over_outputs_budget(const Error& e);
+
 }  // namespace yonder::transfer

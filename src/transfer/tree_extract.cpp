@@ -37,14 +37,21 @@ Status TreeExtractor::on_dir(const std::string& path, uint32_t mode) {
   return ok_status();
 }
 
-Status TreeExtractor::on_file_begin(const std::string& path, uint32_t mode, uint64_t) {
+Status TreeExtractor::on_file_begin(const std::string& path, uint32_t mode, uint64_t size) {
   current_ = path;
+  size_ = size;
   // O_EXCL: a path twice in one archive is refused; O_NOFOLLOW: belt and braces.
   fd_ = ::open((dir_ + "/" + path).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                (mode & 0755) | 0600);
   if (fd_ < 0) return io_error("cannot create file", path);
   // Explicitly: the daemon's umask (077) must not hide the files from the job's user.
   if (::fchmod(fd_, static_cast<mode_t>((mode & 0755) | 0600)) != 0) return io_error("cannot set the mode of", path);
+  return ok_status();
+}
+
+Status TreeExtractor::on_file_extent(uint64_t offset) {
+  // The reader has checked the offset against the size (at most 16 TiB).
+  if (::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) return io_error("cannot write", current_);
   return ok_status();
 }
 
@@ -61,6 +68,13 @@ Status TreeExtractor::on_file_data(ByteView data) {
 Status TreeExtractor::on_file_end() {
   int fd = fd_;
   fd_ = -1;
+  // A file with holes may end in one: its size is set, not written (for a
+  // plain file this is the size it has already).
+  if (::ftruncate(fd, static_cast<off_t>(size_)) != 0) {
+    Error e = io_error("cannot write", current_);
+    ::close(fd);
+    return e;
+  }
   if (::close(fd) != 0) return io_error("cannot write", current_);
   return ok_status();
 }

@@ -1,7 +1,9 @@
 // The receiving end of an upload: writes an archive stream (archive.h) into
 // a folder that must not exist yet, so nothing but what the archive names
 // can be in it (no links, hence no way to write outside it). Files are
-// created with the archive's permission bits (masked to 0755).
+// created with the archive's permission bits (masked to 0755). A file with
+// holes ('S', when the limits allow them) is written extent by extent at
+// its offsets and then given its logical size, so its holes stay holes.
 //
 // Blocking (file writes): worker threads, or the link's thread for short
 // writes (see node/remote_provider.cpp). One extractor per upload.
@@ -29,6 +31,7 @@ class TreeExtractor final : public ArchiveVisitor {
 
   Status on_dir(const std::string& path, uint32_t mode) override;
   Status on_file_begin(const std::string& path, uint32_t mode, uint64_t size) override;
+  Status on_file_extent(uint64_t offset) override;
   Status on_file_data(ByteView data) override;
   Status on_file_end() override;
 
@@ -37,6 +40,7 @@ class TreeExtractor final : public ArchiveVisitor {
   std::string dir_;
   ArchiveReader reader_;
   int fd_ = -1;
+  uint64_t size_ = 0;  // the current file's logical size
   std::string current_;
 };
 

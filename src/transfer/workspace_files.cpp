@@ -56,6 +56,18 @@ Result<std::string> sha256_fd(int fd) {
   return hex_encode(ByteView(out, sizeof out));
 }
 
+// A file whose blocks hold less than its size has holes (a file's blocks
+// round up, so a plain small file does not look like one).
+bool has_holes(const struct stat& st) {
+  return st.st_size > 0 && static_cast<uint64_t>(st.st_blocks) * 512 < static_cast<uint64_t>(st.st_size);
+}
+
+// What a file costs to send: its data, or with holes at most its blocks.
+uint64_t bytes_to_send(const struct stat& st, bool holes) {
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  return holes && has_holes(st) ? static_cast<uint64_t>(st.st_blocks) * 512 : size;
+}
+
 std::string random_suffix() {
   uint8_t b[8];
   randombytes_buf(b, sizeof b);
@@ -123,7 +135,7 @@ class Selector {
     }
     add_parents(rel);
     entries_[rel] = WorkspaceEntry{rel, false, static_cast<uint32_t>(listed.st_mode & 0755)};
-    out_.bytes += static_cast<uint64_t>(listed.st_size);
+    out_.bytes += bytes_to_send(listed, limits_.holes);
     ++out_.files;
     if (out_.bytes > limits_.max_bytes || entries_.size() > limits_.max_entries) {
       return make_error(ErrorCode::kResourceExhausted,
@@ -224,10 +236,15 @@ Result<Bytes> BeneathPacker::next(size_t max) {
   }
   while (out.size() < max && !end_sent_) {
     if (file_.valid()) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(left_, max - out.size()));
+      if (sparse_ && left_ == 0) {
+        YONDER_TRY(next_extent(out));
+        continue;
+      }
+      size_t want = static_cast<size_t>(std::min<uint64_t>(left_, max - std::min(max, out.size())));
+      if (want == 0) break;
       size_t at = out.size();
       out.resize(at + want);
-      ssize_t n = ::read(file_.get(), out.data() + at, want);
+      ssize_t n = ::pread(file_.get(), out.data() + at, want, static_cast<off_t>(at_));
       if (n < 0 && errno == EINTR) {
         out.resize(at);
         continue;
@@ -239,8 +256,9 @@ Result<Bytes> BeneathPacker::next(size_t max) {
       }
       out.resize(at + static_cast<size_t>(n));
       left_ -= static_cast<uint64_t>(n);
+      at_ += static_cast<uint64_t>(n);
       sent_ += static_cast<uint64_t>(n);
-      if (left_ == 0) file_ = os::UniqueFd();
+      if (left_ == 0 && !sparse_) file_ = os::UniqueFd();
       continue;
     }
     if (index_ == selection_.entries.size()) {
@@ -262,7 +280,8 @@ Result<Bytes> BeneathPacker::next(size_t max) {
         return std::move(fd).error();
       }
       size = static_cast<uint64_t>(st.st_size);
-      if (sent_ + size > limits_.max_bytes) {
+      sparse_ = limits_.holes && has_holes(st);
+      if (!sparse_ && sent_ + size > limits_.max_bytes) {
         return make_error(ErrorCode::kResourceExhausted, "the files grew past what this provider sends at once (" +
                                                              std::to_string(limits_.max_bytes >> 20) +
                                                              " MiB) while they were being copied; ask for less");
@@ -272,14 +291,49 @@ Result<Bytes> BeneathPacker::next(size_t max) {
       if (size > 0) {
         file_ = std::move(*fd);
         current_ = e.path;
-        left_ = size;
+        left_ = sparse_ ? 0 : size;
+        at_ = 0;
+        logical_ = size;
+        extents_ = 0;
       }
       ++files_;
     }
-    Bytes h = encode_entry(e.dir ? EntryType::kDir : EntryType::kFile, e.mode, e.path, size);
+    EntryType type = e.dir ? EntryType::kDir : sparse_ && size > 0 ? EntryType::kSparse : EntryType::kFile;
+    Bytes h = encode_entry(type, e.mode, e.path, size);
     out.insert(out.end(), h.begin(), h.end());
   }
   return out;
+}
+
+Status BeneathPacker::next_extent(Bytes& out) {
+  auto end_file = [&] {
+    Bytes end = encode_extent(logical_, 0);
+    out.insert(out.end(), end.begin(), end.end());
+    file_ = os::UniqueFd();
+    sparse_ = false;
+    return ok_status();
+  };
+  if (at_ >= logical_) return end_file();
+  off_t data = ::lseek(file_.get(), static_cast<off_t>(at_), SEEK_DATA);
+  if (data < 0 && errno == ENXIO) return end_file();  // only a hole is left
+  if (data < 0) return workspace_io_error("cannot read", current_);
+  if (static_cast<uint64_t>(data) >= logical_) return end_file();
+  off_t hole = ::lseek(file_.get(), data, SEEK_HOLE);
+  if (hole < 0) return workspace_io_error("cannot read", current_);
+  uint64_t stop = std::min<uint64_t>(static_cast<uint64_t>(hole), logical_);
+  // Bounded: past the last extent allowed, the rest goes as data.
+  if (++extents_ >= kMaxPackedExtents) stop = logical_;
+  uint64_t length = stop - static_cast<uint64_t>(data);
+  if (sent_ + length > limits_.max_bytes) {
+    return make_error(ErrorCode::kResourceExhausted, "the files grew past what this provider sends at once (" +
+                                                         std::to_string(limits_.max_bytes >> 20) +
+                                                         " MiB) while they were being copied; ask for less");
+  }
+  Bytes h = encode_extent(static_cast<uint64_t>(data), length);
+  out.insert(out.end(), h.begin(), h.end());
+  at_ = static_cast<uint64_t>(data);
+  left_ = length;
+  return ok_status();
 }
 
 Result<std::unique_ptr<BeneathWriter>> BeneathWriter::create(FolderRoot root, const std::string& into,

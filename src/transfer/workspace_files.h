@@ -70,7 +70,8 @@ struct WorkspaceEntry {
 struct WorkspaceSelection {
   std::vector<WorkspaceEntry> entries;  // each folder before what is in it
   uint64_t files = 0;
-  uint64_t bytes = 0;    // as listed; a running job may change them before they are read
+  uint64_t bytes = 0;    // as listed; a running job may change them before they are read.
+                         // With ArchiveLimits::holes, the files' data (allocated blocks), not their sizes
   uint64_t skipped = 0;  // links, special files, files the caller has (`have`)
   uint64_t links = 0;    // of those, symbolic links
   uint64_t special = 0;  // of those, sockets, FIFOs and devices
@@ -89,7 +90,12 @@ Result<WorkspaceSelection> select_beneath(const FolderRoot& root, const std::vec
 // open_beneath as it goes (one chunk of memory). A file the job removed,
 // or replaced by a link or anything but a regular file, since it was listed
 // is left out; its size is taken when it is opened. Over `limits.max_bytes`
-// in total (files grew meanwhile) is kResourceExhausted.
+// in total (files grew meanwhile) is kResourceExhausted. With
+// `limits.holes`, a file with holes (fewer blocks than its size) goes as an
+// 'S' entry: only its data extents (lseek SEEK_DATA/SEEK_HOLE), at most
+// kMaxPackedExtents of them (the rest as one extent, holes read as zeros).
+inline constexpr uint64_t kMaxPackedExtents = 4096;
+
 class BeneathPacker {
  public:
   BeneathPacker(FolderRoot root, WorkspaceSelection selection, ArchiveLimits limits);
@@ -105,9 +111,16 @@ class BeneathPacker {
   ArchiveLimits limits_;
   size_t index_ = 0;
   bool magic_sent_ = false, end_sent_ = false;
+  // The next extent of the file being read, or its end entry: appended to
+  // `out`; closes the file after its end.
+  Status next_extent(Bytes& out);
+
   os::UniqueFd file_;  // the file being read
   std::string current_;
-  uint64_t left_ = 0;
+  uint64_t left_ = 0;  // of the file (or, with holes, of the extent)
+  uint64_t at_ = 0;    // where the next read starts in it
+  bool sparse_ = false;
+  uint64_t logical_ = 0, extents_ = 0;  // with holes: the size taken at open, extents sent
   uint64_t sent_ = 0, files_ = 0;
 };
 

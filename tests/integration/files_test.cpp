@@ -3,6 +3,7 @@
 // workspace must never be followed by the provider (root), neither to read
 // host files out nor to write consumer files into host folders.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -194,6 +195,54 @@ TEST_F(Files, CpIntoAJobNeedsTheFilesCapability) {
   auto usage = laptop.yonder({"cp", local, dir / "elsewhere"});
   EXPECT_EQ(usage.exit_code, 2) << usage.err;
   EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+}
+
+// A job's outputs shaped by a provider that wants to fill the consumer's disk.
+using OutputsHome = Files;
+
+TEST_F(OutputsHome, ASparseFileComesHomeAsHolesNotData) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "2"});
+  std::string work = dir / "work";
+  fs::create_directories(work);
+  // 3 GiB of size, one 4 KiB block of data at its end.
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work, "--", "sh", "-c",
+                          "dd if=/dev/zero of=big bs=4096 count=1 seek=786431 2>/dev/null && ls -ls big"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(::stat((work + "/big").c_str(), &st), 0) << r.err;
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), 3ull << 30);
+  EXPECT_LE(static_cast<uint64_t>(st.st_blocks) * 512, 1u << 20) << "3 GiB of size landed as data: " << r.out;
+}
+
+TEST_F(OutputsHome, MoreFilesThanTheCapAreRefusedBeforeAnythingIsWritten) {
+  TempDir dir;
+  Node studio(dir, "studio", true);
+  Node laptop(dir, "laptop", false, {}, "[outputs]\nmax_files = 5\n");
+  laptop.pair_with(studio, {"--max-jobs", "4"});
+  std::string script = "mkdir many && for i in $(seq 1 20); do echo $i > many/f$i; done";
+  std::string work = dir / "work";
+  fs::create_directories(work);
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work, "--", "sh", "-c", script});
+  EXPECT_NE(r.exit_code, 0) << r.err;  // not a terminal: refused, not asked
+  for (const char* needle : {"20 file(s)", "5 files", "outputs.max_files", "--no-outputs-limit", "nothing was written"}) {
+    EXPECT_NE(r.err.find(needle), std::string::npos) << needle << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(work + "/many"));
+  for (const auto& e : fs::directory_iterator(work)) ADD_FAILURE() << "written anyway: " << e.path();
+
+  // The flag lifts the cap, and so does --out naming what to bring.
+  auto lifted = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work, "--no-outputs-limit",
+                               "--", "sh", "-c", script});
+  ASSERT_EQ(lifted.exit_code, 0) << lifted.err;
+  EXPECT_EQ(read_file(work + "/many/f20"), "20\n");
+  std::string named = dir / "named";
+  fs::create_directories(named);
+  auto out = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", named, "--out", "many", "--",
+                            "sh", "-c", script});
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_EQ(read_file(named + "/many/f7"), "7\n");
 }
 
 }  // namespace

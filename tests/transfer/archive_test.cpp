@@ -81,6 +81,7 @@ class Null final : public ArchiveVisitor {
  public:
   Status on_dir(const std::string&, uint32_t) override { return ok_status(); }
   Status on_file_begin(const std::string&, uint32_t, uint64_t) override { return ok_status(); }
+  Status on_file_extent(uint64_t) override { return ok_status(); }
   Status on_file_data(ByteView) override { return ok_status(); }
   Status on_file_end() override { return ok_status(); }
 };
@@ -113,6 +114,64 @@ TEST(Archive, RefusesUnsafePathsOverLimitAndCutStreams) {
   ASSERT_FALSE(done.ok());
   EXPECT_NE(done.error().message().find("cut short"), std::string::npos);
   EXPECT_FALSE(TreeExtractor::create(dir / "cut", {}).ok());  // never into an existing folder
+}
+
+Bytes sparse_file(uint64_t size, std::initializer_list<std::pair<uint64_t, uint64_t>> extents) {
+  Bytes out = encode_entry(EntryType::kSparse, 0644, "f", size);
+  for (auto [off, len] : extents) {
+    Bytes e = encode_extent(off, len);
+    out.insert(out.end(), e.begin(), e.end());
+    out.insert(out.end(), len, static_cast<uint8_t>('x'));
+  }
+  Bytes end = encode_extent(size, 0);
+  out.insert(out.end(), end.begin(), end.end());
+  return out;
+}
+
+TEST(Archive, FilesWithHolesAreReadOnlyWhereAskedForAndOnlyInOrderWithinTheirSize) {
+  Null v;
+  ArchiveLimits holes;
+  holes.holes = true;
+  Bytes good = archive({sparse_file(100, {{10, 5}, {50, 50}}), encode_entry(EntryType::kEnd, 0, {}, 0)});
+  ArchiveReader ok_reader(holes);
+  EXPECT_TRUE(ok_reader.feed(good, v).ok());
+  EXPECT_TRUE(ok_reader.complete());
+  EXPECT_EQ(ok_reader.bytes(), 55u);  // data, not the size
+  ArchiveReader old_reader({});       // a receiver that did not ask for holes
+  EXPECT_FALSE(old_reader.feed(good, v).ok());
+
+  for (auto bad : {sparse_file(100, {{50, 5}, {10, 5}}),   // out of order
+                   sparse_file(100, {{10, 20}, {20, 5}}),  // overlapping
+                   sparse_file(100, {{90, 11}}),           // past the size
+                   sparse_file(100, {{~uint64_t{0} - 2, 3}})}) {
+    ArchiveReader r(holes);
+    EXPECT_FALSE(r.feed(archive({bad}), v).ok());
+  }
+  Bytes wrong_end = encode_entry(EntryType::kSparse, 0644, "f", 100);
+  Bytes e = encode_extent(99, 0);
+  wrong_end.insert(wrong_end.end(), e.begin(), e.end());
+  ArchiveReader r(holes);
+  EXPECT_FALSE(r.feed(archive({wrong_end}), v).ok());
+  ArchiveLimits few = holes;
+  few.max_extents_per_file = 1;
+  ArchiveReader r2(few);
+  EXPECT_FALSE(r2.feed(good, v).ok());
+  ArchiveLimits small = holes;
+  small.max_bytes = 54;
+  ArchiveReader r3(small);
+  auto st = r3.feed(good, v);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kResourceExhausted);
+}
+
+TEST(Archive, MoreFilesThanTheLimitAreRefused) {
+  Null v;
+  ArchiveLimits limits;
+  limits.max_files = 1;
+  ArchiveReader r(limits);
+  auto st = r.feed(archive({encode_entry(EntryType::kFile, 0644, "a", 0), encode_entry(EntryType::kFile, 0644, "b", 0)}), v);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kResourceExhausted);
 }
 
 }  // namespace

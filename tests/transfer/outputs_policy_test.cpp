@@ -69,5 +69,33 @@ TEST(OutputsPolicy, SkipsAreDescribedInOneLine) {
   EXPECT_NE(line.find("1 ignore file"), std::string::npos) << line;
 }
 
+TEST(OutputsHome, MoreFilesThanTheCapAreRefusedNamingTheNumbersTheSettingsAndTheFlag) {
+  OutputsBudget budget;  // the defaults: 10,000 files, 4 GiB
+  auto st = check_outputs_fit(100'000, 100'000, ~uint64_t{0}, budget);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kResourceExhausted);
+  for (const char* needle : {"100000 file(s)", "10000 files", "outputs.max_files", "--no-outputs-limit", "--out"}) {
+    EXPECT_NE(st.error().message().find(needle), std::string::npos) << needle << ": " << st.error().message();
+  }
+  EXPECT_TRUE(is_over_outputs_budget(st.error()));
+  auto bytes = check_outputs_fit(1, 5ull << 30, ~uint64_t{0}, budget);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_NE(bytes.error().message().find("5.0 GiB"), std::string::npos) << bytes.error().message();
+  EXPECT_TRUE(check_outputs_fit(10'000, 4ull << 30, ~uint64_t{0}, budget).ok());  // at the cap: fine
+  budget.lifted = true;                                                          // --no-outputs-limit, --out, cp
+  EXPECT_TRUE(check_outputs_fit(100'000, 5ull << 30, ~uint64_t{0}, budget).ok());
+}
+
+TEST(OutputsHome, OutputsLargerThanTheFreeSpaceAreRefusedEvenWhenLifted) {
+  OutputsBudget budget;
+  budget.lifted = true;
+  auto st = check_outputs_fit(3, 3ull << 30, 1ull << 30, budget);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(st.error().message().find("1.0 GiB free"), std::string::npos) << st.error().message();
+  EXPECT_FALSE(is_over_outputs_budget(st.error()));  // not one a yes on the terminal lifts
+  EXPECT_TRUE(check_outputs_fit(3, 1ull << 30, 1ull << 30, budget).ok());
+}
+
 }  // namespace
 }  // namespace yonder::transfer

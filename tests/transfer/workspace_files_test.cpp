@@ -1,5 +1,6 @@
 #include "transfer/workspace_files.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <fstream>
 
 #include "support/temp_dir.h"
+#include "transfer/tree_extract.h"
 
 namespace yonder::transfer {
 namespace {
@@ -178,6 +180,119 @@ TEST(WorkspaceFiles, AFolderInTheWayIsNotReplacedAndACutShortArchiveLeavesNothin
   for (const auto& e : fs::directory_iterator(ws)) {
     EXPECT_EQ(e.path().filename().string().rfind(".yonder-cp-", 0), std::string::npos) << e.path();
   }
+}
+
+// A file of `size` bytes holding `block` bytes of `fill` at each of `at`, holes elsewhere.
+void write_sparse(const std::string& path, uint64_t size, const std::vector<uint64_t>& at, size_t block, char fill) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  std::string data(block, fill);
+  for (uint64_t off : at) {
+    ASSERT_EQ(::pwrite(fd, data.data(), data.size(), static_cast<off_t>(off)), static_cast<ssize_t>(data.size()));
+  }
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0);
+  ::close(fd);
+}
+
+std::string read_at(const std::string& path, uint64_t off, size_t n) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  std::string out(n, '?');
+  ssize_t got = fd < 0 ? -1 : ::pread(fd, out.data(), n, static_cast<off_t>(off));
+  if (fd >= 0) ::close(fd);
+  out.resize(got < 0 ? 0 : static_cast<size_t>(got));
+  return out;
+}
+
+struct stat stat_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st;
+}
+
+// Packs everything under `ws` (with `limits`) and extracts it into `into`,
+// `chunk` bytes at a time; returns the bytes that crossed.
+uint64_t pack_into(const std::string& ws, const std::string& into, const ArchiveLimits& limits, size_t chunk,
+                   WorkspaceSelection* listed = nullptr) {
+  auto root = FolderRoot::open(ws);
+  EXPECT_TRUE(root.ok());
+  auto sel = select_beneath(*root, {}, {}, limits);
+  EXPECT_TRUE(sel.ok()) << sel.error().to_string();
+  if (!sel.ok()) return 0;
+  if (listed != nullptr) *listed = *sel;
+  BeneathPacker packer(std::move(*root), std::move(*sel), limits);
+  auto x = TreeExtractor::create(into, limits);
+  EXPECT_TRUE(x.ok());
+  uint64_t wire = 0;
+  while (x.ok()) {
+    auto part = packer.next(chunk);
+    EXPECT_TRUE(part.ok()) << part.error().to_string();
+    if (!part.ok() || part->empty()) break;
+    wire += part->size();
+    auto st = (*x)->write(*part);
+    EXPECT_TRUE(st.ok()) << st.error().to_string();
+    if (!st.ok()) break;
+  }
+  if (x.ok()) {
+    auto done = (*x)->finish();
+    EXPECT_TRUE(done.ok()) << done.error().to_string();
+  }
+  return wire;
+}
+
+// `dd if=/dev/zero of=big bs=4k count=1 seek=...` in a job: 3 GiB of size,
+// one block of data. It must neither cross the link nor land as 3 GiB.
+TEST(OutputsHome, ASparseFileComesHomeAsHolesNotData) {
+  testing::TempDir dir;
+  std::string ws = dir / "ws";
+  fs::create_directories(ws);
+  constexpr uint64_t kSize = 3ull << 30, kAt = 1ull << 30;
+  write_sparse(ws + "/big", kSize, {kAt}, 4096, 'x');
+  struct stat there = stat_of(ws + "/big");
+  if (static_cast<uint64_t>(there.st_blocks) * 512 >= kSize) GTEST_SKIP() << "this file system keeps no holes";
+
+  ArchiveLimits limits;
+  limits.holes = true;
+  WorkspaceSelection listed;
+  uint64_t wire = pack_into(ws, dir / "home", limits, 256 * 1024, &listed);
+  EXPECT_LE(listed.bytes, 1u << 20);  // announced: the data, not the size
+  EXPECT_LE(wire, 1u << 20);
+  struct stat here = stat_of(dir / "home/big");
+  EXPECT_EQ(static_cast<uint64_t>(here.st_size), kSize);
+  EXPECT_LE(here.st_blocks, there.st_blocks + 64) << "about as many blocks as on the provider";
+  EXPECT_EQ(read_at(dir / "home/big", kAt, 4096), std::string(4096, 'x'));
+  EXPECT_EQ(read_at(dir / "home/big", 0, 16), std::string(16, '\0'));
+  EXPECT_EQ(read_at(dir / "home/big", kSize - 16, 16), std::string(16, '\0'));
+}
+
+TEST(OutputsHome, FilesWithHolesSurviveAnySplitOfTheStreamByteForByte) {
+  testing::TempDir dir;
+  std::string ws = dir / "ws";
+  fs::create_directories(ws + "/sub");
+  // Data at the start, in the middle and at the very end; a hole at the end; plain files beside.
+  write_sparse(ws + "/a", 1 << 20, {0, 300 * 1024, (1 << 20) - 4096}, 4096, 'a');
+  write_sparse(ws + "/sub/b", 2 << 20, {64 * 1024}, 8192, 'b');
+  files_write(ws + "/plain.txt", "plain\n");
+  ArchiveLimits limits;
+  limits.holes = true;
+  for (size_t chunk : {size_t{7}, size_t{4096}, size_t{1} << 20}) {
+    std::string home = dir / ("home" + std::to_string(chunk));
+    pack_into(ws, home, limits, chunk);
+    for (const char* f : {"a", "sub/b", "plain.txt"}) {
+      EXPECT_EQ(files_read(home + "/" + f), files_read(ws + "/" + f)) << f << " in chunks of " << chunk;
+    }
+  }
+}
+
+TEST(OutputsHome, WithoutHolesAskedForAFileWithHolesGoesAsPlainData) {
+  testing::TempDir dir;
+  std::string ws = dir / "ws";
+  fs::create_directories(ws);
+  write_sparse(ws + "/a", 256 * 1024, {4096}, 4096, 'a');
+  WorkspaceSelection listed;
+  uint64_t wire = pack_into(ws, dir / "home", ArchiveLimits{}, 64 * 1024, &listed);  // a consumer from before holes
+  EXPECT_EQ(listed.bytes, 256u * 1024);
+  EXPECT_GE(wire, 256u * 1024);
+  EXPECT_EQ(files_read(dir / "home/a"), files_read(ws + "/a"));
 }
 
 }  // namespace
