@@ -20,7 +20,7 @@ Status Ledger::add(const Receipt& r) {
   if (!counted_.emplace(r.provider, r.job_id).second) {
     return make_error(ErrorCode::kAlreadyExists, "receipt " + r.job_id + " was already counted");
   }
-  double amount = factor(r.gpu_model) * static_cast<double>(r.gpu_seconds);
+  double amount = factor(r.gpu_model) * static_cast<double>(credited_gpu_seconds(r));
   if (r.provider == self_) {
     auto& a = accounts_[r.consumer];
     a.taken += amount;

@@ -71,25 +71,45 @@ Status check_receipt_for_job(const Receipt& r, const ConsumerJobFacts& f) {
   }
   if (!receipt_provider_signature_valid(r)) return refuse("the provider's signature does not verify");
   if (r.end_ms < r.start_ms) return refuse("it ends before it starts");
-  if (f.submitted_ms > 0 && r.start_ms + kReceiptClockSkewMs < f.submitted_ms) {
-    return refuse("it starts before the job was submitted");
-  }
-  if (f.now_ms > 0 && r.end_ms > f.now_ms + kReceiptClockSkewMs) return refuse("it ends in the future");
-  uint64_t wall_s = static_cast<uint64_t>((r.end_ms - r.start_ms + 999) / 1000);
-  uint64_t most = static_cast<uint64_t>(std::max(0, f.gpus_requested)) * wall_s;
-  if (r.gpu_seconds > most) {
-    return refuse("it claims " + std::to_string(r.gpu_seconds) + " GPU-seconds, more than the " +
-                  std::to_string(f.gpus_requested) + " GPU(s) asked for over " + std::to_string(wall_s) +
-                  " s of wall time (" + std::to_string(most) + ")");
-  }
   if (f.gpus_requested == 0 && r.gpu_model != kNoGpuModel) {
     return refuse("it names GPU model \"" + r.gpu_model + "\" for a job that asked for no GPU");
   }
-  if (f.exit_code && r.exit_status != *f.exit_code) {
-    return refuse("its exit status " + std::to_string(r.exit_status) + " is not the " + std::to_string(*f.exit_code) +
-                  " the provider reported");
-  }
   return ok_status();
+}
+
+MeteringVerdict judge_receipt(const Receipt& r, const ConsumerJobFacts& f) {
+  MeteringVerdict v;
+  auto disagree = [&](std::string why) {
+    v.kind = MeteringVerdict::Kind::kDisagree;
+    v.reason = "receipt for job " + f.job_id + " disputed: " + std::move(why);
+    return v;
+  };
+  UnixMs seen_end = f.seen_ended_ms > 0 ? f.seen_ended_ms : f.now_ms;
+  UnixMs seen_start = f.submitted_ms > 0 ? std::min(f.submitted_ms, seen_end) : seen_end;
+  uint64_t seen_wall_s = static_cast<uint64_t>((seen_end - seen_start + 999) / 1000) + 1;
+  uint64_t gpus = static_cast<uint64_t>(std::max(0, f.gpus_requested));
+  v.observed_gpu_seconds = gpus * seen_wall_s;
+
+  if (f.exit_code && r.exit_status != *f.exit_code) {
+    return disagree("it says the job exited " + std::to_string(r.exit_status) + "; this node saw it exit " +
+                    std::to_string(*f.exit_code));
+  }
+  std::string claim = "it claims " + std::to_string(r.gpu_seconds) + " GPU-seconds; this node saw " +
+                      std::to_string(f.gpus_requested) + " GPU(s) asked for over at most " +
+                      std::to_string(seen_wall_s) + " s (" + std::to_string(v.observed_gpu_seconds) + ")";
+  uint64_t slack = gpus * kMeteringSlackSeconds + v.observed_gpu_seconds * kMeteringSlackPercent / 100;
+  if (r.gpu_seconds > v.observed_gpu_seconds + slack) return disagree(claim);
+  if (f.submitted_ms > 0 && r.start_ms + kReceiptClockSkewMs < f.submitted_ms) {
+    return disagree("it starts before the job was submitted");
+  }
+  if (f.now_ms > 0 && r.end_ms > f.now_ms + kReceiptClockSkewMs) return disagree("it ends in the future");
+  if (r.gpu_seconds <= v.observed_gpu_seconds) return v;
+  v.kind = MeteringVerdict::Kind::kClamped;
+  v.reason = "receipt for job " + f.job_id + " countersigned for less: " + claim;
+  v.view.gpu_seconds = v.observed_gpu_seconds;
+  v.view.start_ms = seen_start;
+  v.view.end_ms = seen_end;
+  return v;
 }
 
 }  // namespace yonder::mesh

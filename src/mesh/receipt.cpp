@@ -1,5 +1,7 @@
 #include "mesh/receipt.h"
 
+#include <algorithm>
+
 #include "mesh/json_fields.h"
 
 namespace yonder::mesh {
@@ -9,6 +11,7 @@ using namespace detail;
 constexpr std::string_view kReceiptWhat = "receipt";
 constexpr std::string_view kReceiptLabel = "yonder-mesh-receipt-v1";
 constexpr std::string_view kCounterLabel = "yonder-mesh-receipt-countersign-v1";
+constexpr std::string_view kCounterViewLabel = "yonder-mesh-receipt-countersign-v2";
 
 json unsigned_json(const Receipt& r) {
   return json{{"job", r.job_id},
@@ -22,8 +25,16 @@ json unsigned_json(const Receipt& r) {
               {"output_hash", r.output_hash}};
 }
 
+json view_json(const ConsumerView& v) {
+  return json{{"gpu_seconds", v.gpu_seconds},
+              {"start_ms", static_cast<uint64_t>(v.start_ms)},
+              {"end_ms", static_cast<uint64_t>(v.end_ms)}};
+}
+
 Bytes counter_bytes(const Receipt& r) {
-  Bytes b = signing_bytes(kCounterLabel, unsigned_json(r));
+  json fields = unsigned_json(r);
+  if (r.consumer_view) fields["consumer_view"] = view_json(*r.consumer_view);
+  Bytes b = signing_bytes(r.consumer_view ? kCounterViewLabel : kCounterLabel, fields);
   b.insert(b.end(), r.provider_signature.begin(), r.provider_signature.end());
   return b;
 }
@@ -59,6 +70,17 @@ Result<Receipt> decode_receipt(std::string_view text) {
   r.output_hash = std::move(hash);
   MESH_GET(psig, get_signature(j, "provider_sig", kReceiptWhat));
   r.provider_signature = std::move(psig);
+  if (const json* cv = find(j, "consumer_view"); cv != nullptr) {
+    if (!cv->is_object()) return bad(kReceiptWhat, "\"consumer_view\" must be an object");
+    ConsumerView v;
+    MESH_GET(view_secs, get_uint(*cv, "gpu_seconds", kMaxReceiptGpuSeconds, kReceiptWhat));
+    MESH_GET(view_start, get_time(*cv, "start_ms", kReceiptWhat));
+    MESH_GET(view_end, get_time(*cv, "end_ms", kReceiptWhat));
+    v.gpu_seconds = view_secs;
+    v.start_ms = view_start;
+    v.end_ms = view_end;
+    r.consumer_view = v;
+  }
   if (find(j, "consumer_sig") != nullptr) {
     MESH_GET(csig, get_signature(j, "consumer_sig", kReceiptWhat));
     r.consumer_signature = std::move(csig);
@@ -69,13 +91,19 @@ Result<Receipt> decode_receipt(std::string_view text) {
 std::string encode_receipt(const Receipt& r) {
   json j = unsigned_json(r);
   j["provider_sig"] = base64_encode(r.provider_signature);
+  if (r.consumer_view) j["consumer_view"] = view_json(*r.consumer_view);
   if (!r.consumer_signature.empty()) j["consumer_sig"] = base64_encode(r.consumer_signature);
   return j.dump();
+}
+
+uint64_t credited_gpu_seconds(const Receipt& r) {
+  return r.consumer_view ? std::min(r.consumer_view->gpu_seconds, r.gpu_seconds) : r.gpu_seconds;
 }
 
 void sign_receipt_as_provider(Receipt& r, const Identity& provider) {
   r.provider = provider.public_key();
   r.consumer_signature.clear();
+  r.consumer_view.reset();
   r.provider_signature = provider.sign(signing_bytes(kReceiptLabel, unsigned_json(r)));
 }
 
@@ -92,15 +120,22 @@ Status countersign_receipt(Receipt& r, const Identity& consumer) {
     return make_error(ErrorCode::kPermissionDenied,
                       "the provider's signature on this receipt does not verify; it was not countersigned");
   }
+  if (r.consumer_view && (r.consumer_view->gpu_seconds > r.gpu_seconds || r.consumer_view->end_ms < r.consumer_view->start_ms)) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "the consumer's view of receipt " + r.job_id + " claims more than the provider or ends before it starts");
+  }
   r.consumer_signature = consumer.sign(counter_bytes(r));
   return ok_status();
 }
 
 Status verify_receipt(const Receipt& r) {
-  if (r.end_ms < r.start_ms || r.provider == r.consumer) {
+  if (r.end_ms < r.start_ms || r.provider == r.consumer ||
+      (r.consumer_view && (r.consumer_view->end_ms < r.consumer_view->start_ms ||
+                           r.consumer_view->gpu_seconds > r.gpu_seconds))) {
     return make_error(ErrorCode::kInvalidArgument, "receipt " + r.job_id +
-                                                       " ends before it starts or names the "
-                                                       "same peer twice; it was not counted");
+                                                       " ends before it starts, names the same peer twice "
+                                                       "or its consumer view claims more than the provider; "
+                                                       "it was not counted");
   }
   if (!receipt_provider_signature_valid(r)) {
     return make_error(ErrorCode::kPermissionDenied,

@@ -12,9 +12,19 @@
 //   "yonder-mesh-receipt-countersign-v1\n" + the same JSON + provider_sig,
 // so a countersignature cannot be moved to another provider signature.
 // "consumer_sig" may be absent (a receipt on its way to be countersigned).
+//
+// The consumer countersigns only what it saw itself (metering.h). When the
+// provider claims more than that, the consumer countersigns its own figures
+// beside the provider's, which it cannot change (the provider signed them):
+//   "consumer_view": {"gpu_seconds", "start_ms", "end_ms"}
+// start and end on the consumer's clock (its submit, the end it saw). Then
+// consumer_sig is over "yonder-mesh-receipt-countersign-v2\n" + the JSON
+// with "consumer_view" + provider_sig, and what counts (credits,
+// reputation) is credited_gpu_seconds(): the smaller of the two figures.
 // Untrusted input: fuzz/receipt_fuzz.cpp.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +37,15 @@ namespace yonder::mesh {
 
 inline constexpr size_t kMaxReceiptBytes = 4096;
 inline constexpr uint64_t kMaxReceiptGpuSeconds = 64ull * 366 * 24 * 3600;  // 64 GPUs for a year
+
+// What the consumer saw of the job when it countersigned less than claimed.
+struct ConsumerView {
+  uint64_t gpu_seconds = 0;  // <= the receipt's gpu_seconds
+  UnixMs start_ms = 0;       // the consumer's clock
+  UnixMs end_ms = 0;         // >= start_ms
+
+  bool operator==(const ConsumerView&) const = default;
+};
 
 struct Receipt {
   std::string job_id;  // the provider's job id, 1..64 of [A-Za-z0-9._:/-]
@@ -42,6 +61,8 @@ struct Receipt {
   // output_sha256, jobs/provider/workspace_digest.h): equal runs, equal hashes.
   std::string output_hash;
   Bytes provider_signature;
+  // Set by the consumer only (covered by its signature, not the provider's).
+  std::optional<ConsumerView> consumer_view;
   Bytes consumer_signature;  // empty until countersigned
 
   bool operator==(const Receipt&) const = default;
@@ -50,9 +71,14 @@ struct Receipt {
 Result<Receipt> decode_receipt(std::string_view text);
 std::string encode_receipt(const Receipt& r);
 
-// Sets r.provider and signs; clears any countersignature.
+// The GPU-seconds both parties vouch for: the consumer's figure when it
+// countersigned its own view, the provider's otherwise.
+uint64_t credited_gpu_seconds(const Receipt& r);
+
+// Sets r.provider and signs; clears any countersignature (and consumer view).
 void sign_receipt_as_provider(Receipt& r, const Identity& provider);
-// Checks the provider's signature, then countersigns as r.consumer. Refuses
+// Checks the provider's signature, then countersigns as r.consumer (with
+// r.consumer_view, when set: it must not exceed the claim). Refuses
 // (kPermissionDenied) a receipt for another consumer or with a bad signature.
 Status countersign_receipt(Receipt& r, const Identity& consumer);
 bool receipt_provider_signature_valid(const Receipt& r);

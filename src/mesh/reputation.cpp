@@ -22,7 +22,8 @@ TrustResult compute_trust(const std::vector<Receipt>& receipts, const std::vecto
   std::set<std::pair<PeerKey, std::string>> seen;
   for (const auto& r : receipts) {
     if (!verify_receipt(r).ok() || !seen.emplace(r.provider, r.job_id).second) continue;
-    sat[{r.consumer, r.provider}] += static_cast<double>(r.gpu_seconds);
+    sat[{r.consumer, r.provider}] +=
+        std::min(static_cast<double>(credited_gpu_seconds(r)), std::max(0.0, params.max_receipt_gpu_seconds));
     peer_set.insert(r.consumer);
     peer_set.insert(r.provider);
   }

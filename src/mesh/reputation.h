@@ -4,8 +4,11 @@
 //
 // Local trust: consumer i's satisfaction with provider j is the normalised
 // GPU-seconds j served i (verified, countersigned receipts: i vouched for
-// them) minus penalty_gpu_seconds for every verification in which i saw j
-// outvoted or saw fail a known-answer benchmark, plus
+// them; the consumer's own figure when it countersigned less, and at most
+// max_receipt_gpu_seconds from any one receipt, so a few huge receipts
+// weigh no more than as many ordinary ones) minus penalty_gpu_seconds for
+// every verification in which i saw j outvoted, saw fail a known-answer
+// benchmark, or disputed j's receipt (metering.h), plus
 // benchmark_pass_gpu_seconds for every benchmark i saw j pass (a correct
 // answer is a little evidence on its own, even for a job too short to
 // leave GPU-seconds in its receipt); s_ij = max(0, that), c_ij = s_ij / sum_j s_ij, and a peer with
@@ -35,12 +38,13 @@ struct TrustParams {
   int max_iterations = 200;
   double penalty_gpu_seconds = 3600.0;  // one outvoted replica costs an hour of served work
   double benchmark_pass_gpu_seconds = 60.0;  // one passed known-answer benchmark counts like a minute
+  double max_receipt_gpu_seconds = 3600.0;   // the most one receipt adds: no more than one dispute takes away
 };
 
 struct VerificationOutcome {
   PeerKey judge{};  // the consumer that ran the replicas
   PeerKey provider{};
-  bool agreed = true;  // false: outvoted (quorum.h), or a failed benchmark
+  bool agreed = true;  // false: outvoted (quorum.h), a failed benchmark, or a disputed receipt
   bool known_answer = false;  // a known-answer benchmark (agreed = passed), not a replica
 };
 

@@ -43,7 +43,12 @@ Result<const json*> string_array(const json& j, const char* key) {
 }  // namespace
 
 const char* check_kind_name(CheckKind k) {
-  return k == CheckKind::kKnownAnswer ? "known_answer" : "replica";
+  switch (k) {
+    case CheckKind::kReplica: return "replica";
+    case CheckKind::kKnownAnswer: return "known_answer";
+    case CheckKind::kReceipt: return "receipt";
+  }
+  return "replica";
 }
 
 const char* check_outcome_name(CheckOutcome o) {
@@ -52,6 +57,7 @@ const char* check_outcome_name(CheckOutcome o) {
     case CheckOutcome::kOutvoted: return "outvoted";
     case CheckOutcome::kPassed: return "passed";
     case CheckOutcome::kFailed: return "failed";
+    case CheckOutcome::kDisputed: return "disputed";
   }
   return "agreed";
 }
@@ -59,6 +65,7 @@ const char* check_outcome_name(CheckOutcome o) {
 std::optional<CheckKind> parse_check_kind(std::string_view s) {
   if (s == "replica") return CheckKind::kReplica;
   if (s == "known_answer") return CheckKind::kKnownAnswer;
+  if (s == "receipt") return CheckKind::kReceipt;
   return std::nullopt;
 }
 
@@ -67,12 +74,17 @@ std::optional<CheckOutcome> parse_check_outcome(std::string_view s) {
   if (s == "outvoted") return CheckOutcome::kOutvoted;
   if (s == "passed") return CheckOutcome::kPassed;
   if (s == "failed") return CheckOutcome::kFailed;
+  if (s == "disputed") return CheckOutcome::kDisputed;
   return std::nullopt;
 }
 
 bool outcome_fits(CheckKind k, CheckOutcome o) {
-  if (k == CheckKind::kReplica) return o == CheckOutcome::kAgreed || o == CheckOutcome::kOutvoted;
-  return o == CheckOutcome::kPassed || o == CheckOutcome::kFailed;
+  switch (k) {
+    case CheckKind::kReplica: return o == CheckOutcome::kAgreed || o == CheckOutcome::kOutvoted;
+    case CheckKind::kKnownAnswer: return o == CheckOutcome::kPassed || o == CheckOutcome::kFailed;
+    case CheckKind::kReceipt: return o == CheckOutcome::kDisputed;
+  }
+  return false;
 }
 
 Result<Verification> decode_verification(std::string_view text) {
@@ -86,7 +98,7 @@ Result<Verification> decode_verification(std::string_view text) {
   v.provider = provider;
   MESH_GET(kind, get_string(j, "kind", 1, 32, kVerificationWhat));
   auto k = parse_check_kind(kind);
-  if (!k) return bad(kVerificationWhat, "\"kind\" must be replica or known_answer");
+  if (!k) return bad(kVerificationWhat, "\"kind\" must be replica, known_answer or receipt");
   v.kind = *k;
   MESH_GET(subject, get_string(j, "subject", 1, 64, kVerificationWhat));
   if (!token_chars(subject, false)) return bad(kVerificationWhat, "\"subject\" must be of [A-Za-z0-9._:/-]");

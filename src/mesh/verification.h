@@ -4,11 +4,13 @@
 //
 // A verification is one check a consumer (the reporter) made of a provider:
 // a replica compared with the others (`replica`: agreed | outvoted, see
-// quorum.h) or a known-answer benchmark (`known_answer`: passed | failed).
+// quorum.h), a known-answer benchmark (`known_answer`: passed | failed), or
+// a receipt the provider signed that disagrees with what the reporter saw
+// of the job (`receipt`: disputed, see metering.h; subject: the job id).
 // The reporter signs it, so a peer that passes it on cannot change it.
 //
 // Wire form of one verification: a JSON object, at most kMaxVerificationBytes:
-//   {"v": 1, "reporter", "provider", "kind": "replica"|"known_answer",
+//   {"v": 1, "reporter", "provider", "kind": "replica"|"known_answer"|"receipt",
 //    "subject": "<mesh job id or benchmark id>",
 //    "outcome": "agreed"|"outvoted"|"passed"|"failed", "at_ms",
 //    "details": "<a JSON object as text, at most 1 KiB>", "sig"}
@@ -47,14 +49,14 @@ inline constexpr size_t kMaxOpinionItems = 256;
 // Under the link's 256 KiB message with room for the reply's own escaping.
 inline constexpr size_t kMaxOpinionsBytes = 192 * 1024;
 
-enum class CheckKind { kReplica, kKnownAnswer };
-enum class CheckOutcome { kAgreed, kOutvoted, kPassed, kFailed };
+enum class CheckKind { kReplica, kKnownAnswer, kReceipt };
+enum class CheckOutcome { kAgreed, kOutvoted, kPassed, kFailed, kDisputed };
 
 const char* check_kind_name(CheckKind k);
 const char* check_outcome_name(CheckOutcome o);
 std::optional<CheckKind> parse_check_kind(std::string_view s);
 std::optional<CheckOutcome> parse_check_outcome(std::string_view s);
-// replica: agreed | outvoted; known_answer: passed | failed.
+// replica: agreed | outvoted; known_answer: passed | failed; receipt: disputed.
 bool outcome_fits(CheckKind k, CheckOutcome o);
 // agreed or passed.
 inline bool outcome_good(CheckOutcome o) {

@@ -59,7 +59,7 @@ Status Credits::reload() {
     }
     bool provided = r->provider == self_;
     auto& x = raw[provided ? r->consumer : r->provider];
-    (provided ? x.taken : x.given) += r->gpu_seconds;
+    (provided ? x.taken : x.given) += mesh::credited_gpu_seconds(*r);
   }
   std::lock_guard lock(mutex_);
   ledger_ = std::move(ledger);

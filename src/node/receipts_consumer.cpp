@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "mesh/metering.h"
+#include "node/verifications.h"
 
 namespace yonder::node {
 namespace asio = boost::asio;
@@ -111,11 +112,13 @@ void ReceiptsConsumer::process(const PeerLink::Target& t, const std::string& tex
     std::string to_send;
     if (existing && *existing && (*existing)->state == ReceiptState::kCountersigned) {
       to_send = (*existing)->receipt_json;  // countersigned before; the provider may not have heard
-    } else if (existing && *existing && (*existing)->state == ReceiptState::kRefused &&
+    } else if (existing && *existing &&
+               ((*existing)->state == ReceiptState::kRefused || (*existing)->state == ReceiptState::kDisputed) &&
                (*existing)->receipt_json == text) {
-      return finish();  // refused before, logged then
+      return finish();  // refused or disputed before, logged then
     } else {
       Status checked = ok_status();
+      mesh::MeteringVerdict verdict;
       auto cj = jobs_->find(job);
       if (!cj || cj->job_id != job || cj->provider_id != t.node_id) {
         checked =
@@ -128,18 +131,49 @@ void ReceiptsConsumer::process(const PeerLink::Target& t, const std::string& tex
         facts.provider = t.key;
         const nlohmann::json& request = cj->spec.contains("request") ? cj->spec["request"] : nlohmann::json();
         facts.gpus_requested = request.is_object() ? request.value("gpus", 0) : 0;
-        if (cj->finished()) facts.exit_code = cj->exit_code;
+        // Only what this node saw itself: the first ended view's exit code,
+        // not a later view a provider could have rewritten.
+        facts.exit_code = cj->observed.exit_code;
         facts.submitted_ms = cj->created_at * 1000;
+        facts.first_seen_running_ms = cj->observed.first_running_ms;
+        facts.seen_ended_ms = cj->observed.ended_ms;
         facts.now_ms = unix_now_ms();
         checked = mesh::check_receipt_for_job(*r, facts);
+        if (checked) verdict = mesh::judge_receipt(*r, facts);
       }
-      mesh::Receipt signed_receipt = *r;
-      if (checked) checked = mesh::countersign_receipt(signed_receipt, identity_);
       StoredReceipt row;
       row.provider_id = t.node_id;
       row.job_id = job;
       row.consumer_id = self_id_;
       row.we_provided = false;
+      if (checked && verdict.kind == mesh::MeteringVerdict::Kind::kDisagree) {
+        spdlog::warn("{} (from provider {}); it is not countersigned and counts against the provider",
+                     verdict.reason, t.name);
+        row.state = ReceiptState::kDisputed;
+        row.receipt_json = text;
+        row.problem = verdict.reason;
+        if (auto st = store_.put(row); !st) {
+          spdlog::error("storing a disputed receipt: {}", st.error().to_string());
+          return finish();
+        }
+        if (verifications_ != nullptr) {
+          nlohmann::json details = {{"reason", verdict.reason.substr(0, 400)},
+                                     {"claimed_gpu_seconds", r->gpu_seconds},
+                                     {"observed_gpu_seconds", verdict.observed_gpu_seconds},
+                                     {"claimed_exit_status", r->exit_status}};
+          if (cj->observed.exit_code) details["seen_exit_code"] = *cj->observed.exit_code;
+          auto rec = verifications_->record(t.node_id, mesh::CheckKind::kReceipt, job, mesh::CheckOutcome::kDisputed,
+                                            details);
+          if (!rec) spdlog::error("recording the dispute of job {}: {}", job, rec.error().to_string());
+        }
+        return finish();
+      }
+      mesh::Receipt signed_receipt = *r;
+      if (checked && verdict.kind == mesh::MeteringVerdict::Kind::kClamped) {
+        spdlog::warn("{} (from provider {})", verdict.reason, t.name);
+        signed_receipt.consumer_view = verdict.view;
+      }
+      if (checked) checked = mesh::countersign_receipt(signed_receipt, identity_);
       if (!checked) {
         spdlog::warn("{} (from provider {}); it is kept out of the credits", checked.error().message(), t.name);
         row.state = ReceiptState::kRefused;
@@ -148,6 +182,7 @@ void ReceiptsConsumer::process(const PeerLink::Target& t, const std::string& tex
         if (auto st = store_.put(row); !st) spdlog::error("storing a refused receipt: {}", st.error().to_string());
         return finish();
       }
+      if (verdict.kind == mesh::MeteringVerdict::Kind::kClamped) row.problem = verdict.reason;
       row.state = ReceiptState::kCountersigned;
       row.receipt_json = mesh::encode_receipt(signed_receipt);
       if (auto st = store_.put(row); !st) {  // never send what is not stored
@@ -155,8 +190,8 @@ void ReceiptsConsumer::process(const PeerLink::Target& t, const std::string& tex
                       st.error().to_string());
         return finish();
       }
-      spdlog::info("job {} on {}: receipt countersigned ({} GPU-seconds on {})", job, t.name, r->gpu_seconds,
-                   r->gpu_model);
+      spdlog::info("job {} on {}: receipt countersigned ({} GPU-seconds on {})", job, t.name,
+                   mesh::credited_gpu_seconds(signed_receipt), r->gpu_model);
       if (auto st = credits_.reload(); !st) spdlog::warn("credits: {}", st.error().to_string());
       to_send = row.receipt_json;
     }
@@ -246,6 +281,14 @@ void ReceiptsConsumer::receipts(const api::Request& req, api::Reply reply) {
     asio::post(pool_, [this, reply, verify] {
       auto rows = store_.list();
       if (rows) (void)credits_.reload();
+      // The exit code this node saw of each of its jobs: shown rather than the
+      // provider's claim when they differ.
+      std::map<std::string, int> seen_exit;
+      if (auto jobs = jobs_->list()) {
+        for (const auto& j : *jobs) {
+          if (j.observed.exit_code) seen_exit[j.provider_id + "/" + j.job_id] = *j.observed.exit_code;
+        }
+      }
       nlohmann::json out = nlohmann::json::array();
       for (const auto& row : rows ? *rows : std::vector<StoredReceipt>{}) {
         nlohmann::json v = {{"job_id", row.job_id},
@@ -260,10 +303,16 @@ void ReceiptsConsumer::receipts(const api::Request& req, api::Reply reply) {
         if (r) {
           v["receipt"] = nlohmann::json::parse(row.receipt_json, nullptr, false);
           v["gpu_model"] = r->gpu_model;
-          v["gpu_seconds"] = r->gpu_seconds;
+          v["gpu_seconds"] = mesh::credited_gpu_seconds(*r);
+          if (r->consumer_view) v["claimed_gpu_seconds"] = r->gpu_seconds;
           v["start_ms"] = r->start_ms;
           v["end_ms"] = r->end_ms;
           v["exit_status"] = r->exit_status;
+          auto seen = row.we_provided ? seen_exit.end() : seen_exit.find(row.provider_id + "/" + row.job_id);
+          if (seen != seen_exit.end() && seen->second != r->exit_status) {
+            v["exit_status"] = seen->second;
+            v["claimed_exit_status"] = r->exit_status;
+          }
           v["output_hash"] = r->output_hash;
         }
         if (verify) {
@@ -273,7 +322,7 @@ void ReceiptsConsumer::receipts(const api::Request& req, api::Reply reply) {
           } else if (r->job_id != row.job_id || NodeId(r->provider).to_string() != row.provider_id ||
                      NodeId(r->consumer).to_string() != row.consumer_id) {
             problem = "the stored receipt names another job or peers than its row";
-          } else if (row.state == ReceiptState::kRefused) {
+          } else if (row.state == ReceiptState::kRefused || row.state == ReceiptState::kDisputed) {
             problem = row.problem;
           } else if (row.state == ReceiptState::kSigned) {
             problem = mesh::receipt_provider_signature_valid(*r) ? "awaiting the consumer's countersignature"

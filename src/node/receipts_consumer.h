@@ -2,10 +2,16 @@
 // here ends (RemoteConsumer sees it), its receipt is fetched from the
 // provider (receipt.get), checked against what this node knows of the job
 // (mesh::check_receipt_for_job: its own key, the job id, the provider's key
-// and signature, GPU-seconds within the devices asked for times the wall
-// time), countersigned, written to SQLite, and the countersignature is sent
-// back (receipt.countersign). A receipt that fails the checks is stored as
-// refused with the reason and logged; it is never counted.
+// and signature), then judged against what this node saw of the job itself
+// (mesh::judge_receipt: its submit, the end it saw, the exit code it saw;
+// jobs/consumer/consumer_jobs.h ConsumerObservation): countersigned as is,
+// or with this node's smaller figures beside the provider's, written to
+// SQLite, and the countersignature is sent back (receipt.countersign). A
+// receipt that is not this job's is stored as refused with the reason; one
+// whose claim disagrees with what was seen is stored as disputed and
+// recorded as a signed verification against the provider (kind receipt,
+// outcome disputed), which costs it reputation (mesh/reputation.h). Neither
+// is countersigned or counted.
 //
 // Nothing is lost while this node is offline: a sweep asks each provider
 // that ran a job of ours still lacking a receipt for the receipts it holds
@@ -45,6 +51,8 @@ class ConsumerJobStore;
 
 namespace yonder::node {
 
+class Verifications;
+
 class ReceiptsConsumer {
  public:
   ReceiptsConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, PeerLink& link,
@@ -52,6 +60,9 @@ class ReceiptsConsumer {
                    jobs::receipts::ReceiptStore& store, Credits& credits);
   ~ReceiptsConsumer();
   void add_routes(api::Router& router);
+  // Where disputes are recorded (unset: they are only stored and logged).
+  // Set before start(); must outlive this.
+  void set_verifications(Verifications* verifications) { verifications_ = verifications; }
   // Starts the sweep timer: a first sweep soon, then every `interval`
   // (credits.fetch_interval_s); zero: no timer.
   void start(std::chrono::seconds interval);
@@ -77,6 +88,7 @@ class ReceiptsConsumer {
   std::shared_ptr<jobs::consumer::ConsumerJobStore> jobs_;
   jobs::receipts::ReceiptStore& store_;
   Credits& credits_;
+  Verifications* verifications_ = nullptr;
   boost::asio::steady_timer timer_;
   std::chrono::seconds interval_{0};
   std::set<std::string> in_flight_;  // job ids being fetched (loop only)

@@ -183,8 +183,11 @@ Result<nlohmann::json> ReceiptsProvider::countersign(const PublicKeyBytes& peer,
     return make_error(ErrorCode::kDataLoss, "this provider's stored receipt of job " + *id + " does not decode (" +
                                                 ours.error().message() + "); it cannot be countersigned");
   }
+  // The consumer may countersign its own, smaller figures beside ours
+  // (mesh/receipt.h consumer_view): what counts is then the smaller.
   mesh::Receipt unsigned_theirs = *theirs;
   unsigned_theirs.consumer_signature.clear();
+  unsigned_theirs.consumer_view.reset();
   mesh::Receipt unsigned_ours = *ours;
   unsigned_ours.consumer_signature.clear();
   if (!(unsigned_theirs == unsigned_ours)) {
@@ -202,7 +205,12 @@ Result<nlohmann::json> ReceiptsProvider::countersign(const PublicKeyBytes& peer,
   row.receipt_json = mesh::encode_receipt(*theirs);
   row.problem.clear();
   YONDER_TRY(store_.put(row));
-  spdlog::info("job {} of peer {}: receipt countersigned", *id, peer_id);
+  if (theirs->consumer_view) {
+    spdlog::warn("job {} of peer {}: receipt countersigned for {} GPU-seconds, not the {} claimed (the consumer saw less)",
+                 *id, peer_id, theirs->consumer_view->gpu_seconds, theirs->gpu_seconds);
+  } else {
+    spdlog::info("job {} of peer {}: receipt countersigned", *id, peer_id);
+  }
   if (auto st = credits_.reload(); !st) spdlog::warn("credits: {}", st.error().to_string());
   return nlohmann::json{{"state", "countersigned"}};
 }

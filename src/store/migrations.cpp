@@ -202,6 +202,47 @@ CREATE TABLE mesh_arrays (
 ) STRICT;
 )sql";
 
+// v10: disputed receipts (mesh/metering.h): a receipt may be 'disputed' (the
+// provider's signed claim disagrees with what the consumer saw), and a
+// verification may record it (kind 'receipt', outcome 'disputed',
+// mesh/verification.h). SQLite cannot change a CHECK, so both tables are
+// copied into ones with the wider checks.
+constexpr std::string_view kV10 = R"sql(
+CREATE TABLE receipts_v10 (
+  provider_id  TEXT NOT NULL,
+  job_id       TEXT NOT NULL,
+  consumer_id  TEXT NOT NULL,
+  role         TEXT NOT NULL CHECK (role IN ('provider', 'consumer')),
+  state        TEXT NOT NULL CHECK (state IN ('signed', 'countersigned', 'refused', 'disputed')),
+  receipt_json TEXT NOT NULL,
+  problem      TEXT,
+  created_at   INTEGER NOT NULL,
+  updated_at   INTEGER NOT NULL,
+  PRIMARY KEY (provider_id, job_id)
+) STRICT;
+INSERT INTO receipts_v10 (provider_id, job_id, consumer_id, role, state, receipt_json, problem, created_at, updated_at)
+  SELECT provider_id, job_id, consumer_id, role, state, receipt_json, problem, created_at, updated_at FROM receipts;
+DROP TABLE receipts;
+ALTER TABLE receipts_v10 RENAME TO receipts;
+
+CREATE TABLE verifications_v10 (
+  id           INTEGER PRIMARY KEY,
+  provider_id  TEXT NOT NULL,
+  kind         TEXT NOT NULL CHECK (kind IN ('replica', 'known_answer', 'receipt')),
+  subject      TEXT NOT NULL,
+  outcome      TEXT NOT NULL CHECK (outcome IN ('agreed', 'outvoted', 'passed', 'failed', 'disputed')),
+  details_json TEXT NOT NULL,
+  signed_json  TEXT NOT NULL,
+  at_ms        INTEGER NOT NULL
+) STRICT;
+INSERT INTO verifications_v10 (id, provider_id, kind, subject, outcome, details_json, signed_json, at_ms)
+  SELECT id, provider_id, kind, subject, outcome, details_json, signed_json, at_ms FROM verifications;
+DROP TABLE verifications;
+ALTER TABLE verifications_v10 RENAME TO verifications;
+CREATE INDEX verifications_by_provider ON verifications (provider_id, at_ms);
+CREATE INDEX verifications_by_time ON verifications (at_ms);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "peers and share links", kV1},
     {2, "jobs, audit log, peer denial", kV2},
@@ -212,6 +253,7 @@ constexpr Migration kMigrations[] = {
     {7, "mesh jobs and their attempts", kV7},
     {8, "verification outcomes", kV8},
     {9, "array jobs", kV9},
+    {10, "disputed receipts as verifications", kV10},
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "add a step when raising kSchemaVersion");
 

@@ -190,6 +190,63 @@ TEST_F(Metering, TamperedReceiptsAreRefusedWithTheReason) {
   EXPECT_EQ(peer_credits(studio, laptop.node_id())["receipts"], 1);
 }
 
+// The forgery: the provider edits its own database so a short job
+// that exited 3 reads as ten minutes that exited 0, and signs the receipt
+// anew. The consumer saw the job submitted seconds ago: it does not
+// countersign, stores the receipt as disputed with the reason, records the
+// dispute against the provider, and counts nothing.
+TEST_F(Metering, TheForgedReceiptIsRefusedAndCounted) {
+  TempDir dir;
+  Node studio(dir, "studio", true, {{"YONDER_GPU_FAKE_WITHOUT_RUNTIME", "true"}}),
+      laptop(dir, "laptop", false, {}, "[credits]\nfetch_interval_s = 0\n");
+  laptop.pair_with(studio, {});
+  std::string job = run_detached(laptop, {"sh", "-c", "sleep 1; exit 3"});
+  receipt_of(studio, job, "signed");  // ended and signed; the consumer has not asked
+  studio.crash_and_restart([&] {
+    auto db = store::Database::open(studio.home() + "/state.db");
+    ASSERT_TRUE(db.ok());
+    auto st = db->prepare(
+        "UPDATE jobs SET exit_code = 0, result_json = json_set(result_json, '$.started_at', "
+        "json_extract(result_json, '$.finished_at') - 595) WHERE job_id = ?1");
+    ASSERT_TRUE(st.ok());
+    ASSERT_TRUE(st->bind(1, job).ok());
+    ASSERT_TRUE(st->step().ok());
+    auto del = db->prepare("DELETE FROM receipts WHERE job_id = ?1");
+    ASSERT_TRUE(del.ok());
+    ASSERT_TRUE(del->bind(1, job).ok());
+    ASSERT_TRUE(del->step().ok());
+  });
+  auto credits = laptop.yonder_json({"credits"});  // fetches what is missing: signed anew from the edited record
+  json forged = receipt_of(studio, job, "signed");
+  EXPECT_EQ(forged["gpu_seconds"], 595) << forged.dump();
+  EXPECT_EQ(forged["exit_status"], 0) << forged.dump();
+  json disputed = receipt_of(laptop, job, "disputed");
+  ASSERT_FALSE(disputed.is_null()) << "laptop:\n" << laptop.daemon().log() << "\nstudio:\n" << studio.daemon().log();
+  EXPECT_FALSE(disputed.value("verified", true));
+  EXPECT_NE(disputed.value("problem", "").find("claims 595 GPU-seconds"), std::string::npos) << disputed.dump();
+  EXPECT_FALSE(disputed["receipt"].contains("consumer_sig")) << disputed.dump();
+  for (const auto& p : credits["peers"]) EXPECT_EQ(p.value("receipts", 0), 0) << credits.dump();
+  EXPECT_EQ(laptop.yonder({"receipts", "--verify"}).exit_code, 7);
+  // Counted against the provider: a signed verification, handed to peers as evidence.
+  auto db = store::Database::open(laptop.home() + "/state.db");
+  ASSERT_TRUE(db.ok());
+  auto st = db->prepare(
+      "SELECT count(*) FROM verifications WHERE kind = 'receipt' AND outcome = 'disputed' AND subject = ?1 AND "
+      "provider_id = ?2");
+  ASSERT_TRUE(st.ok());
+  ASSERT_TRUE(st->bind(1, job).ok());
+  ASSERT_TRUE(st->bind(2, studio.node_id()).ok());
+  ASSERT_TRUE(st->step().ok());
+  EXPECT_EQ(st->column_int64(0), 1);
+  // Asked again, the same receipt is not disputed twice.
+  laptop.yonder_json({"credits"});
+  auto again = db->prepare("SELECT count(*) FROM verifications WHERE subject = ?1");
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(again->bind(1, job).ok());
+  ASSERT_TRUE(again->step().ok());
+  EXPECT_EQ(again->column_int64(0), 1);
+}
+
 TEST_F(Metering, AConsumerDownWhenItsJobEndedStillGetsItsReceipt) {
   TempDir dir;
   Node studio(dir, "studio", true, {{"YONDER_GPU_FAKE_WITHOUT_RUNTIME", "true"}}), laptop(dir, "laptop", false);

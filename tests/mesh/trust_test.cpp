@@ -5,6 +5,8 @@
 
 #include "mesh/gossip.h"
 #include "mesh/ledger.h"
+#include "mesh/metering.h"
+#include "mesh/placement.h"
 #include "mesh/quorum.h"
 #include "mesh/reputation.h"
 #include "mesh_test_util.h"
@@ -117,6 +119,110 @@ TEST(Reputation, OutvotedProvidersLoseTrustAndResultsAreDeterministic) {
   auto again = compute_trust(reversed, rev_out, {o.public_key()}, TrustParams{});
   EXPECT_EQ(again.global, after.global);
   EXPECT_EQ(again.iterations, after.iterations);
+}
+
+TEST(Reputation, OneReceiptAddsAtMostTheCap) {
+  auto o = identity(1), modest = identity(2), boastful = identity(3);
+  std::vector<Receipt> rs = {receipt(modest, o, "a", 3600, kTrustNow),
+                             receipt(boastful, o, "b", kMaxReceiptGpuSeconds, kTrustNow)};
+  auto t = compute_trust(rs, {}, {o.public_key()}, TrustParams{});
+  EXPECT_NEAR(t.global[modest.public_key()], t.global[boastful.public_key()], 1e-12);
+  // One dispute takes away what one receipt can add.
+  std::vector<VerificationOutcome> disputed = {{o.public_key(), boastful.public_key(), false, false}};
+  t = compute_trust(rs, disputed, {o.public_key()}, TrustParams{});
+  EXPECT_DOUBLE_EQ(t.normalised(boastful.public_key()), 0.0);
+}
+
+// The case: a consumer ran 4 jobs of 4 s on 4 GPUs on each of two
+// providers; the liar signed each as 2,380 GPU-seconds and exit 0 (they
+// exited 3). Countersigned as they came, the liar's receipts would capture
+// placement; judged against what the consumer saw, they are disputes, and
+// every job goes to the honest provider.
+TEST(Reputation, PlacementIsNotCapturedByForgedReceipts) {
+  auto me = identity(1), honest = identity(2), liar = identity(3);
+  const UnixMs submit = kTrustNow;
+  auto facts = [&](const Identity& provider, const std::string& job) {
+    ConsumerJobFacts f;
+    f.job_id = job;
+    f.self = me.public_key();
+    f.provider = provider.public_key();
+    f.gpus_requested = 4;
+    f.exit_code = 3;
+    f.submitted_ms = submit;
+    f.first_seen_running_ms = submit + 1000;
+    f.seen_ended_ms = submit + 5000;
+    f.now_ms = submit + 6000;
+    return f;
+  };
+  auto claim = [&](const Identity& provider, const std::string& job, int64_t start_s, int64_t end_s, int code) {
+    JobEnd e;
+    e.job_id = job;
+    e.consumer = me.public_key();
+    e.gpu_model = "NVIDIA GeForce RTX 4090";
+    e.devices = 4;
+    e.start_s = start_s;
+    e.end_s = end_s;
+    e.exit_code = code;
+    e.output_hash = testing::hash_of(7);
+    Receipt r = receipt_for_job_end(e);
+    sign_receipt_as_provider(r, provider);
+    return r;
+  };
+  std::vector<Receipt> judged, as_they_came;
+  std::vector<VerificationOutcome> outcomes;
+  for (int k = 0; k < 4; ++k) {
+    std::string n = std::to_string(k);
+    int64_t s = submit / 1000 + 1;
+    int64_t forged_start = (submit - kReceiptClockSkewMs) / 1000 + 5;
+    for (auto [provider, r] : {std::pair{&honest, claim(honest, "h" + n, s, s + 4, 3)},
+                               std::pair{&liar, claim(liar, "l" + n, forged_start, forged_start + 595, 0)}}) {
+      auto f = facts(*provider, r.job_id);
+      ASSERT_TRUE(check_receipt_for_job(r, f).ok());
+      Receipt countersigned = r;
+      ASSERT_TRUE(countersign_receipt(countersigned, me).ok());
+      as_they_came.push_back(countersigned);
+      auto verdict = judge_receipt(r, f);
+      if (verdict.kind == MeteringVerdict::Kind::kDisagree) {
+        outcomes.push_back({me.public_key(), provider->public_key(), false, false});
+        continue;
+      }
+      if (verdict.kind == MeteringVerdict::Kind::kClamped) r.consumer_view = verdict.view;
+      ASSERT_TRUE(countersign_receipt(r, me).ok());
+      judged.push_back(r);
+    }
+  }
+  EXPECT_EQ(judged.size(), 4u);    // the honest provider's, as they came
+  EXPECT_EQ(outcomes.size(), 4u);  // the liar's, each a dispute
+
+  auto plan_for = [&](const TrustResult& trust) {
+    Snapshot snap;
+    snap.now_ms = kTrustNow;
+    for (const Identity* p : {&honest, &liar}) {
+      ProviderView v;
+      v.ad.provider = p->public_key();
+      v.ad.gpus.assign(4, testing::gpu("NVIDIA GeForce RTX 4090", 24, 8, 9));
+      v.ad.issued_at_ms = kTrustNow;
+      v.ad.expires_at_ms = kTrustNow + 60'000;
+      v.reputation = trust.normalised(p->public_key());
+      snap.providers.push_back(v);
+    }
+    JobRequest job;
+    job.gpus = 4;
+    int to_liar = 0;
+    for (int k = 0; k < 4; ++k) {
+      Plan p = place(snap, job, Weights{});
+      if (!p.ranked.empty() && p.ranked[0].provider == liar.public_key()) ++to_liar;
+    }
+    return to_liar;
+  };
+  auto captured = compute_trust(as_they_came, {}, {me.public_key()}, TrustParams{});
+  EXPECT_GT(captured.normalised(liar.public_key()), captured.normalised(honest.public_key()));
+  EXPECT_EQ(plan_for(captured), 4);  // what countersigning as they came led to
+
+  auto trust = compute_trust(judged, outcomes, {me.public_key()}, TrustParams{});
+  EXPECT_DOUBLE_EQ(trust.normalised(liar.public_key()), 0.0);
+  EXPECT_GT(trust.normalised(honest.public_key()), 0.5);
+  EXPECT_EQ(plan_for(trust), 0);
 }
 
 TEST(Quorum, OneLyingProviderIsOutvoted) {

@@ -1,5 +1,6 @@
 #include "jobs/consumer/consumer_jobs.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "base/clock.h"
@@ -10,6 +11,26 @@ namespace {
 constexpr const char* kColumns = "job_id, peer_id, state, spec_json, exit_code, result_json, created_at, updated_at";
 
 }  // namespace
+
+nlohmann::json ConsumerObservation::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  if (first_running_ms > 0) j["first_running_ms"] = first_running_ms;
+  if (ended_ms > 0) j["ended_ms"] = ended_ms;
+  if (exit_code) j["exit_code"] = *exit_code;
+  return j;
+}
+
+ConsumerObservation ConsumerObservation::from_json(const nlohmann::json& j) {
+  ConsumerObservation o;
+  if (!j.is_object()) return o;
+  auto ms = [&](const char* key) {
+    return j.contains(key) && j[key].is_number_integer() ? std::max<int64_t>(0, j[key].get<int64_t>()) : 0;
+  };
+  o.first_running_ms = ms("first_running_ms");
+  o.ended_ms = ms("ended_ms");
+  if (j.contains("exit_code") && j["exit_code"].is_number_integer()) o.exit_code = j["exit_code"].get<int>();
+  return o;
+}
 
 nlohmann::json ConsumerJob::to_json() const {
   nlohmann::json v = last.is_object() ? last : nlohmann::json::object();
@@ -40,7 +61,9 @@ Status ConsumerJobStore::save(const ConsumerJob& job) {
   YONDER_TRY(st->bind(1, job.job_id));
   YONDER_TRY(st->bind(2, job.provider_id));
   YONDER_TRY(st->bind(3, job.state));
-  YONDER_TRY(st->bind(4, job.spec.dump()));
+  nlohmann::json spec = job.spec.is_object() ? job.spec : nlohmann::json::object();
+  spec["observed"] = job.observed.to_json();
+  YONDER_TRY(st->bind(4, spec.dump()));
   if (job.exit_code) {
     YONDER_TRY(st->bind(5, static_cast<int64_t>(*job.exit_code)));
   } else {
@@ -54,12 +77,17 @@ Status ConsumerJobStore::save(const ConsumerJob& job) {
   return ok_status();
 }
 
-Status ConsumerJobStore::update_from_view(const nlohmann::json& view) {
+Status ConsumerJobStore::update_from_view(const nlohmann::json& view, int64_t seen_ms) {
   if (!view.is_object() || !view.contains("job_id") || !view["job_id"].is_string()) return ok_status();
   auto job = find(view["job_id"].get<std::string>());
   if (!job || job->job_id != view["job_id"]) return ok_status();  // not one of ours
   job->state = view.value("state", job->state);
   if (view.contains("exit_code") && view["exit_code"].is_number_integer()) job->exit_code = view["exit_code"].get<int>();
+  if (job->state == "running" && job->observed.first_running_ms == 0) job->observed.first_running_ms = seen_ms;
+  if (job->finished() && job->observed.ended_ms == 0) {
+    job->observed.ended_ms = seen_ms;
+    job->observed.exit_code = job->exit_code;
+  }
   job->last = view;
   job->updated_at = unix_now_s();
   return save(*job);
@@ -72,6 +100,10 @@ Result<ConsumerJob> ConsumerJobStore::read_row(store::Statement& st) {
   j.state = st.column_text(2);
   j.spec = nlohmann::json::parse(st.column_text(3), nullptr, false);
   if (!j.spec.is_object()) j.spec = nlohmann::json::object();
+  if (j.spec.contains("observed")) {
+    j.observed = ConsumerObservation::from_json(j.spec["observed"]);
+    j.spec.erase("observed");
+  }
   if (auto code = st.column_optional_int64(4)) j.exit_code = static_cast<int>(*code);
   j.last = nlohmann::json::parse(st.column_optional_text(5).value_or("{}"), nullptr, false);
   if (!j.last.is_object()) j.last = nlohmann::json::object();

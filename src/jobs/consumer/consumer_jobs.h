@@ -16,6 +16,20 @@
 
 namespace yonder::jobs::consumer {
 
+// What this node saw of a job itself, on its own clock (Unix ms; 0: not
+// seen): the evidence it countersigns receipts against (mesh/metering.h).
+// Each is set once, at the first view that shows it, and never moved: a
+// provider that later rewrites its record cannot rewrite what was seen.
+// Kept in spec_json under "observed".
+struct ConsumerObservation {
+  int64_t first_running_ms = 0;  // the first view in which the job was running
+  int64_t ended_ms = 0;          // the first view in which it had ended
+  std::optional<int> exit_code;  // the exit code in that first ended view
+
+  nlohmann::json to_json() const;
+  static ConsumerObservation from_json(const nlohmann::json& j);
+};
+
 struct ConsumerJob {
   std::string job_id;       // the provider's id
   std::string provider_id;  // node id of the provider
@@ -23,6 +37,7 @@ struct ConsumerJob {
   nlohmann::json spec = nlohmann::json::object();  // {"request", "provider_name", "upload"}
   nlohmann::json last = nlohmann::json::object();  // the provider's last view of the job
   std::optional<int> exit_code;
+  ConsumerObservation observed;
   int64_t created_at = 0;
   int64_t updated_at = 0;
 
@@ -36,8 +51,10 @@ class ConsumerJobStore {
 
   // Inserts or updates (by job id).
   Status save(const ConsumerJob& job);
-  // Records a view the provider returned (state, exit code).
-  Status update_from_view(const nlohmann::json& view);
+  // Records a view the provider returned (state, exit code) as seen at
+  // `seen_ms` (Unix ms, this node's clock), and what it shows for the first
+  // time into `observed`.
+  Status update_from_view(const nlohmann::json& view, int64_t seen_ms);
   // By full id or a unique prefix (at least 4 characters).
   Result<ConsumerJob> find(const std::string& id_or_prefix);
   // Oldest first.

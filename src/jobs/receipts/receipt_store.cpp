@@ -14,6 +14,7 @@ constexpr const char* kColumns =
 ReceiptState state_from(const std::string& s) {
   if (s == "countersigned") return ReceiptState::kCountersigned;
   if (s == "refused") return ReceiptState::kRefused;
+  if (s == "disputed") return ReceiptState::kDisputed;
   return ReceiptState::kSigned;
 }
 
@@ -38,6 +39,7 @@ const char* receipt_state_name(ReceiptState s) {
     case ReceiptState::kSigned: return "signed";
     case ReceiptState::kCountersigned: return "countersigned";
     case ReceiptState::kRefused: return "refused";
+    case ReceiptState::kDisputed: return "disputed";
   }
   return "signed";
 }

@@ -19,7 +19,10 @@
 
 namespace yonder::jobs::receipts {
 
-enum class ReceiptState { kSigned, kCountersigned, kRefused };
+// kRefused: not a receipt of this job at all (bad signature, another job);
+// kDisputed: the provider's signed claim disagrees with what the consumer
+// saw of the job (mesh/metering.h); neither is countersigned or counted.
+enum class ReceiptState { kSigned, kCountersigned, kRefused, kDisputed };
 const char* receipt_state_name(ReceiptState s);
 
 struct StoredReceipt {
@@ -29,7 +32,7 @@ struct StoredReceipt {
   bool we_provided = false;  // role: provider (true) or consumer
   ReceiptState state = ReceiptState::kSigned;
   std::string receipt_json;  // mesh::encode_receipt's form (as received, when refused)
-  std::string problem;       // why it was refused
+  std::string problem;       // why it was refused or disputed
   int64_t created_at = 0;
   int64_t updated_at = 0;
 };
