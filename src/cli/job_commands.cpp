@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/bytes.h"
+#include "base/terminal_text.h"
 #include "cli/daemon_api.h"
 #include "cli/exit_codes.h"
 #include "cli/fetched_files.h"
@@ -35,10 +36,12 @@ std::string short_id(const std::string& id) { return id.substr(0, 12); }
 
 // Brings files of the job's workspace into `dir` (the daemon writes them;
 // see node/fetch_consumer.h). `paths` empty: what differs from `dir`.
+// `no_limit`: past the outputs budget too (paths named lift it as well).
 Result<json> fetch_files(const Context& ctx, const std::string& job, const std::string& dir,
-                         const std::vector<std::string>& paths) {
+                         const std::vector<std::string>& paths, bool no_limit = false) {
   json body = {{"job_id", job}, {"dir", dir}};
   if (!paths.empty()) body["paths"] = paths;
+  if (no_limit) body["outputs_limit"] = "off";
   std::string transfer_id = new_transfer_id();
   body["transfer_id"] = transfer_id;
   return with_transfer_progress(ctx, transfer_id, [&] { return api(ctx, "POST", "/v1/jobs/fetch", body, std::chrono::minutes(30)); });
@@ -260,6 +263,7 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
     m.dir = body.value("dir", "");
     m.home_dir = home_dir;
     m.out = a.out;
+    m.no_outputs_limit = a.no_outputs_limit;
     m.retries = a.retries.value_or(0);
     m.replicas = a.replicas.value_or(1);
     m.validator = a.validator.value_or("");
@@ -289,6 +293,11 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
     return print_error(Error(submitted.error()).with_context("the job could not run"), kExitCouldNotRun);
   }
   std::string id = submitted->value("job_id", "");
+  // What the provider says its jobs run without (a Slurm cluster: no
+  // container, no image, the cluster's network): said at every submit.
+  if (submitted->contains("notice") && (*submitted)["notice"].is_string() && !ctx.json) {
+    std::fprintf(stderr, "yonder: the provider says: %s\n", terminal_safe((*submitted)["notice"].get<std::string>()).c_str());
+  }
   if (a.detach) {
     if (ctx.json) {
       std::printf("%s\n", submitted->dump(2).c_str());
@@ -321,7 +330,8 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
   const json& code = (*view)["exit_code"];
   bool fetch_failed = false;
   if (code.is_number_integer() && !home_dir.empty()) {
-    auto got = fetch_files(ctx, id, home_dir, a.out);
+    auto got = fetch_files(ctx, id, home_dir, a.out, a.no_outputs_limit);
+    if (!got && ask_past_outputs_budget(got.error())) got = fetch_files(ctx, id, home_dir, a.out, true);
     if (!got) {
       std::fprintf(stderr, "yonder: could not bring the job's files home: %s\n", got.error().message().c_str());
       fetch_failed = true;
@@ -376,6 +386,11 @@ int cmd_ps(const Context& ctx, bool all) {
                 state.c_str(), exit.c_str(), cmd.c_str());
   }
   if (cleaned) std::printf("* cleaned: the provider removed the ended job's workspace (its log is kept)\n");
+  // A provider that did not answer: its jobs are shown as last seen ("?").
+  for (const auto& u : r->value("unanswered", json::array())) {
+    std::fprintf(stderr, "yonder: %s; its jobs are shown as last seen (marked ?)\n",
+                 terminal_safe(u.value("why", "")).c_str());
+  }
   // Mesh jobs run as the jobs above, one attempt at a time: say which is which.
   if (auto mesh = api(ctx, "GET", std::string("/v1/mesh/jobs") + (all ? "?all=1" : "")); mesh) {
     for (const auto& m : (*mesh)["jobs"]) {

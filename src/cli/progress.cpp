@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/bytes.h"
+#include "base/terminal_text.h"
 #include "crypto/scope.h"
 #include "cli/exit_codes.h"
 #include "os/unix_http.h"
@@ -50,7 +51,11 @@ std::string describe_transfer(const nlohmann::json& t, double elapsed_s) {
     return "checking  " + bar(f) + " " + format_size(hashed) + "/" + format_size(bytes) + " in " + std::to_string(files) + " file(s)";
   }
   if (phase == "planning") return "asking the provider what it already has...";
-  if (phase == "retrying") return "the link dropped; resuming the upload (attempt " + std::to_string(t.value("attempt", 0) + 1) + ")...";
+  if (phase == "retrying") {
+    std::string why = t.value("error", "");
+    return (why.empty() ? std::string("the link dropped") : terminal_safe(why)) + "; resuming the upload (attempt " +
+           std::to_string(t.value("attempt", 0) + 1) + ")...";
+  }
   uint64_t need = t.value("need_bytes", uint64_t{0}), sent = t.value("sent_bytes", uint64_t{0});
   double f = need > 0 ? std::min(1.0, static_cast<double>(sent) / static_cast<double>(need)) : 1.0;
   std::string verb = t.value("kind", "") == "download" ? "bringing home " : "uploading ";

@@ -83,6 +83,13 @@ constexpr std::array kSettings = {
     SettingSpec{"jobs.stop_grace_s", T::kInt, "10", "10", "", "", "Seconds between SIGTERM and SIGKILL when a job is stopped."},
     SettingSpec{"jobs.log_max_bytes", T::kInt, "16777216", "16777216", "YONDER_JOBS_LOG_MAX_BYTES", "",
                 "Bytes of output kept per job on the provider; later output is dropped with a notice."},
+    // Consumer side: what a job's outputs may bring home without asking.
+    SettingSpec{"outputs.max_files", T::kInt, "10000", "10000", "", "",
+                "Most files one fetch of a job's outputs brings home without asking: past it `yonder run` asks on a "
+                "terminal and refuses otherwise (`--no-outputs-limit`, `--out` or `yonder cp` lift it)."},
+    SettingSpec{"outputs.max_mib", T::kInt, "4096", "4096", "", "",
+                "Most data (MiB; holes in sparse files do not count) one fetch of a job's outputs brings home without "
+                "asking, as for outputs.max_files. The target folder's free space is checked whatever this says."},
     // Metering and credits (issue 10): receipts of finished jobs feed them (`yonder credits`).
     SettingSpec{"credits.starting_allowance", T::kInt, "3600", "3600", "", "",
                 "Credit (reference GPU-seconds) a peer starts with, so newcomers are served before they could "

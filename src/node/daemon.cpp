@@ -178,7 +178,7 @@ int run_daemon(const DaemonOptions& options) {
   if (!consumer_jobs) return fail(consumer_jobs.error());
   RemoteConsumer remote_consumer(io, pool, *peer_link, std::move(*consumer_jobs), paths->home + "/cache/upload-hashes");
   remote_consumer.add_routes(router);
-  FetchConsumer fetch_consumer(io, pool, *peer_link, remote_consumer.store());
+  FetchConsumer fetch_consumer(io, pool, *peer_link, remote_consumer.store(), *cfg);
   fetch_consumer.set_transfers(&remote_consumer.transfers());
   fetch_consumer.add_routes(router);
   FilesConsumer files_consumer(io, pool, *peer_link, remote_consumer.store());
@@ -265,6 +265,7 @@ int run_daemon(const DaemonOptions& options) {
   auto verifications = Verifications::open(paths->database(), *identity);
   if (!verifications) return fail(verifications.error());
   mesh_jobs.set_verifications(verifications->get());  // --replicas: who agreed, who was outvoted
+  receipts_consumer.set_verifications(verifications->get());  // receipts that disagree with what was seen
   MeshOpinions mesh_opinions(io, pool, *peer_link, *identity, **receipt_store, **verifications);
   mesh_opinions.set_groups(&groups);
   mesh_opinions.register_methods();

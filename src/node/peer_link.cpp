@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "discovery/lan_discovery.h"
 #include "portmap/port_mapper.h"
@@ -517,6 +518,33 @@ Result<PeerLink::Target> PeerLink::target(const std::string& id_or_name) const {
   if (!p) return std::move(p).error();
   return Target{(*p)->key, (*p)->id().to_string(), (*p)->name, (*p)->addresses,
                 (*p)->granted_to_us};  // "relay:" entries included
+}
+
+void PeerLink::call_within(const Target& t, const std::string& method, const nlohmann::json& params,
+                           std::chrono::milliseconds deadline, std::function<void(Result<nlohmann::json>)> done) {
+  struct Once {
+    explicit Once(boost::asio::io_context& io) : timer(io) {}
+    boost::asio::steady_timer timer;
+    std::function<void(Result<nlohmann::json>)> done;
+  };
+  auto once = std::make_shared<Once>(*io_);
+  once->done = std::move(done);
+  auto finish = [once](Result<nlohmann::json> r) {
+    if (!once->done) return;
+    auto d = std::move(once->done);
+    once->done = nullptr;
+    once->timer.cancel();
+    d(std::move(r));
+  };
+  once->timer.expires_after(deadline);
+  once->timer.async_wait([finish, name = t.name, method, deadline](boost::system::error_code ec) {
+    if (ec) return;
+    finish(make_error(ErrorCode::kUnavailable,
+                      "provider \"" + name.substr(0, 64) + "\" did not answer " + method + " within " +
+                          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(deadline).count()) +
+                          " s (it may be stopped or overloaded)"));
+  });
+  service_->call(t.key, t.addresses, method, params, finish);
 }
 
 std::vector<PeerLink::Target> PeerLink::targets() const {

@@ -7,6 +7,8 @@
 // Runs on the daemon's event loop.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -61,6 +63,11 @@ class PeerLink final : public link::TrustPolicy {
   };
   // A paired peer by node id, name or first group of its id.
   Result<Target> target(const std::string& id_or_name) const;
+  // A request that must be answered within `deadline`: a peer that stopped
+  // answering (a stopped process keeps its connection open) gets
+  // kUnavailable naming it, instead of the link's own request timeout.
+  void call_within(const Target& t, const std::string& method, const nlohmann::json& params,
+                   std::chrono::milliseconds deadline, std::function<void(Result<nlohmann::json>)> done);
   // Every paired peer that is not denied (the mesh asks each for its capacity).
   std::vector<Target> targets() const;
   // What this node grants `key` now; nullopt when it is not pinned (or denied).

@@ -31,6 +31,11 @@ Result<std::unique_ptr<ProviderService>> ProviderService::create(const config::C
     slurm.owner = owner;
     auto executor = std::make_unique<exec::slurm::SlurmExecutor>(std::move(slurm));
     service->cluster_inventory_ = std::make_unique<exec::slurm::SlurmGpuInventory>(*executor);
+    service->isolation_notice_ =
+        "jobs run on its Slurm cluster's nodes directly, without a container: the image is not used, the job sees "
+        "the node's file system as the user " + (cfg.get("slurm.run_as").empty() ? std::string("yonderd runs as")
+                                                                                     : cfg.get("slurm.run_as")) +
+        " does, and shares the cluster's network";
     job_inventory = service->cluster_inventory_.get();
     service->executor_ = std::move(executor);
   } else if (backend != "docker") {

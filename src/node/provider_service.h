@@ -58,6 +58,9 @@ class ProviderService {
   // The GPUs jobs are placed on, when they are not this host's own: a Slurm
   // cluster's (from sinfo); nullptr for the Docker backend.
   gpu::GpuInventory* cluster_inventory() { return cluster_inventory_.get(); }
+  // What jobs here run without, for consumers to see before they trust it
+  // with their code and data; "" for the Docker backend's container.
+  const std::string& isolation_notice() const { return isolation_notice_; }
   // The job manager's queue order (ProviderJobs::set_queue_order); a no-op
   // when this node runs no provider jobs. Blocking (takes the manager's lock).
   void set_queue_order(std::function<std::vector<std::string>(const std::vector<jobs::provider::ProviderJobs::QueuedJob>&)> order);
@@ -69,6 +72,7 @@ class ProviderService {
   std::unique_ptr<gpu::GpuInventory> cluster_inventory_;  // executor.backend slurm: the cluster's GPUs (sinfo)
   std::unique_ptr<jobs::provider::ProviderJobs> jobs_;
   std::string disabled_;  // executor.backend is none
+  std::string isolation_notice_;
   std::mutex mutex_;      // guards started_ and start_error_
   bool started_ = false;
   std::string start_error_;

@@ -119,11 +119,14 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
                                     udp::endpoint(asio::ip::make_address(addr->ip), addr->port));
       if (!ep) return Error(ep.error()).with_context("link.udp_listen " + listen);
     } else {
-      // Where the link listens: a node that listens on loopback only does
-      // not open a UDP port to its networks either.
+      // Where the link listens (a node that listens on one address opens
+      // its UDP port there only). Punching reaches other hosts by nature,
+      // so a link on loopback (or on all addresses) punches from all
+      // IPv4 addresses; the socket answers only punch probes of peers it
+      // signalled and QUIC handshakes of pinned keys.
       boost::system::error_code bad;
       auto host = asio::ip::make_address(preferred_host.empty() ? "0.0.0.0" : preferred_host, bad);
-      if (bad || !host.is_v4()) host = asio::ip::address_v4::any();  // the punch carries IPv4
+      if (bad || !host.is_v4() || host.is_loopback()) host = asio::ip::address_v4::any();
       ep = quic::QuicEndpoint::bind(io.get_executor(), identity, udp::endpoint(host, preferred_port));
       if (!ep) ep = quic::QuicEndpoint::bind(io.get_executor(), identity, udp::endpoint(host, 0));
       if (!ep) return Error(ep.error()).with_context("the UDP socket for hole punching");

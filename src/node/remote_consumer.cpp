@@ -26,6 +26,9 @@ using jobs::consumer::ConsumerJobStore;
 
 namespace {
 
+// How long `ps` waits for each provider's list of jobs.
+constexpr std::chrono::seconds kListDeadline{5};
+
 uint64_t query_u64(const std::map<std::string, std::string>& q, const std::string& key) {
   auto it = q.find(key);
   uint64_t v = 0;
@@ -118,6 +121,7 @@ void RemoteConsumer::submit(const PeerLink::Target& t, const nlohmann::json& job
         c.spec = {{"request", job}, {"provider_name", t.name}, {"upload", upload_info}};
         c.last = view;
         c.created_at = unix_now_s();
+        if (c.state == "running") c.observed.first_running_ms = unix_now_ms();
         auto saved = store_->save(c);
         if (!saved) spdlog::warn("job {} runs on {} but could not be remembered: {}", c.job_id, t.name, saved.error().to_string());
         nlohmann::json out = c.to_json();
@@ -147,6 +151,7 @@ void RemoteConsumer::list(const Request& req, Reply reply) {
     std::vector<ConsumerJob> jobs;
     std::vector<nlohmann::json> views;
     std::set<std::string> unreachable;
+    std::map<std::string, std::string> why;         // provider id -> why it is not in this answer
     std::map<std::string, std::string> unfinished;  // job id -> provider id, before asking
     size_t pending = 0;
   };
@@ -156,7 +161,7 @@ void RemoteConsumer::list(const Request& req, Reply reply) {
     asio::post(pool_, [this, g, all, reply] {
       std::vector<std::pair<std::string, std::string>> ended;
       for (const auto& v : g->views) {
-        (void)store_->update_from_view(v);
+        (void)store_->update_from_view(v, unix_now_ms());
         auto was = g->unfinished.find(v.value("job_id", ""));
         std::string state = v.value("state", "");
         if (was != g->unfinished.end() && (state == "exited" || state == "stopped" || state == "failed")) {
@@ -180,7 +185,9 @@ void RemoteConsumer::list(const Request& req, Reply reply) {
           v["provider_reachable"] = !g->unreachable.count(j.provider_id);
           arr.push_back(v);
         }
-        return nlohmann::json{{"jobs", arr}};
+        nlohmann::json unanswered = nlohmann::json::array();
+        for (const auto& [provider, why] : g->why) unanswered.push_back({{"provider", provider}, {"why", why}});
+        return nlohmann::json{{"jobs", arr}, {"unanswered", unanswered}};
       }();
       asio::post(io_, [reply, out = std::move(out)] {
         reply(out ? Response::json(200, *out) : Response::error(out.error()));
@@ -208,14 +215,18 @@ void RemoteConsumer::list(const Request& req, Reply reply) {
           if (--g->pending == 0) finish();
           continue;
         }
-        link_.service().call(t->key, t->addresses, "run.list", nlohmann::json::object(), [g, p, finish](Result<nlohmann::json> r) {
-          if (r && r->contains("jobs") && (*r)["jobs"].is_array()) {
-            for (auto& v : (*r)["jobs"]) g->views.push_back(v);
-          } else {
-            g->unreachable.insert(p);
-          }
-          if (--g->pending == 0) finish();
-        });
+        // A provider that does not answer soon is shown as last seen
+        // (marked), rather than holding up `ps` for the link's timeout.
+        link_.call_within(*t, "run.list", nlohmann::json::object(), kListDeadline,
+                          [g, p, finish](Result<nlohmann::json> r) {
+                            if (r && r->contains("jobs") && (*r)["jobs"].is_array()) {
+                              for (auto& v : (*r)["jobs"]) g->views.push_back(v);
+                            } else {
+                              g->unreachable.insert(p);
+                              g->why[p] = r ? "an answer without jobs" : r.error().message();
+                            }
+                            if (--g->pending == 0) finish();
+                          });
       }
     });
   });
@@ -246,11 +257,11 @@ void RemoteConsumer::call_job(const std::string& id, const std::string& method, 
                                                                   job_id = job->job_id](Result<nlohmann::json> r) {
         if (!r) return reply(r.error());
         if (!record) {
-          if (r->is_object() && r->value("ended", false) && on_job_ended_) on_job_ended_(provider, job_id);
+          if (r->is_object() && r->value("ended", false)) seen_ending(provider, job_id);
           return reply(*r);
         }
         asio::post(pool_, [this, reply, view = *r, provider, job_id] {
-          (void)store_->update_from_view(view);
+          (void)store_->update_from_view(view, unix_now_ms());
           auto found = store_->find(view.value("job_id", ""));
           nlohmann::json out = found ? found->to_json() : view;
           bool ended = found && found->finished();
@@ -262,6 +273,30 @@ void RemoteConsumer::call_job(const std::string& id, const std::string& method, 
       });
     });
   });
+}
+
+void RemoteConsumer::seen_ending(const std::string& provider, const std::string& job_id) {
+  // The log stream says only that the job ended: ask for its view now, so the
+  // end and the exit code are recorded as seen while following, before the
+  // receipt is fetched and judged against them.
+  auto t = link_.target(provider);
+  if (!t) {
+    if (on_job_ended_) on_job_ended_(provider, job_id);
+    return;
+  }
+  link_.service().call(t->key, t->addresses, "run.inspect", {{"job_id", job_id}},
+                       [this, provider, job_id](Result<nlohmann::json> r) {
+                         if (!r) {
+                           if (on_job_ended_) on_job_ended_(provider, job_id);
+                           return;
+                         }
+                         asio::post(pool_, [this, view = *r, provider, job_id] {
+                           (void)store_->update_from_view(view, unix_now_ms());
+                           asio::post(io_, [this, provider, job_id] {
+                             if (on_job_ended_) on_job_ended_(provider, job_id);
+                           });
+                         });
+                       });
 }
 
 }  // namespace yonder::node

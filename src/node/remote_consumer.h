@@ -69,6 +69,9 @@ class RemoteConsumer {
   }
 
  private:
+  // The log stream of a job from here reported its end: records the job's
+  // view as seen now, then fires on_job_ended_.
+  void seen_ending(const std::string& provider, const std::string& job_id);
   void run(const api::Request& req, api::Reply reply);
   void list(const api::Request& req, api::Reply reply);
   // Finds the job (pool), calls `method` on its provider with {"job_id"} +

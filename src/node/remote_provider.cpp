@@ -332,6 +332,7 @@ void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& pa
         std::filesystem::remove_all(seed, ec);
       }
       if (view) spdlog::info("job {} submitted by peer {}: {}", view->value("job_id", ""), peer_id, request.image);
+      if (view && !provider_.isolation_notice().empty()) (*view)["notice"] = provider_.isolation_notice();
       return view;
     }();
     nlohmann::json detail = {{"image", request.image}, {"command", request.command}, {"gpus", request.gpus}};

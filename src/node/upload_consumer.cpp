@@ -25,12 +25,16 @@ namespace {
 constexpr size_t kUploadConsumerChunk = 256 * 1024;
 constexpr size_t kMaxMessageBytes = 16 << 20;  // the plan of 200k files is well under this
 constexpr int kUploadConsumerMaxAttempts = 5;
+// How long the provider may take to answer the manifest with its plan. A
+// provider that stopped (SIGSTOP, a hung disk) keeps its connection open,
+// so without this the upload would wait for as long as the user does.
+constexpr std::chrono::seconds kPlanDeadline{20};
 constexpr uint64_t kMaxListBytes = 1ull << 40;  // the provider sets the real bound
 
 }  // namespace
 
 struct UploadConsumer::State {
-  explicit State(asio::io_context& io) : timer(io) {}
+  explicit State(asio::io_context& io) : timer(io), answer_timer(io) {}
   PeerLink::Target target;
   std::string dir;
   std::shared_ptr<TransferProgress> progress;
@@ -39,6 +43,7 @@ struct UploadConsumer::State {
   std::shared_ptr<const transfer::Manifest> manifest;
   std::shared_ptr<const Bytes> manifest_wire;
   asio::steady_timer timer;
+  asio::steady_timer answer_timer;  // the provider's plan must come within kPlanDeadline
   bool finished = false;
   // The current attempt (event loop).
   int attempts = 0;
@@ -153,9 +158,20 @@ void UploadConsumer::attempt(const std::shared_ptr<State>& s) {
   s->blocked = false;
   s->packer.reset();
   s->sent_before = s->progress->sent_bytes.load();
+  // The tunnel's opening and the provider's plan must come within the
+  // deadline: a stopped provider answers neither.
+  int attempt_no = s->attempts;
+  s->answer_timer.expires_after(kPlanDeadline);
+  s->answer_timer.async_wait([this, s, attempt_no](boost::system::error_code ec) {
+    if (ec || s->finished || s->messages > 0 || s->attempts != attempt_no) return;
+    std::string why = "provider \"" + s->target.name.substr(0, 64) + "\" did not answer the upload's file list within " +
+                      std::to_string(kPlanDeadline.count()) + " s (it may be stopped or overloaded)";
+    s->progress->error = why;
+    ended(s, make_error(ErrorCode::kUnavailable, why), true);
+  });
   link_.service().open_tunnel(s->target.key, s->target.addresses, "run.upload", nlohmann::json::object(),
-                              [this, s](Result<link::TunnelOpened> r) {
-                                if (s->finished) {
+                              [this, s, attempt_no](Result<link::TunnelOpened> r) {
+                                if (s->finished || s->attempts != attempt_no || s->progress->phase == TransferProgress::Phase::kRetrying) {
                                   if (r && r->tunnel) r->tunnel->reset("the upload was given up");
                                   return;
                                 }
@@ -206,6 +222,8 @@ void UploadConsumer::on_message(const std::shared_ptr<State>& s, const nlohmann:
     return ended(s, make_error(c, m["error"].is_string() ? m["error"].get<std::string>() : "the provider refused the upload"), false);
   }
   if (++s->messages == 1) {
+    s->answer_timer.cancel();
+    s->progress->error.clear();
     auto plan = transfer::parse_plan_reply(m, *s->manifest);
     if (!plan) return ended(s, std::move(plan).error(), false);
     transfer::TreeListing need;
@@ -306,6 +324,7 @@ void UploadConsumer::finish(const std::shared_ptr<State>& s, Result<nlohmann::js
   s->progress->phase = r ? TransferProgress::Phase::kDone : TransferProgress::Phase::kFailed;
   s->tunnel.reset();
   s->timer.cancel();
+  s->answer_timer.cancel();
   auto done = std::move(s->done);
   // The packer holds an open file: let it go on the pool.
   asio::post(pool_, [s] { s->packer.reset(); });

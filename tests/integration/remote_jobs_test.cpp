@@ -3,6 +3,7 @@
 // dockerd, driven through the CLI as people use it.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -145,6 +146,41 @@ TEST_F(RemoteJobs, AfterADenyLogsFollowStopsWithExit5) {
   EXPECT_EQ(follow.wait(std::chrono::seconds(90)), 5) << follow.output();
   EXPECT_NE(follow.err().find("refused the connection"), std::string::npos) << follow.err();
   ASSERT_EQ(studio.yonder({"allow", "laptop"}).exit_code, 0);
+  EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+}
+
+// A provider that stops answering (SIGSTOP keeps its connections open) is
+// named, not waited for: `ps` shows its jobs as last seen and says which
+// provider did not answer; `run` says so while it waits to resume its
+// upload, and carries on when the provider does.
+TEST_F(RemoteJobs, AStoppedProviderIsNamedInsteadOfWaitedFor) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "4"});
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sleep", "60"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  ASSERT_EQ(::kill(studio.daemon().pid(), SIGSTOP), 0);
+  struct Resume {
+    int pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{studio.daemon().pid()};
+
+  auto ps = laptop.yonder({"ps"});
+  EXPECT_EQ(ps.exit_code, 0) << ps.err;
+  EXPECT_NE(ps.out.find(id.substr(0, 12)), std::string::npos) << ps.out;
+  EXPECT_NE(ps.err.find("\"studio\" did not answer run.list"), std::string::npos) << ps.err;
+
+  std::string work = dir / "work";
+  std::filesystem::create_directories(work);
+  std::ofstream(work + "/in.txt") << "payload\n";
+  LiveProcess run({program_path("yonder"), "run", "--on", "studio", "--image", kImage, "--upload", work, "--", "cat",
+                   "in.txt"},
+                  laptop.env(), true);
+  ASSERT_TRUE(run.wait_for("did not answer the upload's file list", std::chrono::seconds(90))) << run.output();
+  ::kill(studio.daemon().pid(), SIGCONT);
+  EXPECT_EQ(run.wait(std::chrono::seconds(120)), 0) << run.output();
+  EXPECT_NE(run.output().find("payload"), std::string::npos) << run.output();
   EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
 }
 

@@ -71,6 +71,10 @@ TEST_F(SlurmProvider, RunOnTheClusterStreamsLogsAndReadoptsAfterRestart) {
   EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
   EXPECT_NE(r.out.find("uploaded payload\n"), std::string::npos) << r.out;
   EXPECT_TRUE(r.out.find("CVD=0\n") != std::string::npos || r.out.find("CVD=1\n") != std::string::npos) << r.out;
+  // The consumer is told at submit that the job has no container around it.
+  EXPECT_NE(r.err.find("the provider says: jobs run on its Slurm cluster's nodes directly, without a container"),
+            std::string::npos)
+      << r.err;
 
   // GET /metrics on the provider timed that sbatch (docs/metrics.md).
   {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -45,22 +46,54 @@ bool from_hex(const std::string& hex, uint8_t out[crypto_hash_sha256_BYTES]) {
   return true;
 }
 
-// SHA-256 of the open file `fd` (closed here).
+// Hashes `len` bytes of `fd` from `offset` into `st`; false on a read error.
+bool hash_range(int fd, off_t offset, uint64_t len, crypto_hash_sha256_state& st, std::vector<uint8_t>& buf) {
+  while (len > 0) {
+    ssize_t n = ::pread(fd, buf.data(), static_cast<size_t>(std::min<uint64_t>(len, buf.size())), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) break;  // shrank while read: what is there is hashed
+    crypto_hash_sha256_update(&st, buf.data(), static_cast<size_t>(n));
+    offset += n;
+    len -= static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+// SHA-256 of the open file `fd` (closed here). A file with holes (a job can
+// make a 16 TiB file that holds one block) is hashed by its data extents
+// and its size, "sparse" first, so the work is what the file holds on disk,
+// never its length in zeros.
 std::optional<std::string> hash_fd(int fd) {
   crypto_hash_sha256_state st;
   crypto_hash_sha256_init(&st);
   std::vector<uint8_t> buf(1 << 20);
-  for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      return std::nullopt;
+  struct stat sb {};
+  bool ok = ::fstat(fd, &sb) == 0;
+  off_t size = ok ? sb.st_size : 0;
+  off_t first_hole = ok && size > 0 ? ::lseek(fd, 0, SEEK_HOLE) : size;
+  if (!ok) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  if (first_hole < 0 || first_hole >= size) {
+    ok = hash_range(fd, 0, static_cast<uint64_t>(size), st, buf);  // no holes: the plain content hash
+  } else {
+    std::string head = "sparse\n" + std::to_string(size) + "\n";
+    crypto_hash_sha256_update(&st, reinterpret_cast<const uint8_t*>(head.data()), head.size());
+    for (off_t pos = 0; ok && pos < size;) {
+      off_t data = ::lseek(fd, pos, SEEK_DATA);
+      if (data < 0) break;  // ENXIO: only a hole is left
+      off_t hole = ::lseek(fd, data, SEEK_HOLE);
+      if (hole < 0) hole = size;
+      std::string extent = std::to_string(data) + "+" + std::to_string(hole - data) + "\n";
+      crypto_hash_sha256_update(&st, reinterpret_cast<const uint8_t*>(extent.data()), extent.size());
+      ok = hash_range(fd, data, static_cast<uint64_t>(hole - data), st, buf);
+      pos = hole;
     }
-    if (n == 0) break;
-    crypto_hash_sha256_update(&st, buf.data(), static_cast<size_t>(n));
   }
   ::close(fd);
+  if (!ok) return std::nullopt;
   uint8_t d[crypto_hash_sha256_BYTES];
   crypto_hash_sha256_final(&st, d);
   return to_hex(d, sizeof d);

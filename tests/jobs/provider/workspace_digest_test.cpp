@@ -3,6 +3,7 @@
 #include "jobs/provider/workspace_digest.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,6 +44,30 @@ TEST(WorkspaceDigest, SameFilesSameDigestWhateverTheirTimesModesAndOrder) {
   write(b / "out/model.bin", "weights");
   std::filesystem::rename(b / "metrics.json", b / "metrics2.json");  // same bytes, another name
   EXPECT_NE(digest_of(a.path()), digest_of(b.path()));
+}
+
+// A job's 1 TiB file that holds one block costs the provider a block of
+// hashing, not 1 TiB of zeros (a job could otherwise hold its end, and
+// the provider's runner, for hours); its content still counts.
+TEST(WorkspaceDigest, ASparseFileIsHashedByWhatItHoldsNotByItsLength) {
+  testing::TempDir a, b;
+  for (const auto* root : {&a, &b}) {
+    int fd = ::open((*root / "huge").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, "data", 4, 1LL << 30), 4);
+    ASSERT_EQ(::ftruncate(fd, 1LL << 40), 0);
+    ::close(fd);
+  }
+  struct stat sb {};
+  ASSERT_EQ(::stat((a / "huge").c_str(), &sb), 0);
+  if (static_cast<uint64_t>(sb.st_blocks) * 512 >= (1ULL << 30)) GTEST_SKIP() << "this file system keeps no holes";
+  std::string da = digest_of(a.path());
+  EXPECT_EQ(da.size(), 64u);
+  EXPECT_EQ(da, digest_of(b.path())) << "the same sparse file, the same digest";
+  int fd = ::open((b / "huge").c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_EQ(::pwrite(fd, "DATA", 4, 1LL << 30), 4);
+  ::close(fd);
+  EXPECT_NE(da, digest_of(b.path())) << "its data counts";
 }
 
 TEST(WorkspaceDigest, FilesAsUploadedAreNotOutputs) {
