@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
 #include "transfer/ignore_rules.h"
 
 namespace yonder::transfer {
