@@ -28,7 +28,7 @@ uint64_t disk_reserve(uint64_t total_bytes, uint64_t reserve_bytes, double perce
 DiskDecision decide_disk(uint64_t requested_bytes, const DiskSnapshot& s) {
   uint64_t for_jobs = minus(s.free_bytes + s.allocated_by_live + s.allocated_by_ended, s.reserve_bytes);
   if (requested_bytes > for_jobs) {
-    return {DiskFit::kNever, "this job asks for " + size_text(requested_bytes) +
+    return {Fit::kNever, "this job asks for " + size_text(requested_bytes) +
                                  " of workspace disk, but the provider's workspace volume has " +
                                  size_text(s.free_bytes) + " free, " +
                                  size_text(s.allocated_by_live + s.allocated_by_ended) +
@@ -38,10 +38,10 @@ DiskDecision decide_disk(uint64_t requested_bytes, const DiskSnapshot& s) {
   }
   uint64_t free_now = minus(minus(s.free_bytes, s.reserve_bytes), s.promised_unallocated);
   if (requested_bytes > free_now) {
-    return {DiskFit::kLater, "disk: this job asks for " + size_text(requested_bytes) + " of workspace and " +
+    return {Fit::kLater, "disk: this job asks for " + size_text(requested_bytes) + " of workspace and " +
                                  size_text(free_now) + " is free until running jobs end or ended workspaces are removed"};
   }
-  return {DiskFit::kNow, ""};
+  return {Fit::kNow, ""};
 }
 
 std::vector<std::string> workspaces_to_remove(std::vector<EndedWorkspace> ended, int64_t now_s, int64_t retention_s,

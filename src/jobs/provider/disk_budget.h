@@ -34,6 +34,8 @@
 #include <string>
 #include <vector>
 
+#include "jobs/provider/gpu_leases.h"
+
 namespace yonder::jobs::provider {
 
 // The smaller of `reserve_bytes` and `percent` of `total_bytes`.
@@ -47,10 +49,8 @@ struct DiskSnapshot {
   uint64_t allocated_by_ended = 0;      // ended jobs' images, which their retention gives back
 };
 
-enum class DiskFit { kNow, kLater, kNever };
-
 struct DiskDecision {
-  DiskFit fit = DiskFit::kNow;
+  Fit fit = Fit::kNow;  // as for GPUs: now, later (wait in the queue), never (refuse)
   std::string reason;  // for kLater and kNever: the numbers, and what to do
 };
 

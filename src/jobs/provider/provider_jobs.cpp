@@ -123,7 +123,7 @@ Result<nlohmann::json> ProviderJobs::submit(const std::string& peer_id, const Jo
   if (options_.account_disk) {
     if (auto disk = disk_snapshot_locked()) {
       auto d = decide_disk(static_cast<uint64_t>(resolved->task.limits.disk_bytes), *disk);
-      if (d.fit == DiskFit::kNever) return make_error(ErrorCode::kResourceExhausted, d.reason);
+      if (d.fit == Fit::kNever) return make_error(ErrorCode::kResourceExhausted, d.reason);
     }
   }
   auto job = std::make_shared<Live>();
@@ -389,19 +389,25 @@ void ProviderJobs::schedule_locked(std::unique_lock<std::mutex>& lock) {
       ++it;
       continue;
     }
+    // A job that must wait keeps its place, saying for what; one this
+    // provider can never run ends with the reason. True: it may start.
+    auto may_start = [&](Fit fit, const std::string& reason) {
+      if (fit == Fit::kLater) {
+        r.result["waiting_for"] = reason;
+        ++it;
+        return false;
+      }
+      if (fit == Fit::kNever) {
+        it = queue_.erase(it);
+        finish_locked(job, JobState::kFailed, "never_fits", reason, std::nullopt);
+        return false;
+      }
+      return true;
+    };
     if (options_.account_disk) {
       if (auto disk = disk_snapshot_locked()) {
         auto d = decide_disk(r.spec.value("disk_bytes", static_cast<uint64_t>(options_.limits.default_disk_mib) << 20), *disk);
-        if (d.fit == DiskFit::kLater) {
-          r.result["waiting_for"] = d.reason;
-          ++it;
-          continue;
-        }
-        if (d.fit == DiskFit::kNever) {
-          it = queue_.erase(it);
-          finish_locked(job, JobState::kFailed, "never_fits", d.reason, std::nullopt);
-          continue;
-        }
+        if (!may_start(d.fit, d.reason)) continue;
       }
     }
     int gpus = r.spec.value("gpus", 0);
@@ -409,16 +415,7 @@ void ProviderJobs::schedule_locked(std::unique_lock<std::mutex>& lock) {
     if (gpus > 0) {
       if (!inventory) inventory = inventory_.probe();
       auto d = pick_gpus(*inventory, leases_, gpus, r.spec.value("vram_bytes", uint64_t{0}));
-      if (d.fit == Fit::kLater) {
-        r.result["waiting_for"] = d.reason;
-        ++it;
-        continue;
-      }
-      if (d.fit == Fit::kNever) {
-        it = queue_.erase(it);
-        finish_locked(job, JobState::kFailed, "never_fits", d.reason, std::nullopt);
-        continue;
-      }
+      if (!may_start(d.fit, d.reason)) continue;
       uuids = d.uuids;
       // The model the receipt names (mesh/metering.h): distinct models of the leased devices.
       std::string models;

@@ -22,29 +22,29 @@ TEST(DiskBudget, TheReserveIsTheSmallerOfItsTwoSettings) {
 TEST(DiskBudget, AJobBeyondFreeSpaceMinusTheReserveCanNeverStart) {
   DiskSnapshot s{.free_bytes = 64 * kGiB, .reserve_bytes = 2 * kGiB, .allocated_by_live = 0, .promised_unallocated = 0};
   auto d = decide_disk(100 * kGiB, s);
-  EXPECT_EQ(d.fit, DiskFit::kNever);
+  EXPECT_EQ(d.fit, Fit::kNever);
   EXPECT_NE(d.reason.find("64.0 GiB free"), std::string::npos) << d.reason;
   EXPECT_NE(d.reason.find("ask for at most 62.0 GiB with --disk"), std::string::npos) << d.reason;
-  EXPECT_EQ(decide_disk(62 * kGiB, s).fit, DiskFit::kNow);
-  EXPECT_EQ(decide_disk(62 * kGiB + 1, s).fit, DiskFit::kNever);
+  EXPECT_EQ(decide_disk(62 * kGiB, s).fit, Fit::kNow);
+  EXPECT_EQ(decide_disk(62 * kGiB + 1, s).fit, Fit::kNever);
 }
 
 TEST(DiskBudget, SpaceHeldByRunningJobsMakesAJobWaitNotFail) {
   // 10 GiB free, 20 GiB allocated to running jobs, 1 GiB reserve.
   DiskSnapshot s{.free_bytes = 10 * kGiB, .reserve_bytes = kGiB, .allocated_by_live = 20 * kGiB, .promised_unallocated = 0};
-  EXPECT_EQ(decide_disk(9 * kGiB, s).fit, DiskFit::kNow);
+  EXPECT_EQ(decide_disk(9 * kGiB, s).fit, Fit::kNow);
   auto later = decide_disk(12 * kGiB, s);
-  EXPECT_EQ(later.fit, DiskFit::kLater);
+  EXPECT_EQ(later.fit, Fit::kLater);
   EXPECT_EQ(later.reason.rfind("disk:", 0), 0u) << later.reason;
-  EXPECT_EQ(decide_disk(30 * kGiB, s).fit, DiskFit::kNever);
+  EXPECT_EQ(decide_disk(30 * kGiB, s).fit, Fit::kNever);
   // A job that was just started holds its promise before its image exists.
   s.promised_unallocated = 5 * kGiB;
-  EXPECT_EQ(decide_disk(9 * kGiB, s).fit, DiskFit::kLater);
-  EXPECT_EQ(decide_disk(4 * kGiB, s).fit, DiskFit::kNow);
+  EXPECT_EQ(decide_disk(9 * kGiB, s).fit, Fit::kLater);
+  EXPECT_EQ(decide_disk(4 * kGiB, s).fit, Fit::kNow);
   // Ended jobs' workspaces come back after their retention: wait for them.
   s.allocated_by_ended = 15 * kGiB;
-  EXPECT_EQ(decide_disk(40 * kGiB, s).fit, DiskFit::kLater);
-  EXPECT_EQ(decide_disk(45 * kGiB, s).fit, DiskFit::kNever);
+  EXPECT_EQ(decide_disk(40 * kGiB, s).fit, Fit::kLater);
+  EXPECT_EQ(decide_disk(45 * kGiB, s).fit, Fit::kNever);
 }
 
 // Property: whatever the volume, the jobs started one after another while
@@ -58,7 +58,7 @@ TEST(DiskBudget, PromisesNeverExceedFreeSpaceMinusTheReserve) {
     uint64_t promised = 0;
     for (int j = 0; j < 20; ++j) {
       uint64_t ask = (rng() % (20 * kGiB)) + 8 * kMiB;
-      if (decide_disk(ask, s).fit == DiskFit::kNow) {
+      if (decide_disk(ask, s).fit == Fit::kNow) {
         promised += ask;
         s.promised_unallocated += ask;
       }
