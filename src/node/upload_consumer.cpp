@@ -25,10 +25,12 @@ namespace {
 constexpr size_t kUploadConsumerChunk = 256 * 1024;
 constexpr size_t kMaxMessageBytes = 16 << 20;  // the plan of 200k files is well under this
 constexpr int kUploadConsumerMaxAttempts = 5;
-// How long the provider may take to answer the manifest with its plan. A
+// How long an upload may wait for the provider without progress before the
+// tunnel opens and its plan comes: each time the file list drains onto the
+// link the wait starts again (a big list on a slow link is progress). A
 // provider that stopped (SIGSTOP, a hung disk) keeps its connection open,
 // so without this the upload would wait for as long as the user does.
-constexpr std::chrono::seconds kPlanDeadline{20};
+constexpr std::chrono::seconds kPlanDeadline{30};
 constexpr uint64_t kMaxListBytes = 1ull << 40;  // the provider sets the real bound
 
 }  // namespace
@@ -147,6 +149,18 @@ void UploadConsumer::start(const std::shared_ptr<State>& s) {
   });
 }
 
+void UploadConsumer::arm_plan_deadline(const std::shared_ptr<State>& s) {
+  int attempt_no = s->attempts;
+  s->answer_timer.expires_after(kPlanDeadline);
+  s->answer_timer.async_wait([this, s, attempt_no](boost::system::error_code ec) {
+    if (ec || s->finished || s->messages > 0 || s->attempts != attempt_no) return;
+    std::string why = "provider \"" + s->target.name.substr(0, 64) + "\" did not answer the upload's file list within " +
+                      std::to_string(kPlanDeadline.count()) + " s (it may be stopped or overloaded)";
+    s->progress->error = why;
+    ended(s, make_error(ErrorCode::kUnavailable, why), true);
+  });
+}
+
 void UploadConsumer::attempt(const std::shared_ptr<State>& s) {
   ++s->attempts;
   s->progress->attempt = s->attempts;
@@ -161,14 +175,7 @@ void UploadConsumer::attempt(const std::shared_ptr<State>& s) {
   // The tunnel's opening and the provider's plan must come within the
   // deadline: a stopped provider answers neither.
   int attempt_no = s->attempts;
-  s->answer_timer.expires_after(kPlanDeadline);
-  s->answer_timer.async_wait([this, s, attempt_no](boost::system::error_code ec) {
-    if (ec || s->finished || s->messages > 0 || s->attempts != attempt_no) return;
-    std::string why = "provider \"" + s->target.name.substr(0, 64) + "\" did not answer the upload's file list within " +
-                      std::to_string(kPlanDeadline.count()) + " s (it may be stopped or overloaded)";
-    s->progress->error = why;
-    ended(s, make_error(ErrorCode::kUnavailable, why), true);
-  });
+  arm_plan_deadline(s);
   link_.service().open_tunnel(s->target.key, s->target.addresses, "run.upload", nlohmann::json::object(),
                               [this, s, attempt_no](Result<link::TunnelOpened> r) {
                                 if (s->finished || s->attempts != attempt_no || s->progress->phase == TransferProgress::Phase::kRetrying) {
@@ -203,6 +210,7 @@ void UploadConsumer::attempt(const std::shared_ptr<State>& s) {
                                 h.drained = [this, s, mine] {
                                   if (s->tunnel != mine.lock()) return;
                                   s->blocked = false;
+                                  if (s->messages == 0) arm_plan_deadline(s);  // the list is moving
                                   pump(s);
                                 };
                                 h.ended = [this, s, mine](const std::string& why) {

@@ -60,6 +60,8 @@ class UploadConsumer {
   void start(const std::shared_ptr<State>& s);
   void leave_lane(const std::shared_ptr<State>& s, bool succeeded);
   void attempt(const std::shared_ptr<State>& s);
+  // (Re)starts the wait for the provider's plan of the current attempt.
+  void arm_plan_deadline(const std::shared_ptr<State>& s);
   void on_message(const std::shared_ptr<State>& s, const nlohmann::json& m);
   void pump(const std::shared_ptr<State>& s);
   void ended(const std::shared_ptr<State>& s, Error e, bool retryable);
