@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
   share->add_flag("--egress", share_args.egress, "Let jobs reach the network (default: no network)");
   share->add_option("--label", share_args.label, "A note for `yonder links`");
   share->add_flag("--no-qr", share_args.no_qr, "Do not print the QR code");
+  share->add_flag("--replace-scope", share_args.replace_scope,
+                  "A peer paired already that redeems this link gets exactly this scope, wider or not (without it, "
+                  "it keeps the narrower of its scope and the link's)");
   share->add_flag("--json", json, "Machine-readable output");
   auto* links = app.add_subcommand("links", "Share links with uses left and expiry");
   links->add_flag("--json", json, "Machine-readable output");

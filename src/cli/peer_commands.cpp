@@ -118,6 +118,7 @@ std::string render_qr(const std::string& text) {
 
 int cmd_share(const Context& ctx, const ShareArgs& a) {
   nlohmann::json body = {{"capabilities", a.scope}, {"uses", a.uses}, {"egress", a.egress}, {"label", a.label}};
+  if (a.replace_scope) body["replace_scope"] = true;
   auto expires = parse_duration_s(a.expires);
   if (!expires) return print_error(Error(expires.error()).with_context("--expires"), kExitUsage);
   body["expires_s"] = *expires;
@@ -181,6 +182,9 @@ int cmd_pair(const Context& ctx, const std::string& link) {
               "digits for this pairing; compare them if you want to be sure nobody is in between)\n",
               shown(*r, "name", "").c_str(), r->value("peer", "").c_str(), shown(*r, "summary", "").c_str(),
               r->value("short_auth_string", "").c_str());
+  // How its jobs run, when that is not in a container (a Slurm cluster).
+  std::string notice = shown(*r, "provider_notice", "");
+  if (!notice.empty()) std::printf("  note     the provider says: %s\n", notice.c_str());
   return kExitOk;
 }
 
@@ -212,6 +216,8 @@ int cmd_peers(const Context& ctx) {
     std::printf("%-16s  %-7s  %-9s  %-16s  %-40s  %s\n", shown(p, "name", "").substr(0, 16).c_str(),
                 p.value("node_id", "").substr(0, 7).c_str(), state.c_str(), seen.c_str(),
                 p.value("grant_summary", "").substr(0, 40).c_str(), path.c_str());
+    std::string notice = shown(p, "provider_notice", "");
+    if (!notice.empty()) std::printf("  the provider says: %s\n", notice.c_str());
   }
   return kExitOk;
 }

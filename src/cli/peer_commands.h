@@ -18,6 +18,7 @@ struct ShareArgs {
   std::optional<int> max_jobs;
   bool egress = false;
   bool no_qr = false;
+  bool replace_scope = false;
   std::string label;
 };
 int cmd_share(const Context& ctx, const ShareArgs& args);

@@ -153,6 +153,7 @@ int run_daemon(const DaemonOptions& options) {
   api::Router router;
   peer_link->add_routes(router);
   provider->add_routes(router, io, pool);  // issue 4
+  peer_link->set_provider_notice(provider->isolation_notice());
   // --- remote jobs (issue 5): run.* link methods (provider side), /v1/jobs routes (consumer side).
   RemoteProvider remote_provider(io, pool, *peer_link, *provider, paths->home + "/uploads");
   remote_provider.register_methods();

@@ -139,6 +139,7 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   // A peer reached through a relay learns of our mapped port at once.
   pl->service_->on_established([self](const PublicKeyBytes& peer, const std::string& path) {
     if (link::path_rank(path) > 2) self->send_path_hint(peer);
+    self->audit_relay_use(peer, path);
     if (self->punch_) self->punch_->on_established(peer, path);
     if (self->on_session_) self->on_session_(peer);
   });
@@ -224,6 +225,17 @@ void PeerLink::on_port_mapping(const portmap::PortMapperStatus& st) {
       if (s.established && !s.draining && link::path_rank(s.path) > 2) send_path_hint(s.peer);
     }
   }
+}
+
+void PeerLink::audit_relay_use(const PublicKeyBytes& peer, const std::string& path) {
+  if (path.rfind("relay", 0) != 0) {
+    relay_in_use_.erase(peer);
+    return;
+  }
+  auto [it, fresh] = relay_in_use_.try_emplace(peer, path);
+  if (!fresh && it->second == path) return;
+  it->second = path;
+  trust_event(NodeId(peer).to_string(), "trust.relay_use", path, nlohmann::json::object());
 }
 
 void PeerLink::send_path_hint(const PublicKeyBytes& peer) {
@@ -483,6 +495,7 @@ Result<nlohmann::json> PeerLink::redeem(const LinkIdBytes& id, const LinkSecret&
   trust_event(NodeId(key).to_string(), "trust.pair", hex_encode(id),
               {{"name", peer_name.substr(0, 64)}, {"check_digits", sas}, {"scope", pinned->grant.summary()}});
   nlohmann::json answer = {{"scope", scope_to_json(pinned->grant)}};
+  if (!provider_notice_.empty()) answer["notice"] = provider_notice_;
   if (on_redeemed_) {
     nlohmann::json extra = on_redeemed_(id, key, peer_name);
     if (extra.is_object()) {

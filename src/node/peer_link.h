@@ -113,6 +113,9 @@ class PeerLink final : public link::TrustPolicy {
   using TrustEventHook = std::function<void(const std::string& actor, const std::string& action,
                                             const std::string& subject, nlohmann::json detail)>;
   void on_trust_event(TrustEventHook hook) { on_trust_event_ = std::move(hook); }
+  // What a consumer that pairs here is told about how jobs run, with its
+  // scope (a Slurm provider: no container). Empty: nothing to say.
+  void set_provider_notice(std::string notice) { provider_notice_ = std::move(notice); }
   // This node paired with `provider` (POST /v1/pair), which answered
   // `answer` (pair_ok): `done(extra)` must follow, and `extra` goes into the
   // route's answer as "groups".
@@ -137,6 +140,9 @@ class PeerLink final : public link::TrustPolicy {
   void on_port_mapping(const portmap::PortMapperStatus& status);
   // Tells `peer` (through a relay) about a better path to us, if we have one.
   void send_path_hint(const PublicKeyBytes& peer);
+  // Records `trust.relay_use` when a peer's link comes up over a relay it
+  // did not use last time (the operator sees which relays carried whom).
+  void audit_relay_use(const PublicKeyBytes& peer, const std::string& path);
   void on_signal(const PublicKeyBytes& from, Bytes data);
   std::vector<relay::Rendezvous> rendezvous_tokens();
 
@@ -158,6 +164,9 @@ class PeerLink final : public link::TrustPolicy {
   nlohmann::json port_mapping_state_;
   std::string mapped_;  // "ip:port" the router forwards to our link port, while mapped
   std::map<PublicKeyBytes, relay::HintRateLimit> hint_limits_;  // per paired peer; event loop only
+  // The relay path each peer's link last ran over, so the audit log records
+  // a change of relay, not every redial (event loop only).
+  std::map<PublicKeyBytes, std::string> relay_in_use_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::string name_;
   std::string listen_;
@@ -167,6 +176,7 @@ class PeerLink final : public link::TrustPolicy {
   RefusalHook on_refused_;
   RedeemedHook on_redeemed_;
   TrustEventHook on_trust_event_;
+  std::string provider_notice_;
   void trust_event(const std::string& actor, const std::string& action, const std::string& subject,
                    nlohmann::json detail) {
     if (on_trust_event_) on_trust_event_(actor, action, subject, std::move(detail));

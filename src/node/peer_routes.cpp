@@ -95,12 +95,17 @@ Result<nlohmann::json> PeerLink::share(const nlohmann::json& body) {
   rec.expires_at = link.expires_at;
   rec.uses_total = rec.uses_left = static_cast<int>(uses);
   rec.label = string_field(body, "label");
+  rec.replaces_scope = body.value("replace_scope", false);
   if (auto st = store_.add_link(rec); !st) return st.error();
   spdlog::info("share link {} created: {}, {} use(s), expires in {}", link.id_text(), scope.summary(), uses,
                format_duration(expires_s));
   relay_peers_changed();  // its rendezvous token, for holders behind NATs
   trust_event("local", "trust.link_create", link.id_text(),
-              {{"scope", scope.summary()}, {"uses", uses}, {"expires_at", link.expires_at}, {"label", rec.label}});
+              {{"scope", scope.summary()},
+               {"uses", uses},
+               {"expires_at", link.expires_at},
+               {"label", rec.label},
+               {"replaces_scope", rec.replaces_scope}});
   return nlohmann::json({{"link", *text},
                          {"id", link.id_text()},
                          {"expires_at", link.expires_at},
@@ -139,7 +144,8 @@ void PeerLink::add_routes(api::Router& router) {
                      {"expires_at", l.expires_at},
                      {"scope", scope_to_json(l.scope)},
                      {"summary", l.scope.summary()},
-                     {"label", l.label}});
+                     {"label", l.label},
+                     {"replaces_scope", l.replaces_scope}});
     }
     reply(Response::json(200, {{"links", arr}}));
   });
@@ -178,6 +184,10 @@ void PeerLink::add_routes(api::Router& router) {
       for (const auto& relay : l.relays) p.addresses.push_back("relay:" + relay);
       auto granted = scope_from_json(r->granted);
       if (granted) p.granted_to_us = *granted;
+      // The provider's word on how its jobs run (bounded; escaped when shown).
+      const nlohmann::json& said = r->answer.is_object() && r->answer.contains("notice") ? r->answer["notice"]
+                                                                                         : nlohmann::json();
+      p.provider_notice = said.is_string() ? said.get<std::string>().substr(0, 400) : std::string();
       if (p.paired_at == 0) p.paired_at = unix_seconds(clock_.now());
       p.denied_at.reset();
       if (auto st = store_.upsert(p); !st) return reply(Response::error(st.error()));
@@ -189,7 +199,8 @@ void PeerLink::add_routes(api::Router& router) {
                                {"name", p.name},
                                {"scope", r->granted},
                                {"summary", granted ? granted->summary() : std::string("?")},
-                               {"short_auth_string", r->short_auth_string}};
+                               {"short_auth_string", r->short_auth_string},
+                               {"provider_notice", p.provider_notice}};
       if (!on_paired_) return reply(Response::json(200, answer));
       // Groups: a group invite also made us a member; learn the lists now.
       on_paired_(p.key, r->answer, [answer, reply](nlohmann::json groups) mutable {
@@ -208,6 +219,7 @@ void PeerLink::add_routes(api::Router& router) {
                           {"grant", scope_to_json(p.grant)},
                           {"grant_summary", p.grant.capabilities ? p.grant.summary() : "nothing"},
                           {"granted_to_us", p.granted_to_us ? scope_to_json(*p.granted_to_us) : nlohmann::json()},
+                          {"provider_notice", p.provider_notice},
                           {"paired_at", p.paired_at},
                           {"last_seen_at", p.last_seen_at ? nlohmann::json(*p.last_seen_at) : nlohmann::json()},
                           {"denied", p.denied()},

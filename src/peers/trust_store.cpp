@@ -40,12 +40,13 @@ PeerRecord read_peer(const store::Statement& st) {
     auto s = scope_from_text(*g);
     if (s) p.granted_to_us = *s;
   }
+  p.provider_notice = st.column_optional_text(9).value_or("");
   return p;
 }
 
 constexpr const char* kPeerColumns =
     "public_key, name, scope_json, paired_at, last_seen_at, via_link_id, denied_at, addresses_json, "
-    "granted_to_us_json";
+    "granted_to_us_json, provider_notice";
 
 }  // namespace
 
@@ -110,9 +111,10 @@ std::vector<PeerRecord> TrustStore::peers() const {
 Status TrustStore::upsert(const PeerRecord& p) {
   auto st = db_.prepare(
       "INSERT INTO peers (peer_id, public_key, name, scope_json, paired_at, last_seen_at, via_link_id, denied_at, "
-      "addresses_json, granted_to_us_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+      "addresses_json, granted_to_us_json, provider_notice) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
       "ON CONFLICT(peer_id) DO UPDATE SET public_key = ?2, name = ?3, scope_json = ?4, paired_at = ?5, "
-      "last_seen_at = ?6, via_link_id = ?7, denied_at = ?8, addresses_json = ?9, granted_to_us_json = ?10");
+      "last_seen_at = ?6, via_link_id = ?7, denied_at = ?8, addresses_json = ?9, granted_to_us_json = ?10, "
+      "provider_notice = ?11");
   if (!st) return std::move(st).error();
   std::string granted = p.granted_to_us ? scope_to_json(*p.granted_to_us).dump() : std::string();
   YONDER_TRY(st->bind(1, p.id().to_string()));
@@ -126,6 +128,8 @@ Status TrustStore::upsert(const PeerRecord& p) {
   YONDER_TRY(st->bind(9, addresses_to_json(p.addresses)));
   if (p.granted_to_us) YONDER_TRY(st->bind(10, std::string_view(granted)));
   else YONDER_TRY(st->bind(10, nullptr));
+  if (p.provider_notice.empty()) YONDER_TRY(st->bind(11, nullptr));
+  else YONDER_TRY(st->bind(11, std::string_view(p.provider_notice)));
   auto done = st->step();
   if (!done) return std::move(done).error();
   peers_[p.key] = p;
@@ -205,7 +209,7 @@ Status TrustStore::touch(const PublicKeyBytes& key, int64_t now) {
 Status TrustStore::add_link(const LinkRecord& l) {
   auto st = db_.prepare(
       "INSERT INTO share_links (link_id, secret_hash, scope_json, created_at, expires_at, uses_total, uses_left, "
-      "revoked_at, label) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8)");
+      "revoked_at, label, replaces_scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9)");
   if (!st) return std::move(st).error();
   YONDER_TRY(st->bind(1, l.id_text()));
   YONDER_TRY(st->bind(2, ByteView(l.secret_hash)));
@@ -215,6 +219,7 @@ Status TrustStore::add_link(const LinkRecord& l) {
   YONDER_TRY(st->bind(6, l.uses_total));
   YONDER_TRY(st->bind(7, l.uses_left));
   YONDER_TRY(st->bind(8, std::string_view(l.label)));
+  YONDER_TRY(st->bind(9, int64_t{l.replaces_scope ? 1 : 0}));
   auto done = st->step();
   if (!done) return std::move(done).error();
   return ok_status();
@@ -222,7 +227,8 @@ Status TrustStore::add_link(const LinkRecord& l) {
 
 Result<std::vector<LinkRecord>> TrustStore::links() const {
   auto st = db_.prepare(
-      "SELECT link_id, secret_hash, scope_json, created_at, expires_at, uses_total, uses_left, revoked_at, label "
+      "SELECT link_id, secret_hash, scope_json, created_at, expires_at, uses_total, uses_left, revoked_at, label, "
+      "replaces_scope "
       "FROM share_links ORDER BY created_at DESC, link_id");
   if (!st) return std::move(st).error();
   std::vector<LinkRecord> out;
@@ -243,6 +249,7 @@ Result<std::vector<LinkRecord>> TrustStore::links() const {
     l.uses_left = static_cast<int>(st->column_int64(6));
     l.revoked_at = st->column_optional_int64(7);
     l.label = st->column_optional_text(8).value_or("");
+    l.replaces_scope = st->column_int64(9) != 0;
     out.push_back(std::move(l));
   }
   return out;
@@ -273,7 +280,8 @@ Result<PeerRecord> TrustStore::redeem(const LinkIdBytes& id, const LinkSecret& s
   std::optional<PeerRecord> pinned;
   Status status = db_.transaction([&]() -> Status {
     auto st = db_.prepare(
-        "SELECT secret_hash, scope_json, expires_at, uses_left, revoked_at, created_at FROM share_links WHERE link_id = ?1");
+        "SELECT secret_hash, scope_json, expires_at, uses_left, revoked_at, created_at, replaces_scope FROM share_links "
+        "WHERE link_id = ?1");
     if (!st) return std::move(st).error();
     YONDER_TRY(st->bind(1, hex_encode(id)));
     auto row = st->step();
@@ -315,8 +323,10 @@ Result<PeerRecord> TrustStore::redeem(const LinkIdBytes& id, const LinkSecret& s
       peer.granted_to_us = it->second.granted_to_us;
     }
     // Redeeming never widens what a pinned peer may do: a narrowed scope
-    // (`yonder scope PEER --remove run`) stays narrowed.
-    peer.grant = known && !known->denied() ? narrower_of(known->grant, *scope) : *scope;
+    // (`yonder scope PEER --remove run`) stays narrowed, unless the operator
+    // made this link to replace it.
+    bool replaces = st->column_int64(6) != 0;
+    peer.grant = known && !known->denied() && !replaces ? narrower_of(known->grant, *scope) : *scope;
     peer.paired_at = now;
     peer.denied_at.reset();
     peer.via_link_id = hex_encode(id);

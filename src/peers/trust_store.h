@@ -27,6 +27,9 @@ struct PeerRecord {
   std::string name;
   Scope grant;  // what this node lets the peer do here (capabilities 0: nothing)
   std::optional<Scope> granted_to_us;  // what the peer lets us do there
+  // What the peer, as a provider, said about how its jobs run when we paired
+  // (e.g. a Slurm cluster without containers); its words, shown escaped.
+  std::string provider_notice;
   std::vector<std::string> addresses;  // where to dial it ("host:port")
   int64_t paired_at = 0;
   std::optional<int64_t> last_seen_at;
@@ -47,6 +50,9 @@ struct LinkRecord {
   int uses_left = 1;
   std::optional<int64_t> revoked_at;
   std::string label;
+  // The operator's choice (`share --replace-scope`): a peer paired already
+  // that redeems this link gets the link's scope even where it is wider.
+  bool replaces_scope = false;
 
   std::string id_text() const;
   // "active", "expired", "used", "revoked"
@@ -85,7 +91,8 @@ class TrustStore {
   // The pairing check and commit, in one transaction: the link must exist,
   // the secret match, and it must be unexpired, unrevoked and have uses left;
   // then one use is spent and `peer` is pinned with the link's scope, or,
-  // for a peer pinned already, the narrower of its grant and the link's.
+  // for a peer pinned already, the narrower of its grant and the link's
+  // (the link's own, wider or not, when it was made with replaces_scope).
   // A denied key is refused (kPermissionDenied) unless the link was created
   // after the deny.
   // Errors: kNotFound (no such link or wrong secret: say nothing to the

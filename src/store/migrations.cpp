@@ -243,6 +243,16 @@ CREATE INDEX verifications_by_provider ON verifications (provider_id, at_ms);
 CREATE INDEX verifications_by_time ON verifications (at_ms);
 )sql";
 
+// v11: a share link may be made to replace the scope of a peer that is
+// paired already (`yonder share --replace-scope`); by default redeeming
+// keeps the narrower of the peer's grant and the link's. A peer row keeps
+// what its provider said about how its jobs run (a Slurm cluster without
+// containers), shown with the scope it granted us.
+constexpr std::string_view kV11 = R"sql(
+ALTER TABLE share_links ADD COLUMN replaces_scope INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE peers ADD COLUMN provider_notice TEXT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "peers and share links", kV1},
     {2, "jobs, audit log, peer denial", kV2},
@@ -254,6 +264,7 @@ constexpr Migration kMigrations[] = {
     {8, "verification outcomes", kV8},
     {9, "array jobs", kV9},
     {10, "disputed receipts as verifications", kV10},
+    {11, "share links that replace a scope, providers' notices", kV11},
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "add a step when raising kSchemaVersion");
 

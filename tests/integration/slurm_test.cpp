@@ -58,6 +58,14 @@ TEST_F(SlurmProvider, RunOnTheClusterStreamsLogsAndReadoptsAfterRestart) {
   Node cluster(dir, "cluster", true, provider_env(), "max_memory_mib = 2000000\n"), laptop(dir, "laptop", false);
   provider_id_ = cluster.node_id();
   laptop.pair_with(cluster, {"--max-jobs", "4", "--gpus", "1"});
+  // The consumer is told with the scope it was granted, not only at submit,
+  // that this provider's jobs run without a container.
+  {
+    auto peers = laptop.yonder({"peers"});
+    EXPECT_NE(peers.out.find("the provider says: jobs run on its Slurm cluster's nodes directly, without a container"),
+              std::string::npos)
+        << peers.out;
+  }
   // `yonder gpu` on the provider shows the cluster's GPUs, from sinfo.
   auto gpus = cluster.yonder_json({"gpu"});
   EXPECT_EQ(gpus.value("source", ""), "slurm") << gpus.dump();

@@ -10,6 +10,7 @@
 
 #include "support/job_node.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -71,6 +72,20 @@ TEST(YonderdRelay, PeersOfTheRelayingNodeMeetThroughItAndStrangersAreRefused) {
   EXPECT_TRUE(relayed) << peers.dump();
   auto hub_nc = hub.yonder_json({"netcheck"});
   EXPECT_GE(hub_nc["relay_server"].value("pipes", 0), 1) << hub_nc.dump();
+  // Both ends record which relay carried whom (once per change of relay;
+  // the audit log is written off the event loop, so wait for it).
+  for (const Node* n : {&studio, &laptop}) {
+    json seen;
+    bool recorded = wait_until([&] {
+      json audit = n->yonder_json({"audit"});
+      for (const auto& e : audit["entries"]) {
+        if (e.value("action", "") == "trust.relay_use") seen = e;
+      }
+      return !seen.is_null();
+    });
+    ASSERT_TRUE(recorded) << "no trust.relay_use in the audit log: " << n->yonder_json({"audit"}).dump();
+    EXPECT_EQ(seen.value("subject", ""), "relay via " + relay) << seen.dump();
+  }
 }
 
 }  // namespace

@@ -184,6 +184,30 @@ TEST_F(TrustStoreTest, ARedeemDoesNotWidenANarrowedScope) {
   EXPECT_EQ(p->grant.gpus, 1);
 }
 
+TEST_F(TrustStoreTest, ALinkMadeToReplaceTheScopeWidensItOnlyWhenTheOperatorSaidSo) {
+  TrustStore ts = open();
+  LinkSecret s1{}, s2{};
+  LinkRecord first = link(1, 1, 9000, s1);
+  first.scope.capabilities = static_cast<uint8_t>(Capability::kExec);
+  first.scope.gpus = 1;
+  ASSERT_TRUE(ts.add_link(first).ok());
+  ASSERT_TRUE(ts.redeem(first.id, s1, peer(7), 2000).ok());
+
+  LinkRecord wider = link(2, 1, 9000, s2);
+  wider.scope.capabilities = static_cast<uint8_t>(Capability::kRun) | static_cast<uint8_t>(Capability::kFiles);
+  wider.scope.gpus = 3;
+  wider.replaces_scope = true;  // yonder share --replace-scope
+  ASSERT_TRUE(ts.add_link(wider).ok());
+  auto links = ts.links();
+  ASSERT_TRUE(links.ok());
+  ASSERT_EQ(links->size(), 2u);
+  EXPECT_TRUE((*links)[0].replaces_scope || (*links)[1].replaces_scope) << "the choice is stored with the link";
+  ASSERT_TRUE(ts.redeem(wider.id, s2, peer(7), 2100).ok());
+  const PeerRecord* p = ts.find(peer(7).key);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->grant, wider.scope) << "the operator's link replaces the scope, exec dropped and run added";
+}
+
 TEST_F(TrustStoreTest, ScopeChangesPersist) {
   TrustStore ts = open();
   PeerRecord p = peer(5);

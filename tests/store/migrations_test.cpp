@@ -154,7 +154,7 @@ TEST(Migrations, EmptyDatabaseMigratesToLatest) {
   Status status = migrate(db);
   ASSERT_TRUE(status.ok()) << status.error().to_string();
   EXPECT_EQ(version_of(db), kSchemaVersion);
-  EXPECT_EQ(kSchemaVersion, 10);
+  EXPECT_EQ(kSchemaVersion, 11);
   for (const char* table : {"peers", "share_links", "jobs", "audit_log", "receipts", "groups", "group_invites", "mesh_jobs",
                             "mesh_job_attempts", "verifications", "mesh_arrays"}) {
     EXPECT_EQ(query_text(db, std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '") +
