@@ -74,6 +74,9 @@ constexpr std::array kSettings = {
     SettingSpec{"jobs.workspaces_max_mib", T::kInt, "20480", "20480", "", "",
                 "Most space (MiB) ended jobs' workspaces may hold together; past it, the oldest whose outputs were "
                 "fetched are removed first. 0: no cap (only the retention)."},
+    SettingSpec{"jobs.logs_max_mib", T::kInt, "4096", "4096", "", "",
+                "Most space (MiB) ended jobs' output logs may hold together; past it, the logs of the oldest ended "
+                "jobs are removed (their records stay, and `yonder logs` says the output was removed). 0: no cap."},
     SettingSpec{"jobs.upload_cache_mib", T::kInt, "20480", "20480", "", "",
                 "Uploaded files kept per peer (MiB, by content) so an unchanged file is not sent again; least recently used go first."},
     SettingSpec{"jobs.default_wall_time_s", T::kInt, "3600", "3600", "", "", "Wall-time limit (s) when a job does not ask."},

@@ -80,6 +80,7 @@ Result<std::unique_ptr<ProviderService>> ProviderService::create(const config::C
   options.disk_reserve_bytes = static_cast<uint64_t>(std::max<int64_t>(0, cfg.get_int("jobs.disk_reserve_mib"))) << 20;
   options.disk_reserve_percent = static_cast<double>(std::max<int64_t>(0, cfg.get_int("jobs.disk_reserve_percent")));
   options.workspace_retention = std::chrono::seconds(std::max<int64_t>(0, cfg.get_int("jobs.workspace_retention_s")));
+  options.logs_max_bytes = static_cast<uint64_t>(std::max<int64_t>(0, cfg.get_int("jobs.logs_max_mib"))) << 20;
   options.workspaces_max_bytes = static_cast<uint64_t>(std::max<int64_t>(0, cfg.get_int("jobs.workspaces_max_mib"))) << 20;
   options.stop_grace = std::chrono::seconds(std::max<int64_t>(0, cfg.get_int("jobs.stop_grace_s")));
   options.vram_interval = std::chrono::milliseconds(std::max<int64_t>(100, cfg.get_int("gpu.vram_check_interval_ms")));

@@ -297,11 +297,12 @@ void ProviderJobs::watchdog() {
     // had its outputs fetched (the cap may now be exceeded).
     // At most one sweep a second, so a workspace that cannot be removed
     // is tried again without spinning.
-    if (options_.account_disk) {
+    if (options_.account_disk || options_.logs_max_bytes > 0) {
       auto next_sweep = std::max(next_sweep_locked(now), last_sweep + std::chrono::seconds(1));
       if (sweep_due_ || now >= next_sweep) {
         sweep_due_ = false;
         lock.unlock();
+        sweep_logs();
         sweep_workspaces();
         lock.lock();
         last_sweep = Clock::now();

@@ -69,7 +69,8 @@ nlohmann::json ProviderJobs::view(const Live& job) const {
       {"updated_at", r.updated_at},
   };
   for (const char* key : {"reason", "message", "oom_killed", "started_at", "finished_at", "waiting_for", "gpu_model",
-                          "output_sha256", "log_lost", "outputs_fetched_at", "workspace_removed_at"}) {
+                          "output_sha256", "log_lost", "outputs_fetched_at", "workspace_removed_at",
+                          "log_removed_at"}) {
     if (r.result.contains(key)) v[key] = r.result[key];
   }
   if (r.handle && !r.handle->image_id.empty()) v["image_id"] = r.handle->image_id;
@@ -251,6 +252,12 @@ Result<LogRead> ProviderJobs::read_log(const std::string& job_id, uint64_t offse
     auto found = find(job_id);
     if (!found) return std::move(found).error();
     Live& job = **found;
+    if (job.rec.result.contains("log_removed_at")) {
+      return make_error(ErrorCode::kNotFound,
+                        "the output of job " + job_id +
+                            " was removed by the provider, which keeps ended jobs' logs within jobs.logs_max_mib "
+                            "(oldest first); `yonder ps --all` still lists the job and how it ended");
+    }
     if (job.rec.state == JobState::kQueued) {
       // Nothing to read before it starts; no descriptor held for a
       // thousand queued jobs that someone follows.
@@ -279,6 +286,10 @@ Status ProviderJobs::watch_log(const std::string& job_id, uint64_t offset, std::
     Live& job = **found;
     if (job.rec.state == JobState::kQueued) {  // its log is opened when it starts
       add_watcher(job.watchers, {offset, std::move(ready)});
+      return ok_status();
+    }
+    if (job.rec.result.contains("log_removed_at")) {  // read_log says why
+      ready();
       return ok_status();
     }
     auto log = open_log_locked(job);

@@ -57,6 +57,7 @@ struct ProviderOptions {
   double disk_reserve_percent = 5;
   std::chrono::seconds workspace_retention{86400};
   uint64_t workspaces_max_bytes = 20480ULL << 20;  // 0: no cap
+  uint64_t logs_max_bytes = 4096ULL << 20;         // ended jobs' logs together; 0: no cap
 };
 
 struct LogRead {
@@ -98,6 +99,9 @@ class ProviderJobs {
   // Removes the ended workspaces disk_budget.h says should go now; the
   // watchdog calls it on its own schedule. Returns how many it removed.
   int sweep_workspaces();
+  // Removes the logs of the oldest ended jobs while ended jobs' logs hold
+  // more than logs_max_bytes together (the records stay). Returns how many.
+  int sweep_logs();
   Result<LogRead> read_log(const std::string& job_id, uint64_t offset, size_t max_bytes);
   // Calls `ready` once, when the log grows past `offset` or the job ends
   // (at once if either is already true).

@@ -1,7 +1,11 @@
 // ProviderJobs: the workspace disk it promises to jobs and the ended
 // workspaces it takes back. The decisions are disk_budget.h's; this file
 // reads the volume and the images for them and does what they say.
+#include <algorithm>
 #include <filesystem>
+#include <limits>
+
+#include <sys/stat.h>
 
 #include "jobs/provider/disk_budget.h"
 #include "jobs/provider/live_job.h"
@@ -97,6 +101,50 @@ int ProviderJobs::sweep_workspaces() {
     ++removed;
   }
   return removed;
+}
+
+int ProviderJobs::sweep_logs() {
+  if (options_.logs_max_bytes == 0) return 0;
+  std::vector<std::string> doomed;
+  {
+    std::lock_guard lock(mutex_);
+    // The logs cap is the workspaces' cap with no retention and every log
+    // counted as fetched: oldest ended first, only while over the cap.
+    std::vector<EndedWorkspace> ended;
+    for (const auto& [id, job] : jobs_) {
+      const JobRecord& r = job->rec;
+      if (!is_terminal(r.state) || r.result.contains("log_removed_at") ||
+          (job->runner.joinable() && !job->runner_done.load())) {
+        continue;
+      }
+      // Ordered by the log's last write, in nanoseconds: jobs that end in
+      // the same second still go oldest first.
+      struct stat st {};
+      if (::stat((options_.jobs_dir + "/" + id + "/output.log").c_str(), &st) != 0) continue;
+      int64_t written_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+      ended.push_back({id, written_ns, static_cast<uint64_t>(st.st_size), true});
+    }
+    doomed = workspaces_to_remove(std::move(ended), now_s(), std::numeric_limits<int64_t>::max(),
+                                  options_.logs_max_bytes);
+    for (const auto& id : doomed) {
+      Live& job = *jobs_.at(id);
+      // Readers hold their own reference to an open log and finish reading.
+      job.log.reset();
+      open_finished_logs_.erase(std::remove(open_finished_logs_.begin(), open_finished_logs_.end(), id),
+                                open_finished_logs_.end());
+      job.closed_log_bytes = 0;
+      job.rec.result["log_removed_at"] = now_s();
+      (void)save_locked(job);
+    }
+  }
+  // Marked first, so no reader opens the file again meanwhile. An unlink
+  // that fails (the file system gone read-only) leaves the file behind;
+  // nothing else would write it.
+  for (const auto& id : doomed) {
+    std::error_code ec;
+    std::filesystem::remove(options_.jobs_dir + "/" + id + "/output.log", ec);
+  }
+  return static_cast<int>(doomed.size());
 }
 
 }  // namespace yonder::jobs::provider

@@ -408,5 +408,31 @@ TEST_F(ProviderJobsTest, EndedWorkspacesAreRemovedAfterRetentionAndPastTheCap) {
   EXPECT_FALSE(jobs_->get(unfetched)->contains("workspace_removed_at"));
 }
 
+TEST_F(ProviderJobsTest, EndedJobsLogsAreKeptWithinTheirOwnCapOldestFirst) {
+  // Each job prints 64 KiB; the cap holds about two jobs' logs.
+  start_manager(true, 4, [](ProviderOptions& o) { o.logs_max_bytes = 150 << 10; });
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(submit("p", {{"command", {"sh", "-c", "head -c 65536 /dev/zero | tr '\\0' x"}}}));
+    await_end(ids.back());
+  }
+  // The oldest go until the rest fit; the newest two stay readable.
+  EXPECT_TRUE(testing::wait_until([&] { return jobs_->get(ids[1])->contains("log_removed_at"); }))
+      << jobs_->get(ids[1])->dump();
+  EXPECT_TRUE(jobs_->get(ids[0])->contains("log_removed_at"));
+  EXPECT_FALSE(std::filesystem::exists(jobs_dir_ + "/" + ids[0] + "/output.log"));
+  for (int i : {2, 3}) {
+    EXPECT_FALSE(jobs_->get(ids[static_cast<size_t>(i)])->contains("log_removed_at"));
+    auto read = jobs_->read_log(ids[static_cast<size_t>(i)], 0, 1 << 20);
+    ASSERT_TRUE(read.ok()) << read.error().to_string();
+    EXPECT_FALSE(read->slice.records.empty());
+  }
+  // The record stays, and reading the removed log says why.
+  EXPECT_EQ(jobs_->get(ids[0])->value("state", ""), "exited");
+  auto gone = jobs_->read_log(ids[0], 0, 1 << 20);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.error().message().find("jobs.logs_max_mib"), std::string::npos) << gone.error().to_string();
+}
+
 }  // namespace
 }  // namespace yonder::jobs::provider
