@@ -376,7 +376,7 @@ int cmd_ps(const Context& ctx, bool all) {
     if (cmd.size() > 40) cmd = cmd.substr(0, 37) + "...";
     std::string state = j.value("state", "");
     if (!j.value("provider_reachable", true)) state += "?";
-    if (j.contains("workspace_removed_at")) {
+    if (j.contains("workspace_removed_at") || j.contains("log_removed_at")) {
       state += "*";
       cleaned = true;
     }
@@ -385,7 +385,10 @@ int cmd_ps(const Context& ctx, bool all) {
                 shown(j, "provider_name", "").substr(0, 16).c_str(), j.value("image", "").substr(0, 24).c_str(),
                 state.c_str(), exit.c_str(), cmd.c_str());
   }
-  if (cleaned) std::printf("* cleaned: the provider removed the ended job's workspace (its log is kept)\n");
+  if (cleaned) {
+    std::printf("* cleaned: the provider removed the ended job's workspace, so its outputs can no longer be fetched "
+                "(and, past its logs cap, the log; `yonder logs` says so)\n");
+  }
   // A provider that did not answer: its jobs are shown as last seen ("?").
   for (const auto& u : r->value("unanswered", json::array())) {
     std::fprintf(stderr, "yonder: %s; its jobs are shown as last seen (marked ?)\n",

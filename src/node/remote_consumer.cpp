@@ -161,8 +161,14 @@ void RemoteConsumer::list(const Request& req, Reply reply) {
     asio::post(pool_, [this, g, all, reply] {
       std::vector<std::pair<std::string, std::string>> ended;
       for (const auto& v : g->views) {
-        (void)store_->update_from_view(v, unix_now_ms());
         auto was = g->unfinished.find(v.value("job_id", ""));
+        // A job that had ended when we asked keeps what we saw of it; only
+        // the provider's cleanup of its files is news.
+        if (was == g->unfinished.end()) {
+          (void)store_->record_cleanup(v);
+          continue;
+        }
+        (void)store_->update_from_view(v, unix_now_ms());
         std::string state = v.value("state", "");
         if (was != g->unfinished.end() && (state == "exited" || state == "stopped" || state == "failed")) {
           ended.emplace_back(was->second, was->first);
@@ -195,15 +201,17 @@ void RemoteConsumer::list(const Request& req, Reply reply) {
     });
   };
   // 1. what we remember (pool); 2. ask each provider with unfinished jobs (loop).
-  asio::post(pool_, [this, g, reply, finish] {
+  asio::post(pool_, [this, g, all, reply, finish] {
     auto jobs = store_->list();
-    asio::post(io_, [this, g, reply, finish, jobs = std::move(jobs)]() mutable {
+    asio::post(io_, [this, g, all, reply, finish, jobs = std::move(jobs)]() mutable {
       if (!jobs) return reply(Response::error(jobs.error()));
       std::set<std::string> providers;
       for (const auto& j : *jobs) {
         if (!j.finished()) {
           providers.insert(j.provider_id);
           g->unfinished[j.job_id] = j.provider_id;
+        } else if (all && !(j.last.contains("workspace_removed_at") && j.last.contains("log_removed_at"))) {
+          providers.insert(j.provider_id);  // `ps --all`: has it cleaned the job up since?
         }
       }
       if (providers.empty()) return finish();

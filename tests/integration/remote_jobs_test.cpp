@@ -17,6 +17,7 @@
 #include "support/live_process.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -147,6 +148,29 @@ TEST_F(RemoteJobs, AfterADenyLogsFollowStopsWithExit5) {
   EXPECT_NE(follow.err().find("refused the connection"), std::string::npos) << follow.err();
   ASSERT_EQ(studio.yonder({"allow", "laptop"}).exit_code, 0);
   EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+}
+
+// An ended job whose workspace the provider removed later (its retention
+// passed) is marked cleaned by `ps --all` without the consumer having asked
+// about that job again; what the consumer saw of it stays.
+TEST_F(RemoteJobs, PsAllMarksAJobWhoseWorkspaceTheProviderRemovedSince) {
+  TempDir dir;
+  Node studio(dir, "studio", true, {}, "workspace_retention_s = 1\n"), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {});
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh", "-c", "exit 3"});
+  ASSERT_EQ(r.exit_code, 3) << r.err;
+  json job;
+  bool cleaned = wait_until([&] {
+    json ps = laptop.yonder_json({"ps", "--all"});
+    if (!ps.contains("jobs") || ps["jobs"].size() != 1) return false;
+    job = ps["jobs"][0];
+    return job.contains("workspace_removed_at");
+  });
+  EXPECT_TRUE(cleaned) << job.dump();
+  EXPECT_EQ(job.value("exit_code", 0), 3) << job.dump();
+  auto table = laptop.yonder({"ps", "--all"});
+  EXPECT_NE(table.out.find("exited*"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("* cleaned"), std::string::npos) << table.out;
 }
 
 // A provider that stops answering (SIGSTOP keeps its connections open) is

@@ -93,6 +93,20 @@ Status ConsumerJobStore::update_from_view(const nlohmann::json& view, int64_t se
   return save(*job);
 }
 
+Status ConsumerJobStore::record_cleanup(const nlohmann::json& view) {
+  if (!view.is_object() || !view.contains("job_id") || !view["job_id"].is_string()) return ok_status();
+  auto job = find(view["job_id"].get<std::string>());
+  if (!job || job->job_id != view["job_id"] || !job->finished()) return ok_status();
+  bool changed = false;
+  for (const char* key : {"workspace_removed_at", "log_removed_at"}) {
+    if (view.contains(key) && view[key].is_number_integer() && !job->last.contains(key)) {
+      job->last[key] = view[key];
+      changed = true;
+    }
+  }
+  return changed ? save(*job) : ok_status();
+}
+
 Result<ConsumerJob> ConsumerJobStore::read_row(store::Statement& st) {
   ConsumerJob j;
   j.job_id = st.column_text(0);

@@ -55,6 +55,10 @@ class ConsumerJobStore {
   // `seen_ms` (Unix ms, this node's clock), and what it shows for the first
   // time into `observed`.
   Status update_from_view(const nlohmann::json& view, int64_t seen_ms);
+  // For a job that ended already: takes from the provider's view only that
+  // it removed the job's workspace or log (`ps --all` marks it cleaned);
+  // its state and exit code, seen while it ran, stay as they were.
+  Status record_cleanup(const nlohmann::json& view);
   // By full id or a unique prefix (at least 4 characters).
   Result<ConsumerJob> find(const std::string& id_or_prefix);
   // Oldest first.
