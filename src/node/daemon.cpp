@@ -170,7 +170,13 @@ int run_daemon(const DaemonOptions& options) {
                                  paths->home + "/uploads");
   upload_provider.register_methods();
   // Files out of (run.fetch) and into (files.put) jobs' workspaces.
-  WorkspaceMounts workspace_mounts(paths->home + "/jobs");
+  WorkspaceMounts workspace_mounts(paths->home + "/jobs", [&provider](const std::string& job_id) {
+    auto jobs = provider->ready();
+    if (!jobs) return false;
+    auto view = (*jobs)->get(job_id);
+    std::string state = view ? view->value("state", "") : "";
+    return state == "starting" || state == "running";
+  });
   FetchProvider fetch_provider(io, pool, *peer_link, *provider, remote_provider, workspace_mounts, *cfg);
   fetch_provider.register_methods();
   FilesProvider files_provider(io, pool, *peer_link, *provider, remote_provider, workspace_mounts, *cfg);

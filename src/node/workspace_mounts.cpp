@@ -44,7 +44,9 @@ void WorkspaceMounts::release(const std::string& job_id) {
   std::lock_guard lock(mutex_);
   auto it = mounts_.find(job_id);
   if (it == mounts_.end() || --it->second.users > 0) return;
-  if (it->second.ours) {
+  // A run of the job that started meanwhile took our mount as its own.
+  bool handed_over = it->second.ours && job_runs_ && job_runs_(job_id);
+  if (it->second.ours && !handed_over) {
     if (auto st = os::unmount(jobs_dir_ + "/" + job_id + "/workspace"); !st) {
       spdlog::warn("cannot unmount the workspace of job {}: {}", job_id, st.error().to_string());
     }

@@ -7,6 +7,7 @@
 // Threading: any thread (blocking: mount and umount); guarded inside.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -17,7 +18,13 @@ namespace yonder::node {
 
 class WorkspaceMounts {
  public:
-  explicit WorkspaceMounts(std::string jobs_dir) : jobs_dir_(std::move(jobs_dir)) {}
+  // `job_runs` says whether the executor runs the job now (starting or
+  // running). A job started again on this provider (its start retried, or a
+  // requeue that lands here) finds our mount of its image and uses it; our
+  // last release must then leave it mounted: the executor unmounts it when
+  // that run ends.
+  explicit WorkspaceMounts(std::string jobs_dir, std::function<bool(const std::string& job_id)> job_runs = {})
+      : jobs_dir_(std::move(jobs_dir)), job_runs_(std::move(job_runs)) {}
   // The job's workspace folder, mounted if need be (counted); kNotFound when
   // the provider has removed it. Pair with release().
   Result<std::string> acquire(const std::string& job_id);
@@ -29,6 +36,7 @@ class WorkspaceMounts {
     bool ours = false;  // we mounted it (and unmount it after the last user)
   };
   std::string jobs_dir_;
+  std::function<bool(const std::string&)> job_runs_;
   std::mutex mutex_;  // guards mounts_
   std::map<std::string, Mount> mounts_;
 };

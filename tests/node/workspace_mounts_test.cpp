@@ -155,6 +155,32 @@ TEST_F(WorkspaceMountsTest, TheExecutorsMountIsLeftToTheExecutor) {
   ASSERT_TRUE(os::unmount(workspace()).ok());
 }
 
+// The job ended and a fetch mounted its image (ours); then the job started
+// again on this provider (a retried start, a requeue landing here), and the
+// executor found the image mounted and ran the job on that mount. The
+// fetch's release must not unmount it under the running job.
+TEST_F(WorkspaceMountsTest, ASameProviderRequeueLeavesTheRunningJobsFilesAlone) {
+  ASSERT_TRUE(os::unmount(workspace()).ok());  // the first run ended
+  bool runs = false;
+  WorkspaceMounts mounts(jobs(), [&](const std::string& id) { return id == "j1" && runs; });
+  auto fetch = mounts.acquire("j1");
+  ASSERT_TRUE(fetch.ok()) << fetch.error().to_string();
+  ASSERT_TRUE(os::is_mount_point(workspace()));
+  runs = true;  // the executor started the job again on our mount
+  std::ofstream(workspace() + "/second-run.txt") << "writing\n";
+  mounts.release("j1");
+  EXPECT_TRUE(os::is_mount_point(workspace())) << "the running job's workspace was unmounted under it";
+  EXPECT_EQ(read_all(workspace() + "/second-run.txt"), "writing\n");
+  // The executor unmounts it when that run ends; a later reader mounts it again.
+  ASSERT_TRUE(os::unmount(workspace()).ok());
+  runs = false;
+  auto later = mounts.acquire("j1");
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(read_all(*later + "/second-run.txt"), "writing\n");
+  mounts.release("j1");
+  EXPECT_FALSE(os::is_mount_point(workspace()));
+}
+
 TEST_F(WorkspaceMountsTest, ARemovedWorkspaceIsNotFound) {
   ASSERT_TRUE(os::unmount(workspace()).ok());
   std::filesystem::remove(image());
