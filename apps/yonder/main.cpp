@@ -230,12 +230,16 @@ int main(int argc, char** argv) {
   forward->add_option("--stop", forward_stop, "Stop a forward (its id, from --list)");
   forward->add_flag("--json", json, "Machine-readable output");
   std::string cp_from, cp_to;
+  bool cp_dry_run = false;
   auto* cp = app.add_subcommand("cp", "Copy files out of a job (yonder cp JOB:PATH [LOCAL]) or into a running one "
                                       "(yonder cp LOCAL JOB:PATH)");
   cp->add_option("from", cp_from, "JOB:PATH (relative to the workspace; a file or folder), or a local file or folder")
       ->required();
   cp->add_option("to", cp_to, "Local folder (default: the working directory), or JOB:PATH (a workspace folder)");
   cp->add_flag("--json", json, "Machine-readable output");
+  cp->add_flag("--dry-run", cp_dry_run,
+               "Out of a job: list what would come home (new or replacing a file here) and what would be left out; "
+               "write nothing");
   bool audit_verify = false;
   int64_t audit_limit = 100;
   auto* audit = app.add_subcommand("audit", "What peers asked this node to do, and what it refused (hash-chained)");
@@ -415,7 +419,7 @@ int main(int argc, char** argv) {
   if (*group_label) return cmd_group_label(*ctx, group_args);
   if (*group_admin) return cmd_group_admin(*ctx, group_args);
   if (*group_list) return cmd_group_list(*ctx);
-  if (*cp) return cmd_cp(*ctx, cp_from, cp_to);
+  if (*cp) return cmd_cp(*ctx, cp_from, cp_to, cp_dry_run);
   if (*cfg_get) return cmd_config_get(*ctx, key);
   if (*cfg_set) return cmd_config_set(*ctx, key, value);
   if (*cfg_unset) return cmd_config_unset(*ctx, key);

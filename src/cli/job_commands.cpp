@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/bytes.h"
 #include "base/terminal_text.h"
@@ -38,8 +39,9 @@ std::string short_id(const std::string& id) { return id.substr(0, 12); }
 // see node/fetch_consumer.h). `paths` empty: what differs from `dir`.
 // `no_limit`: past the outputs budget too (paths named lift it as well).
 Result<json> fetch_files(const Context& ctx, const std::string& job, const std::string& dir,
-                         const std::vector<std::string>& paths, bool no_limit = false) {
+                         const std::vector<std::string>& paths, bool no_limit = false, bool dry_run = false) {
   json body = {{"job_id", job}, {"dir", dir}};
+  if (dry_run) body["dry_run"] = true;
   if (!paths.empty()) body["paths"] = paths;
   if (no_limit) body["outputs_limit"] = "off";
   std::string transfer_id = new_transfer_id();
@@ -443,12 +445,17 @@ bool is_job_path(const std::string& arg) {
 
 }  // namespace
 
-int cmd_cp(const Context& ctx, const std::string& from, const std::string& to) {
+int cmd_cp(const Context& ctx, const std::string& from, const std::string& to, bool dry_run) {
   bool out = is_job_path(from), in = !to.empty() && is_job_path(to);
   if (out == in) {
     return print_error(make_error(ErrorCode::kInvalidArgument,
                                   "cp copies out of a job (yonder cp JOB:PATH [LOCAL]) or into a running one (yonder "
                                   "cp LOCAL JOB:PATH); exactly one side is JOB:PATH"),
+                       kExitUsage);
+  }
+  if (in && dry_run) {
+    return print_error(make_error(ErrorCode::kInvalidArgument,
+                                  "--dry-run previews files coming out of a job (yonder cp --dry-run JOB:PATH [LOCAL])"),
                        kExitUsage);
   }
   if (in) {
@@ -477,10 +484,24 @@ int cmd_cp(const Context& ctx, const std::string& from, const std::string& to) {
   if (ec || !std::filesystem::is_directory(dir, ec)) {
     return print_error(make_error(ErrorCode::kInvalidArgument, (to.empty() ? "." : to) + " is not a folder"), kExitUsage);
   }
-  auto got = fetch_files(ctx, job, dir.lexically_normal().string(), {path.empty() ? "." : path});
+  auto got = fetch_files(ctx, job, dir.lexically_normal().string(), {path.empty() ? "." : path}, false, dry_run);
   if (!got) return fail(ctx, got.error());
   if (ctx.json) {
     std::printf("%s\n", got->dump(2).c_str());
+  } else if (dry_run) {
+    // What the copy would do, written nowhere: each file, marked where it
+    // would replace one here, and what the outputs policy would leave out.
+    std::set<std::string> replaced;
+    for (const auto& f : (*got)["replaced"]) replaced.insert(f.get<std::string>());
+    for (const auto& f : (*got)["files"]) {
+      std::string rel = f.get<std::string>();
+      std::printf("%s  %s\n", replaced.count(rel) ? "replace" : "new    ", shown(rel).c_str());
+    }
+    std::fprintf(stderr, "yonder: dry run: %zu file(s) would come home, %zu of them replacing a file here; nothing "
+                         "was written\n", (*got)["files"].size(), replaced.size());
+    if (got->contains("left_out_why")) std::fprintf(stderr, "yonder: %s\n", shown(*got, "left_out_why", "").c_str());
+    std::string skipped = skipped_line(*got);
+    if (!skipped.empty()) std::fprintf(stderr, "yonder: %s\n", skipped.c_str());
   } else {
     for (const auto& f : (*got)["files"]) std::printf("%s\n", shown(f.get<std::string>()).c_str());
     std::string skipped = skipped_line(*got);

@@ -67,6 +67,7 @@ int cmd_stop(const Context& ctx, const std::string& job);
 // ended job's workspace into LOCAL (a folder, default the working directory).
 // `yonder cp LOCAL JOB:PATH`: copies a local file or folder into the folder
 // PATH of a running job's workspace (the scope needs `files`).
-int cmd_cp(const Context& ctx, const std::string& from, const std::string& to);
+// `dry_run`: out of a job only; lists what would come home, writes nothing.
+int cmd_cp(const Context& ctx, const std::string& from, const std::string& to, bool dry_run = false);
 
 }  // namespace yonder::cli

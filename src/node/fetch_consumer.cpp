@@ -55,6 +55,7 @@ struct Fetch {
   uint64_t links = 0, special = 0;  // what the provider left behind, by its word
   transfer::OutputsBudget budget;   // the settings', lifted by "paths" or "outputs_limit"
   uint64_t free = 0;                // bytes free under `dir` before the fetch
+  bool dry_run = false;             // say what would come home; write nothing into `dir`
 };
 
 }  // namespace
@@ -109,6 +110,7 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
   if (!paths.empty()) f->budget.lifted = true;
   f->job_id = body["job_id"];
   f->dir = dir;
+  f->dry_run = body.value("dry_run", false);
   // "base": judge what changed against this folder instead of "dir" (an
   // array task's outputs go to a folder of their own, judged against the
   // task's input folder).
@@ -227,7 +229,7 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
               asio::post(pool_, [this, ff] {
                 auto finished = ff->x->finish();
                 ff->x.reset();
-                Result<transfer::MovedOutputs> moved = finished ? transfer::move_tree_into(ff->tmp, ff->dir, ff->policy)
+                Result<transfer::MovedOutputs> moved = finished ? transfer::move_tree_into(ff->tmp, ff->dir, ff->policy, ff->dry_run)
                                                                 : Result<transfer::MovedOutputs>(finished.error());
                 remove_tree(ff->tmp);
                 asio::post(io_, [ff, finished = std::move(finished), moved = std::move(moved)] {
@@ -238,6 +240,7 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
                                         {"left_out", moved->skipped.total()},
                                         {"links", ff->links},
                                         {"special", ff->special}};
+                  if (ff->dry_run) out["dry_run"] = true;
                   std::string why = transfer::describe(moved->skipped);
                   if (!why.empty()) out["left_out_why"] = why;
                   ff->reply(Response::json(200, out));

@@ -112,7 +112,8 @@ OutputsPolicy outputs_policy_for(const TreeListing* target_listing, const std::s
   return policy;
 }
 
-Result<MovedOutputs> move_tree_into(const std::string& from, const std::string& into, const OutputsPolicy& policy) {
+Result<MovedOutputs> move_tree_into(const std::string& from, const std::string& into, const OutputsPolicy& policy,
+                                    bool dry_run) {
   MovedOutputs moved;
   fs::path src(from), dst(into);
   std::error_code ec;
@@ -137,7 +138,7 @@ Result<MovedOutputs> move_tree_into(const std::string& from, const std::string& 
     }
     // The fresh folder is ours and holds no links (TreeExtractor), so the
     // mode is set on the file that moves.
-    if (::chmod(f.c_str(), static_cast<mode_t>(decision.mode)) != 0) {
+    if (!dry_run && ::chmod(f.c_str(), static_cast<mode_t>(decision.mode)) != 0) {
       return make_error(ErrorCode::kFailedPrecondition, "cannot set the mode of " + rel + ": " + std::string(strerror(errno)));
     }
     fs::path target = dst;
@@ -147,6 +148,7 @@ Result<MovedOutputs> move_tree_into(const std::string& from, const std::string& 
       target /= *p;
       struct stat st {};
       if (::lstat(target.c_str(), &st) != 0) {
+        if (dry_run) continue;  // it would be made; nothing below it exists either
         if (::mkdir(target.c_str(), 0755) != 0) {
           return make_error(ErrorCode::kFailedPrecondition, "cannot create folder " + target.string());
         }
@@ -161,7 +163,7 @@ Result<MovedOutputs> move_tree_into(const std::string& from, const std::string& 
       return make_error(ErrorCode::kFailedPrecondition, "not writing " + rel + ": it is a folder here");
     }
     // rename() replaces a link itself, never what it points to.
-    if (::rename(f.c_str(), target.c_str()) != 0) {
+    if (!dry_run && ::rename(f.c_str(), target.c_str()) != 0) {
       return make_error(ErrorCode::kFailedPrecondition, "cannot put " + rel + " in place: " + std::string(strerror(errno)));
     }
     if (exists_here) moved.replaced.push_back(rel);

@@ -70,7 +70,9 @@ OutputsPolicy outputs_policy_for(const TreeListing* target_listing, const std::s
 // path under `into`, with the policy's mode, creating folders as needed and
 // replacing files. Refuses (kFailedPrecondition, naming the path) to go
 // through a symbolic link or anything that is not a folder, or to replace a
-// folder.
-Result<MovedOutputs> move_tree_into(const std::string& from, const std::string& into, const OutputsPolicy& policy);
+// folder. `dry_run`: decides and checks the same, but moves, makes and
+// changes nothing (`yonder cp --dry-run`: what would come home).
+Result<MovedOutputs> move_tree_into(const std::string& from, const std::string& into, const OutputsPolicy& policy,
+                                    bool dry_run = false);
 
 }  // namespace yonder::transfer

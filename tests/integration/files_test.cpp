@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "support/docker_env.h"
 #include "support/job_node.h"
@@ -243,6 +244,37 @@ TEST_F(OutputsHome, MoreFilesThanTheCapAreRefusedBeforeAnythingIsWritten) {
                             "sh", "-c", script});
   ASSERT_EQ(out.exit_code, 0) << out.err;
   EXPECT_EQ(read_file(named + "/many/f7"), "7\n");
+}
+
+// `yonder cp --dry-run` shows what a copy out of a job would bring (new
+// files, files it would replace here) and writes nothing at all.
+TEST_F(OutputsHome, ADryRunCopyListsWhatWouldComeHomeAndWritesNothing) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "2"});
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c",
+                          "mkdir -p out && echo fresh > out/new.txt && echo theirs > out/mine.txt"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  ASSERT_EQ(laptop.yonder({"logs", "-f", id}).exit_code, 0);  // follows until the job ends
+  std::string here = dir / "here";
+  fs::create_directories(here + "/out");
+  std::ofstream(here + "/out/mine.txt") << "ours\n";
+  auto preview = laptop.yonder({"cp", "--dry-run", id + ":out", here});
+  ASSERT_EQ(preview.exit_code, 0) << preview.err;
+  EXPECT_NE(preview.out.find("replace  out/mine.txt"), std::string::npos) << preview.out;
+  EXPECT_NE(preview.out.find("new      out/new.txt"), std::string::npos) << preview.out;
+  EXPECT_NE(preview.err.find("nothing was written"), std::string::npos) << preview.err;
+  EXPECT_EQ(read_file(here + "/out/mine.txt"), "ours\n");
+  EXPECT_FALSE(fs::exists(here + "/out/new.txt"));
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(here)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"out"}) << "the dry run left files behind";
+  // The same copy for real does what the preview said.
+  auto real = laptop.yonder({"cp", id + ":out", here});
+  ASSERT_EQ(real.exit_code, 0) << real.err;
+  EXPECT_EQ(read_file(here + "/out/mine.txt"), "theirs\n");
+  EXPECT_EQ(read_file(here + "/out/new.txt"), "fresh\n");
 }
 
 }  // namespace
