@@ -188,8 +188,11 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
                                   "job " + f->job_id + " runs on a provider this node is no longer paired with"));
       }
       link_.service().open_tunnel(
-          t->key, t->addresses, "run.fetch", prepared->second, [this, f, fail](Result<link::TunnelOpened> r) {
-            if (!r) return fail(f, std::move(r).error());
+          t->key, t->addresses, "run.fetch", prepared->second,
+          [this, f, fail, name = t->name](Result<link::TunnelOpened> r) {
+            // A provider that stopped answering is named (the link's
+            // request timeout bounds the wait for the head).
+            if (!r) return fail(f, Error(std::move(r).error()).with_context("provider \"" + name.substr(0, 64) + "\""));
             f->tunnel = std::move(r->tunnel);
             auto said = [&](const char* key) {  // the provider's word: checked, not trusted
               return r->result.is_object() && r->result.contains(key) && r->result[key].is_number_unsigned()

@@ -153,16 +153,9 @@ void MeshOpinions::refresh(std::function<void()> done) {
     if (*alive && --*left == 0) recompute(done);
   };
   for (const auto& t : targets) {
-    struct Once {
-      explicit Once(asio::io_context& io) : timer(io) {}
-      asio::steady_timer timer;
-      bool answered = false;
-    };
-    auto once = std::make_shared<Once>(io_);
-    auto finish = [this, alive = alive_, once, key = t.key, name = t.name, one_done](Result<nlohmann::json> r) {
-      if (!*alive || once->answered) return;
-      once->answered = true;
-      once->timer.cancel();
+    // call_within answers once: the reply or, past the deadline, an error.
+    auto finish = [this, alive = alive_, key = t.key, name = t.name, one_done](Result<nlohmann::json> r) {
+      if (!*alive) return;
       Source& s = sources_[key];
       auto decoded = [&]() -> Result<mesh::Opinions> {
         if (!r) return std::move(r).error();
@@ -183,12 +176,7 @@ void MeshOpinions::refresh(std::function<void()> done) {
       }
       one_done();
     };
-    once->timer.expires_after(kMeshOpinionsAskTimeout);
-    once->timer.async_wait([finish, name = t.name](boost::system::error_code ec) {
-      if (ec) return;
-      finish(make_error(ErrorCode::kUnavailable, name + " did not answer mesh.opinions in time"));
-    });
-    link_.service().call(t.key, t.addresses, "mesh.opinions", nlohmann::json::object(), finish);
+    link_.call_within(t, "mesh.opinions", nlohmann::json::object(), kMeshOpinionsAskTimeout, finish);
   }
 }
 

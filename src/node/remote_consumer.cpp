@@ -26,6 +26,10 @@ using jobs::consumer::ConsumerJobStore;
 
 namespace {
 
+// How long a provider may take to answer a read (beyond a log long poll's
+// own wait) before the consumer says it is not answering.
+constexpr std::chrono::milliseconds kReadDeadline{8000};
+
 // How long `ps` waits for each provider's list of jobs.
 constexpr std::chrono::seconds kListDeadline{5};
 
@@ -261,8 +265,14 @@ void RemoteConsumer::call_job(const std::string& id, const std::string& method, 
                                 "job " + job->job_id + " runs on a provider this node is no longer paired with"));
       }
       params["job_id"] = job->job_id;
-      link_.service().call(t->key, t->addresses, method, params, [this, record, reply, provider = job->provider_id,
-                                                                  job_id = job->job_id](Result<nlohmann::json> r) {
+      // Reads that a stopped provider would leave hanging get a deadline
+      // that names it: a log long poll its wait plus a margin, an inspect
+      // a few seconds. Stops and the like keep the link's own timeout.
+      auto deadline = method == "run.logs"
+                          ? std::chrono::milliseconds(params.value("wait_ms", int64_t{0})) + kReadDeadline
+                      : method == "run.inspect" ? kReadDeadline
+                                                : std::chrono::milliseconds(0);
+      auto answered = [this, record, reply, provider = job->provider_id, job_id = job->job_id](Result<nlohmann::json> r) {
         if (!r) return reply(r.error());
         if (!record) {
           if (r->is_object() && r->value("ended", false)) seen_ending(provider, job_id);
@@ -278,7 +288,9 @@ void RemoteConsumer::call_job(const std::string& id, const std::string& method, 
             reply(out);
           });
         });
-      });
+      };
+      if (deadline.count() > 0) return link_.call_within(*t, method, params, deadline, std::move(answered));
+      link_.service().call(t->key, t->addresses, method, params, std::move(answered));
     });
   });
 }

@@ -194,6 +194,10 @@ TEST_F(RemoteJobs, AStoppedProviderIsNamedInsteadOfWaitedFor) {
   EXPECT_EQ(ps.exit_code, 0) << ps.err;
   EXPECT_NE(ps.out.find(id.substr(0, 12)), std::string::npos) << ps.out;
   EXPECT_NE(ps.err.find("\"studio\" did not answer run.list"), std::string::npos) << ps.err;
+  // Reading its job's log is bounded too, and names it.
+  auto logs = laptop.yonder({"logs", id});
+  EXPECT_NE(logs.exit_code, 0);
+  EXPECT_NE(logs.err.find("\"studio\" did not answer run.logs"), std::string::npos) << logs.err;
 
   std::string work = dir / "work";
   std::filesystem::create_directories(work);

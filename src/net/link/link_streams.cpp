@@ -280,7 +280,10 @@ void LinkService::call_attempt(const PublicKeyBytes& peer, const std::vector<std
       cc->streams.erase(it);
       (void)s->mux().reset(wire::StreamId{sid}, wire::ResetCode::kTimeout, "no reply in time");
       s->flush();
-      reply(make_error(ErrorCode::kUnavailable, "the peer did not answer \"" + method + "\" in time"));
+      reply(make_error(ErrorCode::kUnavailable, "the peer did not answer \"" + method + "\" within " +
+                                         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                            impl->config.request_timeout).count()) +
+                                         " s; it may be stopped or overloaded"));
     });
   });
 }

@@ -373,7 +373,10 @@ void LinkService::open_tunnel(const PublicKeyBytes& peer, const std::vector<std:
         (void)s->mux().reset(link_tunnel_sid(stream), wire::ResetCode::kTimeout, "no answer in time");
         s->flush();
       }
-      answer(make_error(ErrorCode::kUnavailable, "the peer did not answer \"" + method + "\" in time"));
+      answer(make_error(ErrorCode::kUnavailable, "the peer did not answer \"" + method + "\" within " +
+                                         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                            impl->config.request_timeout).count()) +
+                                         " s; it may be stopped or overloaded"));
     });
     impl->send(c, stream, encode_message({{"method", method}, {"params", params}}), false);
   });
