@@ -102,6 +102,7 @@ int run_array(const Context& ctx, const ArrayArgs& a) {
   if (!a.dir.empty()) body["dir"] = a.dir;
   if (a.replicas > 1) body["replicas"] = a.replicas;
   if (!a.validator.empty()) body["validator"] = a.validator;
+  if (a.no_outputs_limit) body["outputs_limit"] = "off";
   if (a.range) body["array"] = *a.range;
   if (!a.file.empty()) {
     auto lines = read_array_file(a.file);

@@ -26,6 +26,7 @@ struct ArrayArgs {
   int replicas = 1;       // per task: K providers and a quorum (node/mesh_jobs.h)
   std::string validator;  // with replicas
   bool detach = false;
+  bool no_outputs_limit = false;  // each task's outputs may pass outputs.max_files / max_mib
 };
 
 // The lines of an --array-file (one task each; "" lines count too, except

@@ -257,6 +257,7 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
       arr.replicas = a.replicas.value_or(1);
       arr.validator = a.validator.value_or("");
       arr.detach = a.detach;
+      arr.no_outputs_limit = a.no_outputs_limit;
       return run_array(ctx, arr);
     }
     MeshJobArgs m;

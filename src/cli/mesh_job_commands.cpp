@@ -75,6 +75,9 @@ int run_mesh_job(const Context& ctx, const MeshJobArgs& args) {
   json body = {{"job", args.job}, {"needs", args.needs}, {"retries", args.retries}, {"replicas", args.replicas}};
   if (!args.validator.empty()) body["validator"] = args.validator;
   if (!args.dir.empty()) body["dir"] = args.dir;
+  // The daemon's own fetches (the replicas' outputs it compares) may pass
+  // the outputs caps only with the user's word, as `run` may.
+  if (args.no_outputs_limit) body["outputs_limit"] = "off";
   auto created = api(ctx, "POST", "/v1/mesh/jobs", body);
   if (!created) {
     if (no_daemon(created.error())) return report_daemon_error(ctx, created.error());

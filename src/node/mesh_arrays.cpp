@@ -272,6 +272,10 @@ void MeshArrays::create(const Request& req, Reply reply) {
   if (!params.empty()) live->row.spec["params"] = std::move(params);
   if (replicas > 1) live->row.spec["replicas"] = replicas;
   if (b.contains("validator")) live->row.spec["validator"] = b["validator"];
+  if (b.contains("outputs_limit")) {
+    if (b["outputs_limit"] != "off") return reply(Response::error(bad("\"outputs_limit\" can only be \"off\"")));
+    live->row.spec["outputs_limit"] = "off";
+  }
   live->row.created_at = unix_now_s();
   live->run.emplace(spec);
   live->row.run = live->run->to_json();
@@ -377,6 +381,7 @@ void MeshArrays::launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaun
   // quorum of their outputs decides.
   if (spec.contains("replicas")) body["replicas"] = spec["replicas"];
   if (spec.contains("validator")) body["validator"] = spec["validator"];
+  if (spec.contains("outputs_limit")) body["outputs_limit"] = spec["outputs_limit"];  // the replicas' fetches
   if (!spec.value("dir", "").empty()) body["dir"] = spec["dir"];
   live->jobs[l.attempt] = "";
   runner_.create_job(body, [this, alive = alive_, live, l](Result<nlohmann::json> r) {
@@ -555,6 +560,9 @@ void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, co
       if (!*alive) return;
       nlohmann::json body = {{"job_id", job_id}, {"dir", dest}};
       if (!live->row.spec.value("dir", "").empty()) body["base"] = live->row.spec["dir"];
+      // Past outputs.max_files / max_mib only with the user's word (`run
+      // --mesh --array ... --no-outputs-limit`); the free space always bounds it.
+      if (live->row.spec.value("outputs_limit", "") == "off") body["outputs_limit"] = "off";
       fetch_.fetch_into(body, [this, alive, live, task, job_id, second_look](Result<nlohmann::json> r) {
         if (!*alive) return;
         bool nothing = r && r->value("files", nlohmann::json::array()).empty();

@@ -353,6 +353,12 @@ void MeshJobs::create(const Request& req, Reply reply) {
   row.state = "running";
   row.spec = {{"job", b["job"]}, {"dir", dir}, {"needs", needs}, {"retries", *retries}, {"replicas", *replicas}};
   if (!validator.empty()) row.spec["validator"] = validator;
+  if (b.contains("outputs_limit")) {
+    if (b["outputs_limit"] != "off") {
+      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"outputs_limit\" can only be \"off\"")));
+    }
+    row.spec["outputs_limit"] = "off";
+  }
   row.created_at = unix_now_s();
   auto live = make_live(std::move(row));
   asio::post(writer_->strand, [this, alive = alive_, live, reply] {

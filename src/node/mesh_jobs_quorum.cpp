@@ -60,7 +60,9 @@ void MeshJobs::gather(const std::shared_ptr<Live>& live, std::shared_ptr<std::ve
     asio::post(io_, [this, alive, live, answers, i, folder] {
       if (!*alive) return;
       Answer& a = (*answers)[i];
-      fetch_.fetch_into({{"job_id", a.attempt.job_id}, {"dir", folder}},
+      nlohmann::json body = {{"job_id", a.attempt.job_id}, {"dir", folder}};
+      if (live->row.spec.value("outputs_limit", "") == "off") body["outputs_limit"] = "off";
+      fetch_.fetch_into(body,
                         [this, alive, live, answers, i](Result<nlohmann::json> got) {
                           if (!*alive) return;
                           if (!got)

@@ -132,6 +132,23 @@ TEST_F(MeshArray, TasksSpreadOverTheMeshAndEachOutputComesHome) {
   EXPECT_EQ(list["arrays"][0]["state"], "done");
 }
 
+// The daemon brings each task's outputs home under the same caps as `run`
+// (outputs.max_files here 2), and past them only with the user's word.
+TEST_F(MeshArray, NoOutputsLimitLiftsTheCapsForTheDaemonsOwnFetches) {
+  TempDir dir;
+  Node alpha(dir, "alpha", true, provider_env()),
+      laptop(dir, "laptop", false, {}, std::string(kConsumerConfig) + "[outputs]\nmax_files = 2\n");
+  pair_for_mesh(laptop, alpha);
+  std::string work = make_input(dir);
+  auto r = laptop.yonder({"run", "--mesh", "--array", "0-1", "--image", kImage, "--upload", work,
+                          "--no-outputs-limit", "--json", "--", "sh", "-c", "echo a > a.txt; echo b > b.txt; echo c > c.txt"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << "\n--- laptop:\n" << laptop.daemon().log();
+  for (int i = 0; i < 2; ++i) {
+    std::string out = work + "/out/" + std::to_string(i);
+    EXPECT_EQ(read_file(out + "/c.txt"), "c\n") << out;
+  }
+}
+
 TEST_F(MeshArray, AnArrayFileGivesEachTaskItsLineAndAFailingTaskIsNamed) {
   TempDir dir;
   Node alpha(dir, "alpha", true, provider_env()), laptop(dir, "laptop", false, {}, kConsumerConfig);
