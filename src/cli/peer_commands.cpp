@@ -128,6 +128,12 @@ int cmd_share(const Context& ctx, const ShareArgs& a) {
   }
   auto r = post(ctx, "/v1/share", body);
   if (!r) return peer_fail(ctx, r.error());
+  // On stderr, even with --json: the link works, but without these relays
+  // (a holder pins each relay to the key the link names, so one whose key
+  // the daemon does not know yet cannot go in).
+  if (r->contains("relays_left_out") && (*r)["relays_left_out"].is_array()) {
+    for (const auto& left : (*r)["relays_left_out"]) std::fprintf(stderr, "%s\n", shown(left, "note", "").c_str());
+  }
   if (ctx.json) {
     peer_print_json(*r);
     return kExitOk;

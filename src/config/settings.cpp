@@ -166,7 +166,10 @@ constexpr std::array kSettings = {
     SettingSpec{"link.relays", T::kString, "", "none", "YONDER_LINK_RELAYS", "",
                 "Relays (yonder-relay) this node keeps a connection to, comma-separated HOST:PORT, each optionally "
                 "with @NODE_ID to pin the relay's key: peers that cannot reach each other directly meet there "
-                "(the relay sees only ciphertext), and share links name them so a provider needs no inbound port."},
+                "(the relay sees only ciphertext), and share links name them so a provider needs no inbound port. "
+                "A share link names each relay with its key (the pinned one, or the one the relay proved when this "
+                "node registered; a relay with neither is left out) and the holder pins it; a relay named here with "
+                "@NODE_ID also pins an old (v1) link's relay at that address."},
     SettingSpec{"link.lan_discovery", T::kBool, "true", "true", "YONDER_LINK_LAN_DISCOVERY", "",
                 "Find paired peers on the local network (multicast 239.255.77.77:47777, announcements only paired "
                 "peers can recognise) and move their links to the LAN path."},

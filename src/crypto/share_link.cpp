@@ -1,6 +1,7 @@
 #include "crypto/share_link.h"
 
 #include "base/terminal_text.h"
+#include "crypto/node_id.h"
 
 #include <openssl/sha.h>
 
@@ -12,10 +13,17 @@
 namespace yonder {
 namespace {
 
-constexpr uint8_t kVersion = 1;
-constexpr std::string_view kSignContext = "yonder-share-link-v1";
-constexpr size_t kMaxAddresses = 8;
+constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion1 = 1;
+constexpr std::string_view kSignContextV1 = "yonder-share-link-v1";
+constexpr std::string_view kSignContextV2 = "yonder-share-link-v2";
+constexpr size_t kMaxAddresses = 8;  // addresses and relays together
 constexpr size_t kMaxAddressLength = 80;
+// v1 wrote a relay as the address entry "relay:host:port" (80 at most), so a
+// relay's host:port had 74; v2 keeps that bound, which also keeps the worst
+// case (4 relays, 4 addresses, a 64-byte name) within kMaxLinkBytes.
+constexpr size_t kMaxRelays = 4;
+constexpr size_t kMaxRelayAddressLength = kMaxAddressLength - 6;
 constexpr size_t kMaxNameLength = 64;
 constexpr size_t kSignatureSize = 64;
 
@@ -115,8 +123,10 @@ std::optional<Bytes> from_base64url(std::string_view text) {
   return out;
 }
 
-Bytes signed_message(ByteView body) {
-  Bytes msg(kSignContext.begin(), kSignContext.end());
+// The label binds the signature to one format version: a v2 body can never
+// be read as a (differently laid out) v1 body with a valid signature.
+Bytes signed_message(std::string_view context, ByteView body) {
+  Bytes msg(context.begin(), context.end());
   msg.insert(msg.end(), body.begin(), body.end());
   return msg;
 }
@@ -132,6 +142,12 @@ bool printable_address(std::string_view a) {
   return true;
 }
 
+// A relay's HOST:PORT: what RelayClient can dial and parse_link_relay reads back.
+bool relay_address(std::string_view a) {
+  size_t colon = a.rfind(':');
+  return printable_address(a) && colon != std::string_view::npos && colon != 0 && colon + 1 != a.size();
+}
+
 Error bad_link(const std::string& why) {
   return make_error(ErrorCode::kInvalidArgument, why);
 }
@@ -140,6 +156,40 @@ Error bad_link(const std::string& why) {
 
 std::string ShareLink::id_text() const { return hex_encode(id); }
 
+std::string LinkRelay::text() const {
+  return key ? address + "@" + NodeId(*key).to_string() : address;
+}
+
+Result<LinkRelay> parse_link_relay(std::string_view text) {
+  LinkRelay relay;
+  size_t at = text.find('@');
+  relay.address = std::string(text.substr(0, at));
+  if (!relay_address(relay.address)) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "relay \"" + std::string(text.substr(0, 120)) + "\" is not HOST:PORT[@NODE_ID]");
+  }
+  if (at != std::string_view::npos) {
+    auto id = NodeId::parse(text.substr(at + 1));
+    if (!id) {
+      return make_error(ErrorCode::kInvalidArgument,
+                        "relay \"" + std::string(text.substr(0, 120)) +
+                            "\": the part after @ must be the relay's node id (yonder-relay prints it at start): " +
+                            id.error().message());
+    }
+    relay.key = id->public_key();
+  }
+  return relay;
+}
+
+std::string relay_peer_address(const LinkRelay& relay) { return std::string(kRelayAddressPrefix) + relay.text(); }
+
+Result<std::optional<LinkRelay>> relay_of_peer_address(std::string_view address) {
+  if (address.substr(0, kRelayAddressPrefix.size()) != kRelayAddressPrefix) return std::optional<LinkRelay>();
+  auto relay = parse_link_relay(address.substr(kRelayAddressPrefix.size()));
+  if (!relay) return std::move(relay).error();
+  return std::optional<LinkRelay>(std::move(*relay));
+}
+
 Result<std::string> encode_share_link(const ShareLink& link, const Identity& provider) {
   if (provider.public_key() != link.provider_key) {
     return make_error(ErrorCode::kInvalidArgument, "a share link must be signed by the provider it names");
@@ -147,13 +197,24 @@ Result<std::string> encode_share_link(const ShareLink& link, const Identity& pro
   if (link.addresses.size() + link.relays.size() > kMaxAddresses) {
     return make_error(ErrorCode::kInvalidArgument, "a share link carries at most 8 addresses and relays");
   }
+  if (link.relays.size() > kMaxRelays) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "a share link carries at most 4 relays; name fewer relays in link.relays");
+  }
   for (const auto& r : link.relays) {
-    if (!printable_address(r) || r.size() + 6 > kMaxAddressLength) {
-      return make_error(ErrorCode::kInvalidArgument, "relay \"" + r.substr(0, 90) + "\" cannot go in a share link");
+    if (!relay_address(r.address) || r.address.size() > kMaxRelayAddressLength) {
+      return make_error(ErrorCode::kInvalidArgument,
+                        "relay \"" + r.address.substr(0, 90) + "\" cannot go in a share link (at most 74 characters "
+                        "of HOST:PORT); name it by a shorter address in link.relays");
+    }
+    if (!r.key) {
+      return make_error(ErrorCode::kInvalidArgument,
+                        "relay \"" + r.address + "\" has no known key, and a share link names only relays by key; "
+                        "pin it with link.relays = " + r.address + "@NODE_ID");
     }
   }
   for (const auto& a : link.addresses) {
-    if (!printable_address(a)) {
+    if (!printable_address(a) || a.rfind(kRelayAddressPrefix, 0) == 0) {
       return make_error(ErrorCode::kInvalidArgument, "address \"" + a.substr(0, 90) + "\" cannot go in a share link");
     }
   }
@@ -180,12 +241,23 @@ Result<std::string> encode_share_link(const ShareLink& link, const Identity& pro
   w.u32(s.cpus_milli);
   w.u64(s.memory_bytes);
   w.u64(s.disk_bytes);
-  w.u8(static_cast<uint8_t>(link.addresses.size() + link.relays.size()));
+  w.u8(static_cast<uint8_t>(link.addresses.size()));
   for (const auto& a : link.addresses) w.str8(a);
-  for (const auto& r : link.relays) w.str8("relay:" + r);
+  w.u8(static_cast<uint8_t>(link.relays.size()));
+  for (const auto& r : link.relays) {
+    w.str8(r.address);
+    w.bytes(*r.key);
+  }
   w.str8(link.provider_name);
-  Bytes sig = provider.sign(signed_message(w.out()));
+  Bytes sig = provider.sign(signed_message(kSignContextV2, w.out()));
   w.bytes(sig);
+  // Holds by the bounds above; checked so that a change to them cannot
+  // produce links the decoder refuses.
+  if (w.out().size() > kMaxLinkBytes) {
+    return make_error(ErrorCode::kInternal, "this share link would be longer than a link may be (" +
+                                                std::to_string(w.out().size()) +
+                                                " bytes); name fewer addresses or relays and share again");
+  }
   return std::string(kLinkScheme) + base64url(w.out());
 }
 
@@ -210,7 +282,7 @@ Result<ShareLink> decode_share_link(std::string_view text) {
   Reader r(*raw);
   ShareLink link;
   uint8_t version = r.u8();
-  if (r.ok() && version != kVersion) {
+  if (r.ok() && version != kVersion && version != kVersion1) {
     return bad_link("this share link has format version " + std::to_string(version) +
                     ", which this yonder does not know; upgrade yonder");
   }
@@ -232,6 +304,20 @@ Result<ShareLink> decode_share_link(std::string_view text) {
   size_t n_addr = r.u8();
   if (n_addr > kMaxAddresses) return bad_link("this share link is damaged (too many addresses)");
   for (size_t i = 0; i < n_addr && r.ok(); ++i) link.addresses.push_back(r.str8(kMaxAddressLength));
+  if (version == kVersion) {
+    size_t n_relays = r.u8();
+    if (n_relays > kMaxRelays || n_addr + n_relays > kMaxAddresses) {
+      return bad_link("this share link is damaged (too many relays)");
+    }
+    for (size_t i = 0; i < n_relays && r.ok(); ++i) {
+      LinkRelay relay;
+      relay.address = r.str8(kMaxRelayAddressLength);
+      PublicKeyBytes key{};
+      r.fixed(key);
+      relay.key = key;
+      link.relays.push_back(std::move(relay));
+    }
+  }
   link.provider_name = r.str8(kMaxNameLength);
   if (!link.provider_name.empty() && !printable_name(link.provider_name)) {
     return bad_link("this share link's provider name has control characters (a terminal would obey them); ask the "
@@ -244,22 +330,30 @@ Result<ShareLink> decode_share_link(std::string_view text) {
     return bad_link("this share link is truncated (part of it is missing); copy the whole link again");
   }
   if (r.left() != 0) return bad_link("this share link has extra bytes at the end; copy exactly the link");
-  if (!verify_signature(link.provider_key, signed_message(ByteView(raw->data(), body_size)), sig)) {
+  std::string_view context = version == kVersion ? kSignContextV2 : kSignContextV1;
+  if (!verify_signature(link.provider_key, signed_message(context, ByteView(raw->data(), body_size)), sig)) {
     return make_error(ErrorCode::kPermissionDenied,
                       "this share link has been altered (its signature does not match the provider's key); "
                       "do not use it, and ask the provider for a new link");
   }
+  for (const auto& relay : link.relays) {
+    if (!relay_address(relay.address)) return bad_link("this share link carries an invalid relay address");
+  }
   std::vector<std::string> direct;
   for (auto& a : link.addresses) {
     if (!printable_address(a)) return bad_link("this share link carries an invalid address");
-    if (a.rfind("relay:", 0) == 0) {
-      if (a.size() == 6) return bad_link("this share link carries an invalid relay");
-      link.relays.push_back(a.substr(6));
+    if (a.rfind(kRelayAddressPrefix, 0) == 0) {
+      // v2 names relays only in their own list, with their key.
+      if (version == kVersion || !relay_address(std::string_view(a).substr(kRelayAddressPrefix.size()))) {
+        return bad_link("this share link carries an invalid relay");
+      }
+      link.relays.push_back(LinkRelay{a.substr(kRelayAddressPrefix.size()), std::nullopt});
     } else {
       direct.push_back(std::move(a));
     }
   }
   link.addresses = std::move(direct);
+  link.version = version;
   return link;
 }
 

@@ -310,7 +310,19 @@ Status PeerLink::start() {
   for (const auto& p : store_.peers()) {
     if (!p.granted_to_us || p.denied()) continue;
     for (const auto& a : p.addresses) {
-      if (a.rfind("relay:", 0) == 0) relays_->add(RelaySpec{a.substr(6), std::nullopt, false});
+      auto relay = relay_of_peer_address(a);
+      if (!relay) {
+        spdlog::warn("peer {}: stored relay address \"{}\" is malformed: {}; pair again to replace it",
+                     p.id().short_form(), a, relay.error().message());
+      } else if (*relay && (*relay)->key) {
+        relays_->add(RelaySpec{(*relay)->address, (*relay)->key, false});
+      } else if (*relay && !std::any_of(configured_relays_.begin(), configured_relays_.end(),
+                                        [&](const RelaySpec& c) { return c.address == (*relay)->address; })) {
+        // Stored from a v1 link, which carried no key: a relay we cannot check.
+        spdlog::info("peer {}: its relay {} came without a key (an old share link); not used: pin it with "
+                     "link.relays = {}@NODE_ID, or pair again with a new link",
+                     p.id().short_form(), (*relay)->address, (*relay)->address);
+      }
     }
   }
   // Stay connected to the providers we paired with (reconnecting with backoff).

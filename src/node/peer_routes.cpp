@@ -82,7 +82,21 @@ Result<nlohmann::json> PeerLink::share(const nlohmann::json& body) {
     if (!link.addresses.empty() && link.addresses.back().rfind("127.", 0) == 0) --at;
     link.addresses.insert(at, mapped_);
   }
-  link.relays = relays_->configured();
+  // Only relays whose key we know go in: the holder pins each relay to the
+  // key the link names, so a relay with no key would be one it cannot check.
+  auto for_link = relays_->for_share_link(4);
+  link.relays = std::move(for_link.relays);
+  nlohmann::json left_out = nlohmann::json::array();
+  for (const auto& [address, why] : for_link.left_out) {
+    spdlog::info("share link: {}", why);
+    left_out.push_back({{"address", address}, {"note", why}});
+  }
+  if (listen_.empty() && link.relays.empty()) {
+    return make_error(ErrorCode::kFailedPrecondition,
+                      "peers could not reach this node with this link: it does not listen (link.listen is empty) "
+                      "and no relay's key is known yet; pin the relays with link.relays = HOST:PORT@NODE_ID, or "
+                      "wait until `yonder netcheck` shows one registered and share again");
+  }
   if (link.addresses.size() + link.relays.size() > 8) link.addresses.resize(8 - std::min<size_t>(8, link.relays.size()));
   link.provider_name = name_.substr(0, 64);
   auto text = encode_share_link(link, identity_);
@@ -106,6 +120,8 @@ Result<nlohmann::json> PeerLink::share(const nlohmann::json& body) {
                {"expires_at", link.expires_at},
                {"label", rec.label},
                {"replaces_scope", rec.replaces_scope}});
+  std::vector<std::string> relay_addresses;
+  for (const auto& r : link.relays) relay_addresses.push_back(r.address);
   return nlohmann::json({{"link", *text},
                          {"id", link.id_text()},
                          {"expires_at", link.expires_at},
@@ -113,7 +129,8 @@ Result<nlohmann::json> PeerLink::share(const nlohmann::json& body) {
                          {"scope", scope_to_json(scope)},
                          {"summary", scope.summary()},
                          {"addresses", link.addresses},
-                         {"relays", link.relays},
+                         {"relays", relay_addresses},
+                         {"relays_left_out", left_out},
                          {"qr_svg", qr_svg(*text)}});
 }
 
@@ -181,7 +198,8 @@ void PeerLink::add_routes(api::Router& router) {
       p.key = l.provider_key;
       p.name = r->provider_name.empty() ? l.provider_name : r->provider_name;
       p.addresses = l.addresses;
-      for (const auto& relay : l.relays) p.addresses.push_back("relay:" + relay);
+      // With each relay's key (keyless from a v1 link): later dials pin it.
+      for (const auto& relay : l.relays) p.addresses.push_back(relay_peer_address(relay));
       auto granted = scope_from_json(r->granted);
       if (granted) p.granted_to_us = *granted;
       // The provider's word on how its jobs run (bounded; escaped when shown).

@@ -38,8 +38,27 @@ Result<link::Carrier> carrier_of(relay::RelayPipe& pipe, const std::string& addr
 
 }  // namespace
 
+// Why the relays of one dial failed, and the most telling code among them:
+// a relay that proved the wrong key (kPermissionDenied) beats a link whose
+// relays cannot be checked (kFailedPrecondition) beats "unreachable".
+struct RelayPaths::DialErrors {
+  std::string text;
+  ErrorCode code = ErrorCode::kUnavailable;
+  void add(const std::string& address, ErrorCode c, const std::string& why) {
+    if (!text.empty()) text += "; ";
+    text += "relay " + address + ": " + why;
+    auto rank = [](ErrorCode x) {
+      return x == ErrorCode::kPermissionDenied ? 2 : x == ErrorCode::kFailedPrecondition ? 1 : 0;
+    };
+    if (rank(c) > rank(code)) code = c;
+  }
+};
+
 struct RelayPaths::Entry {
   RelaySpec spec;
+  // The key the relay's TLS handshake proved at its last registration (kept
+  // across reconnections): what a share link names for an unpinned relay.
+  std::optional<PublicKeyBytes> proved_key;
   std::shared_ptr<relay::RelayClient> client;
   enum class State { kConnecting, kRegistered, kWaiting } state = State::kWaiting;
   std::string last_error;
@@ -63,26 +82,9 @@ Result<std::vector<RelaySpec>> RelayPaths::parse(const std::string& list) {
     std::string item = trim(list.substr(start, comma - start));
     start = comma + 1;
     if (item.empty()) continue;
-    RelaySpec spec;
-    spec.configured = true;
-    size_t at = item.find('@');
-    spec.address = item.substr(0, at);
-    if (at != std::string::npos) {
-      auto id = NodeId::parse(item.substr(at + 1));
-      if (!id) {
-        return make_error(ErrorCode::kInvalidArgument, "link.relays: \"" + item.substr(0, 120) +
-                                                           "\": the part after @ must be the relay's node id "
-                                                           "(yonder-relay prints it at start): " +
-                                                           id.error().message());
-      }
-      spec.key = id->public_key();
-    }
-    size_t colon = spec.address.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == spec.address.size()) {
-      return make_error(ErrorCode::kInvalidArgument,
-                        "link.relays: \"" + item.substr(0, 120) + "\" is not HOST:PORT[@NODE_ID]");
-    }
-    out.push_back(std::move(spec));
+    auto relay = parse_link_relay(item);
+    if (!relay) return make_error(ErrorCode::kInvalidArgument, "link.relays: " + relay.error().message());
+    out.push_back(RelaySpec{std::move(relay->address), relay->key, true});
   }
   return out;
 }
@@ -102,10 +104,20 @@ void RelayPaths::add(RelaySpec spec) {
   connect(ref);
 }
 
-std::vector<std::string> RelayPaths::configured() const {
-  std::vector<std::string> out;
+RelayPaths::ForLink RelayPaths::for_share_link(size_t max) const {
+  ForLink out;
   for (const auto& [address, e] : entries_) {
-    if (e->spec.configured) out.push_back(address);
+    if (!e->spec.configured) continue;
+    std::optional<PublicKeyBytes> key = e->spec.key ? e->spec.key : e->proved_key;
+    if (!key) {
+      out.left_out.emplace_back(address, "relay " + address +
+                                             " left out: its key is not known yet; pin it with link.relays = " + address + "@NODE_ID");
+    } else if (out.relays.size() >= max) {
+      out.left_out.emplace_back(address, "relay " + address + " left out: a link carries at most " +
+                                             std::to_string(max) + " relays; name fewer in link.relays");
+    } else {
+      out.relays.push_back(LinkRelay{address, key});
+    }
   }
   return out;
 }
@@ -121,6 +133,7 @@ void RelayPaths::connect(Entry& e) {
   relay::RelayClientConfig cfg;
   cfg.address = e.spec.address;
   cfg.relay_key = e.spec.key;
+  cfg.relay_key_from_share_link = !e.spec.configured;  // learned entries are pinned by a link's key
   if (hooks_.peers) cfg.peers = hooks_.peers();
   if (hooks_.rendezvous) cfg.rendezvous = hooks_.rendezvous();
   std::string address = e.spec.address;
@@ -163,13 +176,14 @@ void RelayPaths::connect(Entry& e) {
       spdlog::warn("relay {}: {}", address, en.last_error);
       en.client.reset();
       schedule_retry(en);
-      for (auto& w : waiters) w(make_error(ErrorCode::kUnavailable, "relay " + address + ": " + en.last_error));
+      for (auto& w : waiters) w(make_error(r.error().code(), en.last_error));
       return;
     }
     en.state = Entry::State::kRegistered;
     en.failures = 0;
     en.last_error.clear();
     en.registration = *r;
+    en.proved_key = r->relay_key;
     spdlog::info("relay {}: registered; it sees this node at {} (NAT: {})", address, r->nat.observed.to_string(),
                  relay::verdict_name(r->nat.nat));
     for (auto& w : waiters) w(ok_status());
@@ -270,58 +284,93 @@ void RelayPaths::on_pipe_wanted(const std::string& address, const PublicKeyBytes
 
 void RelayPaths::dial(const PublicKeyBytes& peer, const std::optional<ShareLink>& pairing,
                       std::function<void(Result<link::Carrier>)> done) {
-  auto order = std::make_shared<std::vector<std::string>>();
+  auto order = std::make_shared<std::vector<Hop>>();
+  auto errors = std::make_shared<DialErrors>();
   std::optional<relay::Rendezvous> token;
   if (pairing) {
-    // Pairing: only the link's relays know the provider's token.
+    // Pairing: only the link's relays know the provider's token, and each
+    // is used only with the key the link names for it (or, for a v1 link's
+    // keyless relay, the key our own link.relays pins).
     for (const auto& r : pairing->relays) {
-      add(RelaySpec{r, std::nullopt, false});
-      order->push_back(r);
+      auto it = entries_.find(r.address);
+      const Entry* e = it == entries_.end() ? nullptr : it->second.get();
+      std::string refused;
+      ErrorCode code = ErrorCode::kFailedPrecondition;
+      if (!r.key && (e == nullptr || !e->spec.configured || !e->spec.key)) {
+        refused = "this share link is in the old format (v1), which names relays without their keys, and this node "
+                  "uses no relay whose key it cannot check; pin it with link.relays = " +
+                  r.address + "@NODE_ID (the relay's operator has its node id), or ask the provider for a new link "
+                  "from an up-to-date yonder";
+      } else if (r.key && e != nullptr && e->spec.key && *e->spec.key != *r.key) {
+        code = ErrorCode::kPermissionDenied;
+        refused = "this node pins it to key " + NodeId(*e->spec.key).to_string() +
+                  (e->spec.configured ? " (link.relays)" : " (another provider's share link)") +
+                  ", not the key " + NodeId(*r.key).to_string() +
+                  " this share link names; check the relay's node id with the provider";
+      }
+      if (!refused.empty()) {
+        errors->add(r.address, code, refused);
+        continue;
+      }
+      if (e == nullptr) add(RelaySpec{r.address, r.key, false});
+      // An unpinned configured entry connects to whatever relay answers
+      // there: check the key it proved against the link's after the fact.
+      order->push_back(Hop{r.address, r.key});
     }
     token = link_rendezvous_token(pairing->id, hash_link_secret(pairing->secret));
   } else {
     // Registered relays first: no connection to wait for.
     for (const auto& [address, e] : entries_) {
-      if (e->state == Entry::State::kRegistered) order->push_back(address);
+      if (e->state == Entry::State::kRegistered) order->push_back(Hop{address, std::nullopt});
     }
     for (const auto& [address, e] : entries_) {
-      if (e->state != Entry::State::kRegistered) order->push_back(address);
+      if (e->state != Entry::State::kRegistered) order->push_back(Hop{address, std::nullopt});
     }
   }
   if (order->empty()) {
-    return done(make_error(ErrorCode::kUnavailable, pairing ? "the share link names no relay"
-                                                             : "no relay is configured (link.relays)"));
+    if (!pairing) return done(make_error(ErrorCode::kUnavailable, "no relay is configured (link.relays)"));
+    if (errors->text.empty()) return done(make_error(ErrorCode::kUnavailable, "the share link names no relay"));
+    return done(make_error(errors->code, "no relay of this share link can be used: " + errors->text));
   }
-  try_relay(order, 0, peer, token, std::make_shared<std::string>(), std::move(done));
+  try_relay(order, 0, peer, token, errors, std::move(done));
 }
 
-void RelayPaths::try_relay(std::shared_ptr<std::vector<std::string>> order, size_t index, PublicKeyBytes peer,
-                           std::optional<relay::Rendezvous> token, std::shared_ptr<std::string> errors,
+void RelayPaths::try_relay(std::shared_ptr<std::vector<Hop>> order, size_t index, PublicKeyBytes peer,
+                           std::optional<relay::Rendezvous> token, std::shared_ptr<DialErrors> errors,
                            std::function<void(Result<link::Carrier>)> done) {
   if (stopped_) return done(make_error(ErrorCode::kUnavailable, "the node is shutting down"));
   if (index >= order->size()) {
-    return done(make_error(ErrorCode::kUnavailable, "no relay could join us with peer " + short_id(peer) + " (" +
-                                                        *errors + "); check that it runs and uses one of our relays"));
+    // A refusal (a wrong key, a relay's "no") already says what to do.
+    std::string advice = errors->code == ErrorCode::kUnavailable ? "; check that it runs and uses one of our relays" : "";
+    return done(make_error(errors->code,
+                           "no relay could join us with peer " + short_id(peer) + " (" + errors->text + ")" + advice));
   }
-  const std::string address = (*order)[index];
-  auto next = [this, order, index, peer, token, errors, done, address](const std::string& why) {
-    if (!errors->empty()) *errors += "; ";
-    *errors += "relay " + address + ": " + why;
+  const std::string address = (*order)[index].address;
+  const std::optional<PublicKeyBytes> expect = (*order)[index].expect;
+  auto next = [this, order, index, peer, token, errors, done, address](ErrorCode code, const std::string& why) {
+    errors->add(address, code, why);
     try_relay(order, index + 1, peer, token, errors, done);
   };
   auto it = entries_.find(address);
-  if (it == entries_.end()) return next("not configured");
+  if (it == entries_.end()) return next(ErrorCode::kUnavailable, "not configured");
   std::weak_ptr<bool> alive = alive_;
-  when_ready(*it->second, [this, alive, address, peer, token, next, done](Status st) {
+  when_ready(*it->second, [this, alive, address, expect, peer, token, next, done](Status st) {
     if (!alive.lock()) return done(make_error(ErrorCode::kUnavailable, "the node is shutting down"));
-    if (!st) return next(st.error().message());
+    if (!st) return next(st.error().code(), st.error().message());
     auto e = entries_.find(address);
-    if (e == entries_.end() || !e->second->client) return next("the connection closed");
+    if (e == entries_.end() || !e->second->client) return next(ErrorCode::kUnavailable, "the connection closed");
+    const auto& reg = e->second->registration;
+    if (expect && (!reg || reg->relay_key != *expect)) {
+      return next(ErrorCode::kPermissionDenied, "it proved key " + (reg ? NodeId(reg->relay_key).to_string() : std::string("(none)")) +
+                  ", not the key " + NodeId(*expect).to_string() +
+                  " the share link names: it is not the provider's relay; ask the provider for a new link, or pin "
+                  "the right key with link.relays = " + address + "@NODE_ID");
+    }
     auto on_pipe = [alive, address, next, done](Result<relay::RelayPipe> pipe) {
       if (!alive.lock()) return done(make_error(ErrorCode::kUnavailable, "the node is shutting down"));
-      if (!pipe) return next(pipe.error().message());
+      if (!pipe) return next(pipe.error().code(), pipe.error().message());
       auto carrier = carrier_of(*pipe, address);
-      if (!carrier) return next(carrier.error().message());
+      if (!carrier) return next(carrier.error().code(), carrier.error().message());
       done(std::move(*carrier));
     };
     if (token) {

@@ -11,6 +11,13 @@
 // The relay only ever joins two TCP connections: the peers' own TLS session
 // (pinned keys, as on a direct path) runs inside.
 //
+// Relays are pinned by key wherever a key is known: a relay learned from a
+// share link (or from a provider's stored addresses) is dialled with the key
+// the link names, so a different relay at that address is refused before
+// this node registers there; this node never uses a link's relay whose key
+// it cannot check (a format v1 link's), unless its own link.relays pins it.
+// The keys a share link carries come from for_share_link().
+//
 // Threading: the daemon's event loop only.
 #pragma once
 
@@ -20,6 +27,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -40,8 +48,8 @@ namespace yonder::node {
 
 struct RelaySpec {
   std::string address;                  // HOST:PORT
-  std::optional<PublicKeyBytes> key;    // pinned relay key (@NODE_ID)
-  bool configured = false;              // from link.relays (else learned from a share link)
+  std::optional<PublicKeyBytes> key;    // pinned relay key (@NODE_ID, or the key a share link names)
+  bool configured = false;              // from link.relays (else learned from a share link, always with a key)
 };
 
 class RelayPaths {
@@ -61,10 +69,18 @@ class RelayPaths {
   // "HOST:PORT[@NODE_ID],..." as in link.relays.
   static Result<std::vector<RelaySpec>> parse(const std::string& list);
 
-  // Keeps a connection to `spec` (no-op when there is one already).
+  // Keeps a connection to `spec` (no-op when there is one already; a
+  // configured spec replaces a learned one at the same address).
   void add(RelaySpec spec);
-  // The configured relays' addresses (what share links carry).
-  std::vector<std::string> configured() const;
+  // What a share link may carry: each configured relay with its key, pinned
+  // in link.relays or proved by the relay's TLS handshake (the last
+  // registration), at most `max` of them; the others, whose key is not
+  // known yet or that do not fit, in `left_out` with a note for the user.
+  struct ForLink {
+    std::vector<LinkRelay> relays;
+    std::vector<std::pair<std::string, std::string>> left_out;  // address, why (a sentence)
+  };
+  ForLink for_share_link(size_t max) const;
   // Every relay's HOST:PORT, configured or learned (their UDP port of the
   // same number answers STUN: hole punching's NAT check).
   std::vector<std::string> addresses() const;
@@ -95,8 +111,15 @@ class RelayPaths {
   struct SignalJob;
   void try_signal(std::shared_ptr<SignalJob> job, size_t index, int round);
   void on_pipe_wanted(const std::string& address, const PublicKeyBytes& from, std::optional<relay::Rendezvous> token);
-  void try_relay(std::shared_ptr<std::vector<std::string>> order, size_t index, PublicKeyBytes peer,
-                 std::optional<relay::Rendezvous> token, std::shared_ptr<std::string> errors,
+  // One relay a dial tries: `expect` is the key it must have proved (a
+  // pairing link's key for a relay whose connection was not dialled with it).
+  struct DialErrors;
+  struct Hop {
+    std::string address;
+    std::optional<PublicKeyBytes> expect;
+  };
+  void try_relay(std::shared_ptr<std::vector<Hop>> order, size_t index, PublicKeyBytes peer,
+                 std::optional<relay::Rendezvous> token, std::shared_ptr<DialErrors> errors,
                  std::function<void(Result<link::Carrier>)> done);
 
   boost::asio::io_context& io_;

@@ -68,9 +68,9 @@ struct Dialed {
 };
 
 // TCP connect and TLS handshake with the relay, within `timeout`; the relay
-// must prove `pin` when set.
+// must prove `pin` when set (`from_link`: a share link named it).
 void dial(asio::io_context& io, std::shared_ptr<link::TlsContext> ctx, const std::string& address,
-          std::optional<PublicKeyBytes> pin, std::chrono::milliseconds timeout,
+          std::optional<PublicKeyBytes> pin, bool from_link, std::chrono::milliseconds timeout,
           std::function<void(Result<Dialed>)> done_in) {
   auto done = once(std::move(done_in));
   auto hp = split_host_port(address);
@@ -110,13 +110,20 @@ void dial(asio::io_context& io, std::shared_ptr<link::TlsContext> ctx, const std
         return !pin || key == *pin ? link::KeyVerdict::kPinned : link::KeyVerdict::kReject;
       });
       std::weak_ptr<link::TlsChannel> weak = chan;
-      chan->async_handshake([weak, timer, done, address, pin, remote](error_code hec) {
+      chan->async_handshake([weak, timer, done, address, pin, from_link, remote](error_code hec) {
         timer->cancel();
         auto live = weak.lock();
         if (!live) return done(make_error(ErrorCode::kUnavailable, "connection to the relay closed"));
         auto key = link::TlsContext::peer_key(live->native_handle());
         if (hec || !key) {
           live->close();
+          if (key && pin && *key != *pin && from_link) {
+            return done(make_error(ErrorCode::kPermissionDenied,
+                                   "the relay at " + address + " proved key " + NodeId(*key).to_string() +
+                                       ", not the key " + NodeId(*pin).to_string() +
+                                       " the provider's share link names: it is not the provider's relay, or its "
+                                       "key changed; ask the provider for a new link"));
+          }
           if (key && pin && *key != *pin) {
             return done(make_error(ErrorCode::kPermissionDenied,
                                    "the relay at " + address + " proved key " + NodeId(*key).to_string() +
@@ -200,7 +207,8 @@ void RelayClient::connect(Handlers handlers, std::function<void(Result<Registrat
     fail(make_error(ErrorCode::kUnavailable,
                     "the relay at " + self->state_->config.address + " did not confirm the registration in time"));
   });
-  dial(st.io, st.tls, st.config.address, st.config.relay_key, st.config.connect_timeout,
+  dial(st.io, st.tls, st.config.address, st.config.relay_key, st.config.relay_key_from_share_link,
+       st.config.connect_timeout,
        [self, fail](Result<Dialed> d) {
          State& s = *self->state_;
          if (!d) return fail(std::move(d).error());
@@ -470,7 +478,7 @@ void RelayClient::probe_nat(std::function<void(Result<NatReport>)> done_in) {
   }
   PublicKeyBytes self_key = st.self_key;
   std::string address = st.config.address;
-  dial(st.io, st.tls, st.config.address, st.relay_key, st.config.connect_timeout,
+  dial(st.io, st.tls, st.config.address, st.relay_key, st.config.relay_key_from_share_link, st.config.connect_timeout,
        [done, self_key, address](Result<Dialed> d) {
          if (!d) return done(std::move(d).error());
          auto chan = std::make_shared<ControlChannel>(d->tls);

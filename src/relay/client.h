@@ -47,6 +47,10 @@ namespace yonder::relay {
 struct RelayClientConfig {
   std::string address;                                // "host:port" or "[v6]:port" of the relay; a name is resolved
   std::optional<PublicKeyBytes> relay_key;            // pin the relay's key (recommended); unset accepts any relay
+  // Where relay_key came from, so that the error for a relay proving another
+  // key tells the user what to do: this node's settings, or the share link
+  // of a provider (whose relay it then is not).
+  bool relay_key_from_share_link = false;
   std::vector<PublicKeyBytes> peers;                  // the nodes this node is paired with
   std::vector<Rendezvous> rendezvous;                 // tokens of our open share links (protocol.h)
   std::chrono::milliseconds connect_timeout{10'000};  // TCP + TLS + registration

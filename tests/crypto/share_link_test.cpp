@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+
+#include "crypto/node_id.h"
 
 namespace yonder {
 namespace {
@@ -59,21 +62,223 @@ TEST(ShareLink, AProviderNameWithControlSequencesIsRefused) {
   EXPECT_TRUE(encode_share_link(f.link, f.provider).ok());
 }
 
-// Relays travel in the address list as "relay:HOST:PORT" and come back apart.
-TEST(ShareLink, CarriesTheProvidersRelays) {
+LinkRelay relay_with_key(const std::string& address, uint8_t fill) {
+  PublicKeyBytes key{};
+  key.fill(fill);
+  return LinkRelay{address, key};
+}
+
+// base64url without padding, both ways, for tests that edit a link's bytes.
+std::string to_link(const Bytes& raw) {
+  std::string s = base64_encode(raw);
+  while (!s.empty() && s.back() == '=') s.pop_back();
+  for (char& c : s) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  return std::string(kLinkScheme) + s;
+}
+
+Bytes from_link(std::string text) {
+  text = text.substr(kLinkScheme.size());
+  for (char& c : text) c = c == '-' ? '+' : c == '_' ? '/' : c;
+  while (text.size() % 4 != 0) text += '=';
+  return base64_decode(text).value();
+}
+
+// Signs `body` as the provider would under `label`: how a test makes a link
+// the encoder refuses to write but a forger with the key could.
+std::string sign_body(const Identity& provider, const Bytes& body, std::string_view label) {
+  Bytes msg(label.begin(), label.end());
+  msg.insert(msg.end(), body.begin(), body.end());
+  Bytes raw = body;
+  Bytes sig = provider.sign(msg);
+  raw.insert(raw.end(), sig.begin(), sig.end());
+  return to_link(raw);
+}
+
+// Where `needle` starts in `hay` (the test's own links: it occurs once).
+size_t find_bytes(const Bytes& hay, ByteView needle) {
+  auto it = std::search(hay.begin(), hay.end(), needle.begin(), needle.end());
+  return static_cast<size_t>(it - hay.begin());
+}
+
+// Format v2: relays travel in their own list, each with its key, apart from
+// the direct addresses.
+TEST(ShareLink, CarriesTheProvidersRelaysWithTheirKeys) {
   Fixture f;
-  f.link.relays = {"relay.example.org:7851", "198.18.0.1:7851"};
+  f.link.relays = {relay_with_key("relay.example.org:7851", 7), relay_with_key("198.18.0.1:7851", 9)};
   auto text = encode_share_link(f.link, f.provider);
   ASSERT_TRUE(text.ok()) << text.error().to_string();
+  EXPECT_EQ(from_link(*text)[0], 2) << "the encoder writes format v2";
   auto back = decode_share_link(*text);
   ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->version, 2);
   EXPECT_EQ(back->addresses, f.link.addresses);
   EXPECT_EQ(back->relays, f.link.relays);
-  // Eight entries in all.
-  f.link.relays = std::vector<std::string>(7, "198.18.0.1:7851");
+  ASSERT_TRUE(back->relays[1].key.has_value());
+  EXPECT_EQ(back->relays[1].key->at(0), 9);
+}
+
+// A link made by a yonder from before v2 (this very text came from its
+// encoder, with Identity::from_seed(1..32)): it still decodes, its relay
+// comes back without a key, and its address list without the relay.
+TEST(ShareLink, AVersion1LinkStillDecodes) {
+  const std::string v1 =
+      "yonder://AXm1Vi6P5lT5QHixEuipi6eQH4U65pW-1-DjkQutBJZkAAECAwQFBgcICQoLDA0OD2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6e3x9fn"
+      "-AgYKDAAAAAHc1lAAAAwEAAAIAAAAAAAAAAAAAHCAAAQAAAAAAAAAAAAAAAAAAAAAAAAAAAhExOTIuMTY4LjEuMjA6Nzg1MBxyZWxheTpyZWxh"
+      "eS5leGFtcGxlLm9yZzo3ODUxBnN0dWRpb34_t7IL98nCTq50V7Bw-vP67sx7QCLrXvJTtTb15uxlYHOS8km5OMSPv48APQgnHuG1FnkWmeOf"
+      "wAdIhka87gE";
+  Bytes seed(32);
+  for (size_t i = 0; i < seed.size(); ++i) seed[i] = static_cast<uint8_t>(i + 1);
+  auto provider = Identity::from_seed(seed).value();
+  auto link = decode_share_link(v1);
+  ASSERT_TRUE(link.ok()) << link.error().to_string();
+  EXPECT_EQ(link->version, 1);
+  EXPECT_EQ(link->provider_key, provider.public_key());
+  EXPECT_EQ(link->expires_at, 2'000'000'000);
+  EXPECT_EQ(link->uses, 3);
+  EXPECT_EQ(link->scope.gpus, 2);
+  EXPECT_EQ(link->addresses, std::vector<std::string>{"192.168.1.20:7850"});
+  ASSERT_EQ(link->relays.size(), 1u);
+  EXPECT_EQ(link->relays[0].address, "relay.example.org:7851");
+  EXPECT_FALSE(link->relays[0].key.has_value()) << "a v1 link knows no relay key";
+  EXPECT_EQ(link->provider_name, "studio");
+  // Tampering with a v1 link is still caught.
+  Bytes raw = from_link(v1);
+  raw[raw.size() - 70] ^= 1;  // inside the name
+  auto t = decode_share_link(to_link(raw));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().code(), ErrorCode::kPermissionDenied);
+}
+
+TEST(ShareLink, ATamperedRelayKeyFailsTheSignature) {
+  Fixture f;
+  f.link.relays = {relay_with_key("198.18.0.1:7851", 0x5a)};
+  Bytes raw = from_link(encode_share_link(f.link, f.provider).value());
+  size_t at = find_bytes(raw, *f.link.relays[0].key);
+  ASSERT_LT(at + 32, raw.size());
+  raw[at + 31] ^= 0x01;  // an attacker's relay key in place of the provider's
+  auto t = decode_share_link(to_link(raw));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().code(), ErrorCode::kPermissionDenied);
+  EXPECT_NE(t.error().message().find("altered"), std::string::npos) << t.error().message();
+}
+
+// The signature's label names the version: a v2 body signed under the v1
+// label (or a v1 body relabelled as v2) does not verify.
+TEST(ShareLink, TheSignatureCoversTheFormatVersion) {
+  Fixture f;
+  f.link.relays = {relay_with_key("198.18.0.1:7851", 1)};
+  Bytes raw = from_link(encode_share_link(f.link, f.provider).value());
+  Bytes body(raw.begin(), raw.end() - 64);
+  EXPECT_TRUE(decode_share_link(sign_body(f.provider, body, "yonder-share-link-v2")).ok());
+  auto v1_label = decode_share_link(sign_body(f.provider, body, "yonder-share-link-v1"));
+  ASSERT_FALSE(v1_label.ok());
+  EXPECT_EQ(v1_label.error().code(), ErrorCode::kPermissionDenied);
+}
+
+TEST(ShareLink, RelayBoundsOnEncode) {
+  Fixture f;
+  // At most 4 relays, and 8 entries with the addresses.
+  f.link.relays = std::vector<LinkRelay>(5, relay_with_key("198.18.0.1:7851", 1));
+  f.link.addresses = {};
   EXPECT_FALSE(encode_share_link(f.link, f.provider).ok());
-  f.link.relays = {"bad relay:1"};
+  f.link.relays.resize(4);
+  f.link.addresses = std::vector<std::string>(5, "1.2.3.4:5");
   EXPECT_FALSE(encode_share_link(f.link, f.provider).ok());
+  f.link.addresses.resize(4);
+  EXPECT_TRUE(encode_share_link(f.link, f.provider).ok());
+  // A relay with no key never goes into a link; the error says how to pin it.
+  f.link.relays = {LinkRelay{"198.18.0.1:7851", std::nullopt}};
+  auto keyless = encode_share_link(f.link, f.provider);
+  ASSERT_FALSE(keyless.ok());
+  EXPECT_NE(keyless.error().message().find("link.relays = 198.18.0.1:7851@NODE_ID"), std::string::npos)
+      << keyless.error().message();
+  for (const std::string& bad :
+       std::vector<std::string>{"bad relay:1", "no-port", ":7851", "host:", std::string(70, 'r') + ":7851"}) {
+    f.link.relays = {relay_with_key(bad, 1)};
+    EXPECT_FALSE(encode_share_link(f.link, f.provider).ok()) << bad;
+  }
+  // A relay posing as a direct address.
+  f.link.relays = {};
+  f.link.addresses = {"relay:198.18.0.1:7851"};
+  EXPECT_FALSE(encode_share_link(f.link, f.provider).ok());
+}
+
+// The largest link the bounds allow still fits kMaxLinkBytes and decodes.
+TEST(ShareLink, TheLargestLinkFits) {
+  Fixture f;
+  f.link.relays = std::vector<LinkRelay>(4, relay_with_key(std::string(69, 'r') + ":7851", 3));
+  f.link.addresses = std::vector<std::string>(4, std::string(75, 'a') + ":7850");
+  f.link.provider_name = std::string(64, 'n');
+  auto text = encode_share_link(f.link, f.provider);
+  ASSERT_TRUE(text.ok()) << text.error().to_string();
+  EXPECT_LE(from_link(*text).size(), kMaxLinkBytes);
+  auto back = decode_share_link(*text);
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->relays, f.link.relays);
+}
+
+// What a forger holding the provider's key could sign but the format
+// forbids: the decoder refuses it (each is a signed, well-formed v2 body but
+// for the one bound it breaks).
+TEST(ShareLink, RelayBoundsOnDecode) {
+  Fixture f;
+  f.link.addresses = {};
+  f.link.relays = {relay_with_key("198.18.0.1:7851", 1)};
+  Bytes raw = from_link(encode_share_link(f.link, f.provider).value());
+  Bytes body(raw.begin(), raw.end() - 64);
+  // [address count = 0][relay count = 1][15 "198.18.0.1:7851"][32 key][name]
+  size_t counts = find_bytes(body, as_bytes(std::string_view("198.18.0.1:7851"))) - 3;
+  ASSERT_EQ(body[counts], 0);
+  ASSERT_EQ(body[counts + 1], 1);
+  Bytes one_relay(body.begin() + static_cast<long>(counts) + 2, body.begin() + static_cast<long>(counts) + 2 + 48);
+  auto with_relays = [&](size_t n) {
+    Bytes b(body.begin(), body.begin() + static_cast<long>(counts) + 1);
+    b.push_back(static_cast<uint8_t>(n));
+    for (size_t i = 0; i < n; ++i) b.insert(b.end(), one_relay.begin(), one_relay.end());
+    b.insert(b.end(), body.begin() + static_cast<long>(counts) + 2 + 48, body.end());
+    return b;
+  };
+  auto four = decode_share_link(sign_body(f.provider, with_relays(4), "yonder-share-link-v2"));
+  ASSERT_TRUE(four.ok()) << four.error().to_string();
+  EXPECT_EQ(four->relays.size(), 4u);
+  auto five = decode_share_link(sign_body(f.provider, with_relays(5), "yonder-share-link-v2"));
+  ASSERT_FALSE(five.ok());
+  EXPECT_NE(five.error().message().find("too many relays"), std::string::npos) << five.error().message();
+  // A relay list cut short is truncated, not read past.
+  Bytes cut = with_relays(2);
+  cut.resize(counts + 2 + 48 + 20);
+  EXPECT_FALSE(decode_share_link(sign_body(f.provider, cut, "yonder-share-link-v2")).ok());
+  // A keyless "relay:" entry among a v2 link's addresses.
+  Bytes sneaky(body.begin(), body.begin() + static_cast<long>(counts));
+  std::string entry = "relay:198.18.0.1:7851";
+  sneaky.push_back(1);
+  sneaky.push_back(static_cast<uint8_t>(entry.size()));
+  sneaky.insert(sneaky.end(), entry.begin(), entry.end());
+  sneaky.push_back(0);
+  sneaky.insert(sneaky.end(), body.begin() + static_cast<long>(counts) + 2 + 48, body.end());
+  auto s = decode_share_link(sign_body(f.provider, sneaky, "yonder-share-link-v2"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("invalid relay"), std::string::npos) << s.error().message();
+}
+
+// The form a consumer stores a provider's relay in, and link.relays' form.
+TEST(LinkRelay, TextRoundTrips) {
+  LinkRelay pinned = relay_with_key("relay.example.org:7851", 4);
+  EXPECT_EQ(pinned.text(), "relay.example.org:7851@" + NodeId(*pinned.key).to_string());
+  EXPECT_EQ(parse_link_relay(pinned.text()).value(), pinned);
+  EXPECT_EQ(parse_link_relay("[fe80::1]:7851").value(), (LinkRelay{"[fe80::1]:7851", std::nullopt}));
+  auto stored = relay_of_peer_address(relay_peer_address(pinned));
+  ASSERT_TRUE(stored.ok()) << stored.error().to_string();
+  ASSERT_TRUE(stored->has_value());
+  EXPECT_EQ(**stored, pinned);
+  auto direct = relay_of_peer_address("192.168.1.20:7850");
+  ASSERT_TRUE(direct.ok());
+  EXPECT_FALSE(direct->has_value());
+  EXPECT_FALSE(relay_of_peer_address("relay:").ok());
+  EXPECT_FALSE(parse_link_relay("relay.example.org:7851@notanid").ok());
+  auto bad = parse_link_relay("no port");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("HOST:PORT[@NODE_ID]"), std::string::npos) << bad.error().message();
 }
 
 TEST(ShareLink, RendezvousTokenNeedsTheSecretHash) {
