@@ -129,7 +129,9 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
     return keys;
   };
   hooks.rendezvous = [self] { return self->rendezvous_tokens(); };
-  hooks.signal = [self](const PublicKeyBytes& from, Bytes data) { self->on_signal(from, std::move(data)); };
+  hooks.signal = [self](const PublicKeyBytes& from, Bytes data, const std::string& from_host) {
+    self->on_signal(from, std::move(data), from_host);
+  };
   pl->relays_ = std::make_unique<RelayPaths>(io, identity, *pl->service_, std::move(hooks));
   pl->io_ = &io;
   pl->lan_wanted_ = cfg.get_bool("link.lan_discovery");
@@ -243,7 +245,7 @@ void PeerLink::send_path_hint(const PublicKeyBytes& peer) {
   relays_->send_signal(peer, relay::encode_path_hint(relay::PathHint{mapped_}));
 }
 
-void PeerLink::on_signal(const PublicKeyBytes& from, Bytes data) {
+void PeerLink::on_signal(const PublicKeyBytes& from, Bytes data, const std::string& from_host) {
   const peers::PeerRecord* p = store_.find(from);
   if (p == nullptr) return;  // the relay checks mutual declaration; we check the pin
   if (punch::is_punch_signal(data)) {
@@ -257,17 +259,19 @@ void PeerLink::on_signal(const PublicKeyBytes& from, Bytes data) {
   }
   // Only the side that keeps the link up dials (see the LAN candidates).
   if (!hint->mapped || !p->granted_to_us) return;
+  // The rate limit first: a flood costs no more than a map lookup.
+  if (!hint_limits_[p->key].allow(std::chrono::steady_clock::now())) {
+    spdlog::info("peer {}: path hint to {} ignored: too many hints in a short time", p->id().short_form(), *hint->mapped);
+    return;
+  }
   relay::HintDialContext ctx;
   for (const auto& a : p->addresses) {
     if (a.rfind("relay:", 0) != 0) ctx.peer_hosts.push_back(a.substr(0, a.rfind(':')));
   }
+  if (!from_host.empty()) ctx.observed_hosts.push_back(from_host);
   ctx.own_hosts = local_ipv4_hosts();
   if (auto allowed = relay::check_hint_target(*hint->mapped, ctx); !allowed) {
     spdlog::warn("peer {}: {}", p->id().short_form(), allowed.error().message());
-    return;
-  }
-  if (!hint_limits_[p->key].allow(std::chrono::steady_clock::now())) {
-    spdlog::info("peer {}: path hint to {} ignored: too many hints in a short time", p->id().short_form(), *hint->mapped);
     return;
   }
   service_->try_path(p->key, *hint->mapped, "mapped");

@@ -143,7 +143,8 @@ class PeerLink final : public link::TrustPolicy {
   // Records `trust.relay_use` when a peer's link comes up over a relay it
   // did not use last time (the operator sees which relays carried whom).
   void audit_relay_use(const PublicKeyBytes& peer, const std::string& path);
-  void on_signal(const PublicKeyBytes& from, Bytes data);
+  // `from_host`: the sender's IP as the relay saw it ("" when it did not say).
+  void on_signal(const PublicKeyBytes& from, Bytes data, const std::string& from_host);
   std::vector<relay::Rendezvous> rendezvous_tokens();
 
   const Identity& identity_;

@@ -152,8 +152,8 @@ void RelayPaths::connect(Entry& e) {
   h.pairing_pipe_wanted = [this, alive, address](const PublicKeyBytes& from, const relay::Rendezvous& token) {
     if (alive.lock()) on_pipe_wanted(address, from, token);
   };
-  h.signal = [this, alive](const PublicKeyBytes& from, Bytes data) {
-    if (alive.lock() && hooks_.signal) hooks_.signal(from, std::move(data));
+  h.signal = [this, alive](const PublicKeyBytes& from, Bytes data, const std::string& from_host) {
+    if (alive.lock() && hooks_.signal) hooks_.signal(from, std::move(data), from_host);
   };
   h.nat = [this, alive, address](const relay::NatReport& nat) {
     if (!alive.lock()) return;

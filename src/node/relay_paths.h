@@ -58,7 +58,8 @@ class RelayPaths {
     std::function<std::vector<PublicKeyBytes>()> peers;          // pinned and not denied
     std::function<std::vector<relay::Rendezvous>()> rendezvous;  // tokens of our links that can pair
     // A signal from a mutual peer (opaque bytes, at most 4 KiB).
-    std::function<void(const PublicKeyBytes& from, Bytes data)> signal;
+    // `from_host`: the sender's IP as the relay saw it ("" when it did not say).
+    std::function<void(const PublicKeyBytes& from, Bytes data, const std::string& from_host)> signal;
   };
 
   RelayPaths(boost::asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks);

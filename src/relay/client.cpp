@@ -282,7 +282,7 @@ void RelayClient::on_message(nlohmann::json j) {
     return;
   }
   if (auto* s = std::get_if<IncomingSignal>(&m)) {
-    if (st.handlers.signal) st.handlers.signal(s->from, std::move(s->data));
+    if (st.handlers.signal) st.handlers.signal(s->from, std::move(s->data), s->from_host);
     return;
   }
   if (auto* w = std::get_if<PipeWanted>(&m)) {

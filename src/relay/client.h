@@ -76,7 +76,8 @@ struct RelayPipe {
 class RelayClient : public std::enable_shared_from_this<RelayClient> {
  public:
   struct Handlers {
-    std::function<void(const PublicKeyBytes& from, Bytes data)> signal;
+    // `from_host`: the sender's IP as the relay saw it ("" from an older relay).
+    std::function<void(const PublicKeyBytes& from, Bytes data, const std::string& from_host)> signal;
     // `from` asked for a pipe to us: call open_pipe(from, ...) to accept
     // (within the relay's pipe request timeout), or ignore it.
     std::function<void(const PublicKeyBytes& from)> pipe_wanted;

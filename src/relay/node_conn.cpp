@@ -204,7 +204,7 @@ void NodeConn::handle(const SendSignal& m) {
   }
   auto route = server_->registry.route_signal(id_, m.to);
   if (auto* no = refusal_of(route)) return refuse(m.id, *no);
-  server_->send_to(std::get<ConnId>(route), IncomingSignal{*key_, m.data});
+  server_->send_to(std::get<ConnId>(route), IncomingSignal{*key_, m.data, observed_.ip});
   ++server_->metrics.signals_total;
   server_->metrics.signal_bytes_total += m.data.size();
   send(Ack{m.id});

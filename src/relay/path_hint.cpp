@@ -53,9 +53,13 @@ Status check_hint_target(const std::string& endpoint, const HintDialContext& ctx
   for (const auto& own : ctx.own_hosts) {
     if (ipv4(own) == a) return refuse("one of this host's own addresses");
   }
+  auto among = [&](const std::vector<std::string>& hosts) {
+    return std::any_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return ipv4(h) == a; });
+  };
   bool local = in(*a, 0x0a000000, 8) || in(*a, 0xac100000, 12) || in(*a, 0xc0a80000, 16) || in(*a, 0x64400000, 10);
-  if (local && std::none_of(ctx.peer_hosts.begin(), ctx.peer_hosts.end(), [&](const std::string& h) { return ipv4(h) == a; })) {
-    return refuse("a private address the peer's share link did not advertise");
+  if (local && !among(ctx.peer_hosts)) return refuse("a private address the peer's share link did not advertise");
+  if (!local && !among(ctx.peer_hosts) && !among(ctx.observed_hosts)) {
+    return refuse("a public address the peer's share link did not advertise and the relay did not see it connect from");
   }
   return ok_status();
 }

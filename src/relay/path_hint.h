@@ -13,8 +13,10 @@
 // decides, purely, which hints are dialled: never loopback, unspecified,
 // link-local, multicast or broadcast addresses, never this host's own
 // addresses, private (RFC 1918) and shared (RFC 6598) addresses only when
-// the peer's signed share link advertised that host; and HintRateLimit
-// bounds how often one peer's hints make us dial at all.
+// the peer's signed share link advertised that host, public ones only when
+// the link advertised it or the relay saw the peer connect from it (a
+// router maps a port on the address its traffic leaves from); and
+// HintRateLimit bounds how often one peer's hints make us dial at all.
 #pragma once
 
 #include <chrono>
@@ -36,8 +38,9 @@ Bytes encode_path_hint(const PathHint& hint);
 Result<PathHint> decode_path_hint(ByteView bytes);
 
 struct HintDialContext {
-  std::vector<std::string> peer_hosts;  // IPv4 hosts the peer is known at (its share link's addresses)
-  std::vector<std::string> own_hosts;   // this host's own IPv4 addresses
+  std::vector<std::string> peer_hosts;      // IPv4 hosts the peer is known at (its share link's addresses)
+  std::vector<std::string> own_hosts;       // this host's own IPv4 addresses
+  std::vector<std::string> observed_hosts;  // where the peer was seen from (the relay's view of its connection)
 };
 
 // ok when this node may dial `endpoint` ("a.b.c.d:port", as decoded) on a

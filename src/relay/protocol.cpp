@@ -1,5 +1,8 @@
 #include "relay/protocol.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 
 namespace yonder::relay {
@@ -254,7 +257,9 @@ json to_json(const RelayMessage& m) {
           if (v.id) j["id"] = *v.id;
           return j;
         } else if constexpr (std::is_same_v<T, IncomingSignal>) {
-          return {{"type", "signal"}, {"from", node_text(v.from)}, {"data", base64_encode(v.data)}};
+          json j = {{"type", "signal"}, {"from", node_text(v.from)}, {"data", base64_encode(v.data)}};
+          if (!v.from_host.empty()) j["from_host"] = v.from_host;
+          return j;
         } else if constexpr (std::is_same_v<T, PipeWanted>) {
           json j = {{"type", "pipe_wanted"}, {"from", node_text(v.from)}};
           if (v.rendezvous) j["rendezvous"] = token_text(*v.rendezvous);
@@ -350,7 +355,18 @@ Result<RelayMessage> decode_relay_message(const json& j) {
   if (type == "signal") {
     RELAY_GET(from, node_field(j, "from"));
     RELAY_GET(data, data_field(j));
-    return RelayMessage(IncomingSignal{from, std::move(data)});
+    IncomingSignal s{from, std::move(data), {}};
+    if (const json* h = field(j, "from_host")) {
+      // An IP in text form and nothing else: it is compared, never dialled.
+      in6_addr any{};
+      if (!h->is_string() || h->get_ref<const std::string&>().size() > 45 ||
+          (::inet_pton(AF_INET, h->get_ref<const std::string&>().c_str(), &any) != 1 &&
+           ::inet_pton(AF_INET6, h->get_ref<const std::string&>().c_str(), &any) != 1)) {
+        return make_error(ErrorCode::kInvalidArgument, "relay message: \"from_host\" must be an IP address");
+      }
+      s.from_host = h->get<std::string>();
+    }
+    return RelayMessage(std::move(s));
   }
   if (type == "pipe_wanted") {
     RELAY_GET(from, node_field(j, "from"));

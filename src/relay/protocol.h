@@ -13,7 +13,7 @@
 //   peers {id, peers, rendezvous}       -> replaces the declared peers (and tokens)
 //                                       <- ok {id}
 //   signal {id, to, data}               -> forwarded only between mutual peers
-//                                       <- ok {id}   (to: signal {from, data})
+//                                       <- ok {id}   (to: signal {from, data, from_host})
 //   pipe {id, to, rendezvous?}          -> waits for `to` to ask too
 //                                          (to: pipe_wanted {from, rendezvous?})
 //                                       <- pipe_ready {id, peer, ticket, initiator}
@@ -127,6 +127,11 @@ struct ErrorReply {
 struct IncomingSignal {
   PublicKeyBytes from{};
   Bytes data;
+  // The sender's IP as this relay sees its connection (its NAT's public
+  // address): what the receiver observed of the sender through the relay it
+  // pinned. A path hint to a public address must name this host or one the
+  // sender's share link advertised (relay/path_hint.h). Absent from older relays.
+  std::string from_host;
 };
 struct PipeWanted {
   PublicKeyBytes from{};

@@ -147,7 +147,7 @@ struct PunchNode {
     c.peers = {peer};
     client = relay::RelayClient::create(loop.io, identity, c).value();
     relay::RelayClient::Handlers h;
-    h.signal = [this](const PublicKeyBytes& from, Bytes d) { on_signal(from, std::move(d)); };
+    h.signal = [this](const PublicKeyBytes& from, Bytes d, const std::string&) { on_signal(from, std::move(d)); };
     client->connect(
         h, [this](Result<relay::Registration> r) { registered.set_value(r ? ok_status() : Status(r.error())); });
   }

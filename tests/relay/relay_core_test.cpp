@@ -164,6 +164,18 @@ TEST(RelayProtocol, RelayMessagesRoundTrip) {
   EXPECT_EQ(std::get<ErrorReply>(*future).message, "m");
 }
 
+TEST(RelayProtocol, ASignalSaysWhereTheRelaySawItsSenderAndOnlyAsAnIp) {
+  auto s = decode_relay_message(to_json(RelayMessage(IncomingSignal{key(2), Bytes{1, 2}, "203.0.113.2"})));
+  ASSERT_TRUE(s) << s.error().to_string();
+  EXPECT_EQ(std::get<IncomingSignal>(*s).from_host, "203.0.113.2");
+  auto older = decode_relay_message(to_json(RelayMessage(IncomingSignal{key(2), Bytes{1}, ""})));
+  ASSERT_TRUE(older);
+  EXPECT_EQ(std::get<IncomingSignal>(*older).from_host, "");
+  json named = to_json(RelayMessage(IncomingSignal{key(2), Bytes{1}, "203.0.113.2"}));
+  named["from_host"] = "evil.example";
+  EXPECT_FALSE(decode_relay_message(named)) << "a name would be resolved by someone later: only IPs";
+}
+
 TEST(PathHint, RoundTripsAndRefusesWhatIsNotAnEndpoint) {
   auto h = decode_path_hint(encode_path_hint(PathHint{std::string("203.0.113.2:7850")}));
   ASSERT_TRUE(h) << h.error().message();
@@ -182,16 +194,19 @@ TEST(PathHint, RoundTripsAndRefusesWhatIsNotAnEndpoint) {
 
 // A paired peer's hint must not make this node probe its own host or LAN.
 TEST(PathHint, AHintToLoopbackOrAnUnadvertisedAddressIsRefused) {
-  HintDialContext ctx{{"192.168.1.10", "198.18.0.9"}, {"10.0.0.5", "198.18.0.7"}};
+  HintDialContext ctx{{"192.168.1.10", "198.18.0.9"}, {"10.0.0.5", "198.18.0.7"}, {"203.0.113.2"}};
   for (std::string bad : {"127.0.0.1:22", "127.8.9.1:6379", "0.0.0.0:80", "169.254.169.254:80", "224.0.0.251:5353",
                           "255.255.255.255:9", "10.0.0.5:7850", "198.18.0.7:7850", "192.168.1.1:80", "10.1.2.3:22",
-                          "172.16.0.1:443", "100.64.0.1:80"}) {
+                          "172.16.0.1:443", "100.64.0.1:80",
+                          // a third party's public host: neither advertised nor where the peer was seen
+                          "93.184.216.34:443", "203.0.113.3:7850"}) {
     auto st = check_hint_target(bad, ctx);
     ASSERT_FALSE(st.ok()) << bad;
     EXPECT_EQ(st.error().code(), ErrorCode::kPermissionDenied) << bad;
     EXPECT_NE(st.error().message().find(bad), std::string::npos) << st.error().message();
   }
-  // A router's public mapping, and a LAN host the share link advertised.
+  // A router's public mapping (on the address the relay saw the peer come
+  // from), and hosts the share link advertised.
   for (std::string good : {"203.0.113.2:7850", "198.18.0.9:7850", "192.168.1.10:7850"}) {
     EXPECT_TRUE(check_hint_target(good, ctx).ok()) << good;
   }

@@ -80,7 +80,7 @@ TEST(RelayLab, NodesBehindNatsRegisterSignalAndPipeThroughTheRelay) {
       c.peers = {peer};
       side.client = RelayClient::create(loop.io, me, c).value();
       RelayClient::Handlers h;
-      h.signal = [&side](const PublicKeyBytes&, Bytes d) { side.signal.set_value(std::move(d)); };
+      h.signal = [&side](const PublicKeyBytes&, Bytes d, const std::string&) { side.signal.set_value(std::move(d)); };
       if (accept) {
         h.pipe_wanted = [&side](const PublicKeyBytes& from) {
           side.client->open_pipe(from, [&side](Result<RelayPipe> p) { side.pipe.set_value(std::move(p)); });

@@ -42,6 +42,7 @@ struct Node {
   std::shared_ptr<RelayClient> client;
   std::optional<Result<Registration>> registered;
   std::vector<std::pair<PublicKeyBytes, Bytes>> signals;
+  std::vector<std::string> signal_hosts;  // where the relay saw each signal's sender
   std::vector<PublicKeyBytes> wanted;
   std::optional<Error> closed;
   bool accept_pipes = false;  // answer pipe_wanted with open_pipe
@@ -106,7 +107,10 @@ class RelayTest : public ::testing::Test {
     ASSERT_TRUE(c);
     n.client = *c;
     RelayClient::Handlers h;
-    h.signal = [&n](const PublicKeyBytes& from, Bytes data) { n.signals.emplace_back(from, std::move(data)); };
+    h.signal = [&n](const PublicKeyBytes& from, Bytes data, const std::string& from_host) {
+      n.signals.emplace_back(from, std::move(data));
+      n.signal_hosts.push_back(from_host);
+    };
     h.pipe_wanted = [&n](const PublicKeyBytes& from) {
       n.wanted.push_back(from);
       if (n.accept_pipes) n.client->open_pipe(from, [&n](Result<RelayPipe> p) { n.pipes.push_back(std::move(p)); });
@@ -257,6 +261,7 @@ TEST_F(RelayTest, SignalsOnlyBetweenMutuallyDeclaredPeers) {
   ASSERT_TRUE(await([&] { return !b.signals.empty(); }));
   EXPECT_EQ(b.signals[0].first, a.id->public_key());
   EXPECT_EQ(b.signals[0].second, hello);
+  EXPECT_EQ(b.signal_hosts[0], "127.0.0.1") << "the relay says where it saw the sender";
 
   Status from_c = signal(c, a, {1});
   ASSERT_FALSE(from_c);
