@@ -3,6 +3,8 @@
 // dockerd, driven through the CLI as people use it.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "os/loop_mount.h"
 #include "os/unix_http.h"
 #include "support/api_token.h"
 #include "support/docker_env.h"
@@ -148,6 +151,49 @@ TEST_F(RemoteJobs, AfterADenyLogsFollowStopsWithExit5) {
   EXPECT_NE(follow.err().find("refused the connection"), std::string::npos) << follow.err();
   ASSERT_EQ(studio.yonder({"allow", "laptop"}).exit_code, 0);
   EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
+}
+
+// An upload is on the provider's disk before it is acknowledged: the
+// provider's state folder is an ext4 file system in an image file, and
+// right after `run -d` returns (the upload's final reply came before the
+// submit), the uploaded bytes are in the image itself, not only in the
+// mounted file system's cache (ext4 would write them back 5 to 30 s
+// later). A kill -9 cannot show this (the page cache outlives the process);
+// reading the image under the mount can.
+TEST_F(RemoteJobs, AnAcknowledgedUploadIsOnTheProvidersDiskNotOnlyInItsCache) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to loop-mount an ext4 image";
+  TempDir dir;
+  std::string image = dir / "studio.img", home = dir / "studio";
+  std::filesystem::create_directories(home);
+  ASSERT_TRUE(os::create_ext4_image(image, 512ll << 20, 0, 0).ok());
+  ASSERT_TRUE(os::mount_loop(image, home).ok());
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { (void)os::unmount(dir); }
+  } unmount{home};
+  std::string payload;
+  {
+    std::ifstream random("/dev/urandom", std::ios::binary);
+    payload.resize(1 << 20);
+    random.read(payload.data(), static_cast<std::streamsize>(payload.size()));
+  }
+  std::string work = dir / "work";
+  std::filesystem::create_directories(work);
+  std::ofstream(work + "/weights.bin", std::ios::binary) << payload;
+  {
+    Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+    laptop.pair_with(studio, {});
+    auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work, "-d", "--", "true"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    // Read the image file, not the mounted folder, for 4 KiB of the
+    // payload from its middle (a block of the file: block-aligned there).
+    std::string want = payload.substr(512 << 10, 4096);
+    std::ifstream raw(image, std::ios::binary);
+    std::string block(4096, '\0');
+    bool found = false;
+    while (!found && raw.read(block.data(), static_cast<std::streamsize>(block.size()))) found = block == want;
+    EXPECT_TRUE(found) << "the acknowledged upload is not in the file system's image yet";
+  }
 }
 
 // An ended job whose workspace the provider removed later (its retention
