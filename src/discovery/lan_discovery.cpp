@@ -1,6 +1,5 @@
 #include "discovery/lan_discovery.h"
 
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sodium.h>
@@ -14,6 +13,8 @@
 #include <boost/asio/ip/multicast.hpp>
 #include <boost/asio/ip/udp.hpp>
 #include <boost/asio/steady_timer.hpp>
+
+#include "os/interfaces.h"
 
 namespace yonder::discovery {
 
@@ -30,22 +31,17 @@ struct Interface {
 // The IPv4 interfaces to use: the named ones, or every one that is up and
 // can multicast, loopback excepted. One address per interface (the first).
 Result<std::vector<Interface>> choose_interfaces(const std::vector<std::string>& wanted) {
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) {
-    return make_error(ErrorCode::kUnavailable, std::string("cannot list network interfaces: ") + std::strerror(errno));
-  }
+  auto listed = os::ipv4_interfaces();
+  if (!listed) return std::move(listed).error();
   std::vector<Interface> all, chosen;
   std::vector<unsigned> flags;
-  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+  for (const auto& i : *listed) {
     bool have = false;
-    for (const auto& a : all) have = have || a.name == i->ifa_name;
+    for (const auto& a : all) have = have || a.name == i.name;
     if (have) continue;
-    auto* sin = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
-    all.push_back({i->ifa_name, asio::ip::address_v4(ntohl(sin->sin_addr.s_addr))});
-    flags.push_back(i->ifa_flags);
+    all.push_back({i.name, asio::ip::address_v4(i.address)});
+    flags.push_back(i.flags);
   }
-  ::freeifaddrs(list);
   if (!wanted.empty()) {
     for (const auto& name : wanted) {
       auto it = std::find_if(all.begin(), all.end(), [&](const Interface& a) { return a.name == name; });

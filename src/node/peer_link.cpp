@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>  // before Boost.Asio (GCC 12)
 
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
@@ -21,6 +20,7 @@
 #include "relay/path_hint.h"
 #include "relay/server.h"
 #include "discovery/pair_key.h"
+#include "os/interfaces.h"
 
 namespace yonder::node {
 namespace {
@@ -102,7 +102,6 @@ Status apply_scope_fields(const nlohmann::json& b, Scope& s) {
   }
   return ok_status();
 }
-
 
 Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, const Identity& identity,
                                                    const config::Config& cfg, const config::Paths& paths,
@@ -459,15 +458,9 @@ size_t PeerLink::peer_count() const {
 
 std::vector<std::string> PeerLink::local_ipv4_hosts() {
   std::vector<std::string> out;
-  ifaddrs* ifs = nullptr;
-  if (::getifaddrs(&ifs) != 0) return out;
-  for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    char buf[INET_ADDRSTRLEN];
-    auto* sin = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
-    if (::inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof buf) != nullptr) out.emplace_back(buf);
+  if (auto ifs = os::ipv4_interfaces()) {
+    for (const auto& i : *ifs) out.push_back(i.address_text());
   }
-  ::freeifaddrs(ifs);
   return out;
 }
 

@@ -3,7 +3,7 @@
 #include <utility>  // before Boost.Asio (GCC 12)
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
+
 #include <netinet/in.h>
 
 #include <boost/asio/io_context.hpp>
@@ -17,6 +17,7 @@
 #include "net/punch/punch_session.h"
 #include "net/punch/signal.h"
 #include "net/quic/quic_endpoint.h"
+#include "os/interfaces.h"
 #include "relay/nat.h"
 
 namespace yonder::node {
@@ -47,17 +48,14 @@ std::string endpoint_text(const udp::endpoint& e) {
 // peers on the same network.
 std::vector<asio::ip::address> host_addresses() {
   std::vector<asio::ip::address> out;
-  ifaddrs* ifs = nullptr;
-  if (::getifaddrs(&ifs) != 0) return out;
-  for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    auto* sin = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
-    asio::ip::address_v4 a(ntohl(sin->sin_addr.s_addr));
+  auto ifs = os::ipv4_interfaces();
+  if (!ifs) return out;
+  for (const auto& i : *ifs) {
+    asio::ip::address_v4 a(i.address);
     if (a.is_loopback() || a.is_unspecified()) continue;
     out.emplace_back(a);
     if (out.size() >= 4) break;
   }
-  ::freeifaddrs(ifs);
   return out;
 }
 
