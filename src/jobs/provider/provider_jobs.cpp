@@ -392,6 +392,9 @@ void ProviderJobs::schedule_locked(std::unique_lock<std::mutex>& lock) {
   }
   if (queue_order_ && queue_.size() > 1) order_queue_locked();
   std::optional<gpu::InventoryReport> inventory;
+  // Read once per pass (statvfs and a stat per image), then kept current
+  // as the pass starts jobs: each start adds its promise.
+  std::optional<std::optional<DiskSnapshot>> disk;
   for (auto it = queue_.begin(); it != queue_.end() && total < options_.max_concurrent;) {
     LivePtr job = jobs_.at(*it);
     JobRecord& r = job->rec;
@@ -416,8 +419,9 @@ void ProviderJobs::schedule_locked(std::unique_lock<std::mutex>& lock) {
       return true;
     };
     if (options_.account_disk) {
-      if (auto disk = disk_snapshot_locked()) {
-        auto d = decide_disk(r.spec.value("disk_bytes", static_cast<uint64_t>(options_.limits.default_disk_mib) << 20), *disk);
+      if (!disk) disk = disk_snapshot_locked();
+      if (*disk) {
+        auto d = decide_disk(disk_promise(r), **disk);
         if (!may_start(d.fit, d.reason)) continue;
       }
     }
@@ -446,6 +450,7 @@ void ProviderJobs::schedule_locked(std::unique_lock<std::mutex>& lock) {
       continue;
     }
     for (const auto& u : uuids) leases_[u] = r.job_id;
+    if (disk && *disk) (*disk)->promised_unallocated += disk_promise(r);  // its image comes later
     ++total;
     ++per_peer[r.peer_id];
     job->runner = std::thread(&ProviderJobs::run, this, job, false);

@@ -155,6 +155,8 @@ class ProviderJobs {
   // nullopt when the volume cannot be read (nothing is refused for it).
   std::optional<DiskSnapshot> disk_snapshot_locked();
   std::string workspace_image_of(const Live& job) const;
+  // The workspace size promised to a job: its --disk, or the default.
+  uint64_t disk_promise(const JobRecord& r) const;
   // When the next ended workspace passes its retention, on the steady clock
   // read as `now` (at or before it once due), or max() when none waits.
   std::chrono::steady_clock::time_point next_sweep_locked(std::chrono::steady_clock::time_point now) const;

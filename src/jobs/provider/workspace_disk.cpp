@@ -19,6 +19,10 @@ std::string ProviderJobs::workspace_image_of(const Live& job) const {
   return options_.jobs_dir + "/" + job.rec.job_id + "/workspace.img";
 }
 
+uint64_t ProviderJobs::disk_promise(const JobRecord& r) const {
+  return r.spec.value("disk_bytes", static_cast<uint64_t>(options_.limits.default_disk_mib) << 20);
+}
+
 std::optional<DiskSnapshot> ProviderJobs::disk_snapshot_locked() {
   auto space = os::volume_space(options_.jobs_dir);
   if (!space) return std::nullopt;
@@ -34,7 +38,7 @@ std::optional<DiskSnapshot> ProviderJobs::disk_snapshot_locked() {
       continue;
     }
     if (job->rec.state != JobState::kStarting && job->rec.state != JobState::kRunning) continue;
-    uint64_t promised = job->rec.spec.value("disk_bytes", static_cast<uint64_t>(options_.limits.default_disk_mib) << 20);
+    uint64_t promised = disk_promise(job->rec);
     uint64_t have = os::allocated_bytes(workspace_image_of(*job));
     s.allocated_by_live += have;
     if (promised > have) s.promised_unallocated += promised - have;
