@@ -42,15 +42,6 @@ struct Relay {
   std::string pinned() const { return listen + "@" + node; }
 };
 
-// The value after "`word` " on its own line of the program's stdout.
-std::string line_value(const std::string& out, const std::string& word) {
-  size_t at = out.find(word + " ");
-  if (at == std::string::npos) return "";
-  size_t end = out.find('\n', at);
-  if (end == std::string::npos) return "";
-  return out.substr(at + word.size() + 1, end - at - word.size() - 1);
-}
-
 Relay start_relay(const std::string& key_file, const std::string& listen) {
   Relay r;
   r.process = std::make_unique<LiveProcess>(

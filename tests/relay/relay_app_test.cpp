@@ -24,6 +24,7 @@ namespace yonder::relay {
 namespace {
 
 using namespace std::chrono_literals;
+using yonder::testing::line_value;
 using testing::LiveProcess;
 using testing::TempDir;
 
@@ -42,15 +43,6 @@ std::string http_get(uint16_t port, const std::string& path) {
   while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
   ::close(fd);
   return out;
-}
-
-// The value after "`word` " on its own line of the program's stdout.
-std::string line_value(const std::string& out, const std::string& word) {
-  size_t at = out.find(word + " ");
-  if (at == std::string::npos) return "";
-  size_t end = out.find('\n', at);
-  if (end == std::string::npos) return "";
-  return out.substr(at + word.size() + 1, end - at - word.size() - 1);
 }
 
 struct Started {

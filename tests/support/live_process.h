@@ -16,6 +16,16 @@
 
 namespace yonder::testing {
 
+// The value after "`word` " on its own line of a program's output (what a
+// daemon prints at start: "listen 127.0.0.1:4242"); "" when it is not there.
+inline std::string line_value(const std::string& out, const std::string& word) {
+  size_t at = out.find(word + " ");
+  if (at == std::string::npos) return "";
+  size_t end = out.find('\n', at);
+  if (end == std::string::npos) return "";
+  return out.substr(at + word.size() + 1, end - at - word.size() - 1);
+}
+
 class LiveProcess {
  public:
   LiveProcess(const std::vector<std::string>& argv, const Env& env, bool terminal = false);
