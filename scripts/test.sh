@@ -21,6 +21,7 @@ scripts/setup.sh
 scripts/services.sh
 scripts/build-test-image.sh  # the executor tests' image (docker import; no registry)
 export YONDER_REQUIRE_DOCKER=1
+export YONDER_REQUIRE_PODMAN=1  # setup.sh installed podman: the Podman executor tests must run (they start their own service)
 export YONDER_REQUIRE_SLURM=1  # services.sh started scripts/slurm.sh's cluster: the Slurm tests must run
 
 # --- building a stage behind the previous stage's tests

@@ -3,11 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
 #include "crypto/identity.h"
+#include "exec/docker/docker_json.h"
 #include "gpu/inventory.h"
 #include "os/files.h"
 #include "os/process.h"
@@ -60,52 +62,40 @@ CheckResult check_api(const Context& ctx) {
   return pass("local API", "yonderd " + j.value("version", std::string("?")) + " answers on " + ctx.socket_path());
 }
 
-struct DockerFacts {
-  bool reachable = false;
-  std::string error;
-  nlohmann::json info;
-};
+// Where Podman's Init=true looks for its init (containers.conf init_path
+// default), then Debian's copy on PATH.
+std::string find_podman_init() {
+  for (const char* p : {"/usr/libexec/podman/catatonit", "/usr/bin/catatonit"}) {
+    if (::access(p, X_OK) == 0) return p;
+  }
+  return "";
+}
 
-DockerFacts docker_facts(const std::string& socket, CheckResult& out) {
-  DockerFacts f;
+EngineFacts probe_engine(const std::string& socket) {
+  EngineFacts f;
+  f.socket = socket;
+  f.runsc_path = os::find_in_path("runsc");
+  f.nvidia_ctk_path = os::find_in_path("nvidia-ctk");
   os::HttpRequestOptions opts;
   opts.timeout = std::chrono::seconds(5);
   auto v = os::unix_http_request(socket, "GET", "/version", {}, opts);
   if (!v || v->status != 200) {
     f.error = v ? "HTTP " + std::to_string(v->status) : v.error().message();
-    out = fail("docker engine", "not reachable at " + socket + " (" + f.error + ")",
-               "install and start Docker: `apt-get install docker.io && systemctl start docker` (or `dockerd &`), "
-               "or point docker.socket at Podman's socket");
-    return f;
-  }
-  auto j = nlohmann::json::parse(v->body, nullptr, false);
-  if (!j.is_object()) {
-    out = fail("docker engine", socket + " did not answer like the Docker Engine API", "check docker.socket");
     return f;
   }
   f.reachable = true;
-  std::string version = j.value("Version", std::string("?"));
-  std::string api = j.value("ApiVersion", std::string("?"));
-  out = pass("docker engine", "Docker " + version + " (API " + api + ") at " + socket);
+  auto version = exec::docker::parse_version(v->body);
+  if (!version) return f;
+  f.answered_like_docker = true;
+  f.podman = version->podman;
+  f.version = version->version.empty() ? "?" : version->version;
+  f.api_version = version->api_version.empty() ? "?" : version->api_version;
+  if (f.podman) f.podman_init_path = find_podman_init();
   auto info = os::unix_http_request(socket, "GET", "/info", {}, opts);
-  if (info && info->status == 200) f.info = nlohmann::json::parse(info->body, nullptr, false);
-  return f;
-}
-
-CheckResult check_nvidia_runtime(const DockerFacts& docker) {
-  const std::string name = "nvidia container runtime";
-  if (!docker.reachable) {
-    return fail(name, "cannot check: the Docker engine is not reachable", "fix the docker engine check first");
+  if (info && info->status == 200) {
+    if (auto parsed = exec::docker::parse_info(info->body)) f.runtimes = parsed->runtimes;
   }
-  bool registered = docker.info.is_object() && docker.info.contains("Runtimes") &&
-                    docker.info["Runtimes"].is_object() && docker.info["Runtimes"].contains("nvidia");
-  if (registered) return pass(name, "the `nvidia` runtime is registered with Docker");
-  std::string ctk = os::find_in_path("nvidia-ctk");
-  std::string fix = ctk.empty()
-                        ? "install the NVIDIA Container Toolkit (nvidia-container-toolkit), then run "
-                          "`nvidia-ctk runtime configure --runtime=docker` and restart dockerd"
-                        : "run `nvidia-ctk runtime configure --runtime=docker` and restart dockerd";
-  return fail(name, "Docker has no `nvidia` runtime, so containers cannot see GPUs", fix);
+  return f;
 }
 
 CheckResult check_nvml(const Context& ctx) {
@@ -131,22 +121,6 @@ CheckResult check_nvml(const Context& ctx) {
               gpu::state_message(report));
 }
 
-CheckResult check_runsc(const DockerFacts& docker) {
-  const std::string name = "gvisor (runsc, optional)";
-  std::string runsc = os::find_in_path("runsc");
-  bool registered = docker.info.is_object() && docker.info.contains("Runtimes") &&
-                    docker.info["Runtimes"].is_object() && docker.info["Runtimes"].contains("runsc");
-  if (runsc.empty()) {
-    return warn(name, "runsc is not installed; jobs run with runc only",
-                "for a user-space kernel around untrusted jobs: `apt-get install runsc`, then `runsc install` "
-                "and restart dockerd");
-  }
-  if (!registered) {
-    return warn(name, "runsc is at " + runsc + " but not registered with Docker", "run `runsc install` and restart dockerd");
-  }
-  return pass(name, "runsc at " + runsc + ", registered with Docker");
-}
-
 const char* state_word(CheckState s) {
   switch (s) {
     case CheckState::kPass: return "pass";
@@ -165,16 +139,78 @@ std::string explain_nvidia_smi(const std::string& output) {
          "inside WSL";
 }
 
+std::vector<CheckResult> engine_checks(const EngineFacts& f) {
+  std::vector<CheckResult> out;
+  const std::string engine = "docker engine", init = "podman init (catatonit)",
+                    nvidia = "nvidia container runtime", gvisor = "gvisor (runsc, optional)";
+  if (!f.reachable || !f.answered_like_docker) {
+    if (!f.reachable) {
+      out.push_back(fail(engine, "not reachable at " + f.socket + " (" + f.error + ")",
+                         "install and start Docker: `apt-get install docker.io && systemctl start docker` (or "
+                         "`dockerd &`), or point docker.socket at Podman's socket (`podman system service`)"));
+    } else {
+      out.push_back(fail(engine, f.socket + " did not answer like the Docker Engine API", "check docker.socket"));
+    }
+    out.push_back(fail(nvidia, "cannot check: the container engine is not reachable", "fix the docker engine check first"));
+    out.push_back(warn(gvisor, "cannot check: the container engine is not reachable", "fix the docker engine check first"));
+    return out;
+  }
+  auto registered = [&](const char* name) {
+    return std::find(f.runtimes.begin(), f.runtimes.end(), name) != f.runtimes.end();
+  };
+  if (f.podman) {
+    out.push_back(pass(engine, "Podman " + f.version + " (API " + f.api_version + ") at " + f.socket));
+    if (f.podman_init_path.empty()) {
+      out.push_back(fail(init, "Podman runs every job with an init process (catatonit) and it is not installed: no job "
+                               "can start",
+                         "apt-get install catatonit"));
+    } else {
+      out.push_back(pass(init, "catatonit at " + f.podman_init_path));
+    }
+    // Podman's compatible API drops DeviceRequests and Runtime without an
+    // error, so the executor refuses GPU and gVisor jobs on it: say so.
+    out.push_back(fail(nvidia, "Podman's Docker-compatible API ignores GPU requests, so GPU jobs are refused on it",
+                       "to share GPUs, run Docker with the NVIDIA Container Toolkit (`apt-get install docker.io "
+                       "nvidia-container-toolkit`, `nvidia-ctk runtime configure --runtime=docker`, restart dockerd) "
+                       "and point docker.socket at /var/run/docker.sock"));
+    out.push_back(warn(gvisor, "Podman ignores the runtime a container asks for, so gVisor jobs are refused on it"
+                                   " (jobs run with the standard isolation only)",
+                       "for gVisor isolation use Docker: `apt-get install docker.io runsc`, `runsc install`, restart "
+                       "dockerd, and point docker.socket at it"));
+    return out;
+  }
+  out.push_back(pass(engine, "Docker " + f.version + " (API " + f.api_version + ") at " + f.socket));
+  if (registered("nvidia")) {
+    out.push_back(pass(nvidia, "the `nvidia` runtime is registered with Docker"));
+  } else {
+    std::string fix = f.nvidia_ctk_path.empty()
+                          ? "install the NVIDIA Container Toolkit (nvidia-container-toolkit), then run "
+                            "`nvidia-ctk runtime configure --runtime=docker` and restart dockerd"
+                          : "run `nvidia-ctk runtime configure --runtime=docker` and restart dockerd";
+    out.push_back(fail(nvidia, "Docker has no `nvidia` runtime, so containers cannot see GPUs", fix));
+  }
+  if (f.runsc_path.empty()) {
+    out.push_back(warn(gvisor, "runsc is not installed; jobs run with runc only",
+                       "for a user-space kernel around untrusted jobs: `apt-get install runsc`, then `runsc install` "
+                       "and restart dockerd"));
+  } else if (!registered("runsc")) {
+    out.push_back(warn(gvisor, "runsc is at " + f.runsc_path + " but not registered with Docker",
+                       "run `runsc install` and restart dockerd"));
+  } else {
+    out.push_back(pass(gvisor, "runsc at " + f.runsc_path + ", registered with Docker"));
+  }
+  return out;
+}
+
 std::vector<CheckResult> run_doctor_checks(const Context& ctx) {
   std::vector<CheckResult> out;
   out.push_back(check_key(ctx));
   out.push_back(check_api(ctx));
-  CheckResult docker_check;
-  DockerFacts docker = docker_facts(ctx.cfg.get("docker.socket"), docker_check);
-  out.push_back(docker_check);
-  out.push_back(check_nvidia_runtime(docker));
+  auto engine = engine_checks(probe_engine(ctx.cfg.get("docker.socket")));
+  // The NVML check sits between the engine's own and gVisor's, as before.
+  out.insert(out.end(), engine.begin(), engine.end() - 1);
   out.push_back(check_nvml(ctx));
-  out.push_back(check_runsc(docker));
+  out.push_back(engine.back());
   return out;
 }
 

@@ -48,6 +48,13 @@ nlohmann::json build_create_body(const TaskSpec& spec, const CreateContext& ctx)
        {{"Type", "json-file"}, {"Config", {{"max-size", std::to_string(l.log_file_bytes)}, {"max-file", "2"}}}}},
       {"Tmpfs", {{"/tmp", "rw,nosuid,nodev,size=" + std::to_string(l.tmp_bytes) + ",mode=1777"}}},
   };
+  if (ctx.podman) {
+    // Podman would mount these itself, unbounded (read_only_tmpfs); given
+    // here, its own are skipped. Tmpfs pages count against Memory too.
+    std::string bounded = "rw,nosuid,nodev,size=" + std::to_string(l.tmp_bytes) + ",mode=1777";
+    host["Tmpfs"]["/run"] = bounded;
+    host["Tmpfs"]["/var/tmp"] = bounded;
+  }
   if (!ctx.workspace.empty()) {
     host["Mounts"] = json::array(
         {{{"Type", "bind"}, {"Source", ctx.workspace}, {"Target", "/workspace"}, {"ReadOnly", false}}});
@@ -91,6 +98,35 @@ GpuSupport gpu_support(const EngineVersion& version, const EngineInfo& info, boo
                      " has no NVIDIA runtime (no \"nvidia\" runtime in `docker info` and no "
                      "nvidia-container-runtime-hook on PATH); install the NVIDIA container toolkit "
                      "(nvidia-container-toolkit), run `nvidia-ctk runtime configure --runtime=docker` and restart dockerd"};
+}
+
+Status isolation_support(const Fingerprint& engine, Isolation isolation, const std::string& gvisor_runtime,
+                         const std::string& socket) {
+  if (isolation != Isolation::kGvisor) return ok_status();
+  if (engine.engine == "podman") {
+    return make_error(ErrorCode::kFailedPrecondition,
+                      "this job asks for gVisor isolation but the engine at " + socket + " is Podman " + engine.version +
+                          ", whose Docker-compatible API ignores the runtime a container asks for: the job would run "
+                          "on the host kernel, so it is refused; run it with standard isolation, or point "
+                          "docker.socket at a Docker engine with runsc registered");
+  }
+  if (std::find(engine.runtimes.begin(), engine.runtimes.end(), gvisor_runtime) == engine.runtimes.end()) {
+    return make_error(ErrorCode::kFailedPrecondition,
+                      "this job asks for gVisor isolation but the Docker engine has no '" + gvisor_runtime +
+                          "' runtime; install runsc (apt-get install runsc), register it in /etc/docker/daemon.json "
+                          "(\"runtimes\": {\"runsc\": {\"path\": \"/usr/bin/runsc\"}}) and restart dockerd");
+  }
+  return ok_status();
+}
+
+Status runtime_enforced(Isolation isolation, const std::string& gvisor_runtime, const std::string& reported,
+                        const std::string& socket) {
+  if (isolation != Isolation::kGvisor || reported == gvisor_runtime) return ok_status();
+  return make_error(ErrorCode::kFailedPrecondition,
+                    "this job asks for gVisor isolation but the engine at " + socket + " created its container with "
+                        "the runtime '" + reported + "' instead of '" + gvisor_runtime +
+                        "' (it dropped the request), so the job was not started; run it with standard isolation, or "
+                        "use a Docker engine with runsc registered");
 }
 
 }  // namespace yonder::exec::docker

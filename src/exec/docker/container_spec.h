@@ -31,6 +31,10 @@ struct CreateContext {
   std::string workspace;        // host path bind-mounted at /workspace, "" for none
   std::string gvisor_runtime;   // runtime name for Isolation::kGvisor ("runsc")
   std::string egress_network;   // network for jobs allowed egress
+  // The engine is Podman: its read_only_tmpfs adds writable, unbounded
+  // tmpfs mounts at /run and /var/tmp to a read-only container, so they
+  // are given explicitly, bounded like /tmp.
+  bool podman = false;
 };
 
 nlohmann::json build_create_body(const TaskSpec& spec, const CreateContext& ctx);
@@ -45,5 +49,19 @@ struct GpuSupport {
 // for driver "nvidia" need even without a registered "nvidia" runtime).
 GpuSupport gpu_support(const EngineVersion& version, const EngineInfo& info, bool hook_installed,
                        const std::string& socket);
+
+// Whether the engine can give a job the isolation it asks for (no side
+// effects; check() and start() call it). gVisor needs the runtime to be
+// registered, and is refused on Podman: its Docker-compatible API (4.3)
+// ignores HostConfig.Runtime and lists every runtime of its configuration,
+// installed or not, so the job would run on the host kernel.
+Status isolation_support(const Fingerprint& engine, Isolation isolation, const std::string& gvisor_runtime,
+                         const std::string& socket);
+
+// After create, before start: the runtime the engine reports for the new
+// container must be the one asked for (a second lock for engines that
+// accept a runtime and drop it, as Podman does).
+Status runtime_enforced(Isolation isolation, const std::string& gvisor_runtime, const std::string& reported,
+                        const std::string& socket);
 
 }  // namespace yonder::exec::docker

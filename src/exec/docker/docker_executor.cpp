@@ -91,14 +91,7 @@ Status DockerExecutor::check(const TaskSpec& spec) {
     return make_error(ErrorCode::kFailedPrecondition,
                       "this job asks for " + std::to_string(spec.gpu_uuids.size()) + " GPU(s) but " + fp.gpu_detail);
   }
-  if (spec.isolation == Isolation::kGvisor &&
-      std::find(fp.runtimes.begin(), fp.runtimes.end(), options_.gvisor_runtime) == fp.runtimes.end()) {
-    return make_error(ErrorCode::kFailedPrecondition,
-                      "this job asks for gVisor isolation but the Docker engine has no '" + options_.gvisor_runtime +
-                          "' runtime; install runsc (apt-get install runsc), register it in /etc/docker/daemon.json "
-                          "(\"runtimes\": {\"runsc\": {\"path\": \"/usr/bin/runsc\"}}) and restart dockerd");
-  }
-  return ok_status();
+  return isolation_support(fp, spec.isolation, options_.gvisor_runtime, options_.socket);
 }
 
 Result<std::string> DockerExecutor::ensure_image(const std::string& image) {
@@ -209,7 +202,8 @@ Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
       }
     }
   }
-  CreateContext ctx{options_.owner, handle.workspace, options_.gvisor_runtime, options_.egress_network};
+  bool podman = cached_fingerprint().engine == "podman";
+  CreateContext ctx{options_.owner, handle.workspace, options_.gvisor_runtime, options_.egress_network, podman};
   auto body = build_create_body(spec, ctx).dump();
   auto create_at = std::chrono::steady_clock::now();
   auto created = api_.call("POST", "/containers/create?name=" + container_name(spec.job_id), "create the job's container", body);
@@ -224,6 +218,22 @@ Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
     return std::move(id).error();
   }
   handle.task_id = *id;
+  if (spec.isolation == Isolation::kGvisor) {
+    auto r = api_.call("GET", cpath(*id) + "/json", "inspect the job's new container");
+    auto info = r ? parse_inspect(r->body) : Result<ContainerInfo>(std::move(r).error());
+    Status enforced = info ? runtime_enforced(spec.isolation, options_.gvisor_runtime, info->runtime, options_.socket)
+                           : Status(std::move(info).error());
+    if (!enforced) {
+      (void)destroy(handle, true);
+      return std::move(enforced).error();
+    }
+  }
+  if (podman) {
+    if (Status watched = init_and_watch(*id); !watched) {
+      (void)destroy(handle, true);
+      return std::move(watched).error();
+    }
+  }
   auto started = api_.call("POST", cpath(*id) + "/start", "start the job's container");
   auto running_at = std::chrono::steady_clock::now();
   if (!started) {
@@ -259,9 +269,57 @@ Result<TaskStatus> DockerExecutor::inspect(const TaskHandle& handle) {
     st.state = TaskState::kCreated;
   } else {
     st.state = TaskState::kExited;
-    st.exit = {info->exit_code, info->oom_killed, info->error, ""};
+    st.exit = {info->exit_code, info->oom_killed || watched_oom(handle.task_id).value_or(false), info->error, ""};
   }
+  if (st.state == TaskState::kRunning) watch_running(handle.task_id, st.pid);
   return st;
+}
+
+Status DockerExecutor::init_and_watch(const std::string& id) {
+  // libpod's own endpoint on the same socket: the runtime creates the
+  // container's process and cgroup without running the job, so the watch
+  // is armed before the job can allocate anything.
+  YONDER_TRY(api_.call("POST", "/libpod/containers/" + id + "/init", "prepare the job's container (Podman init)"));
+  auto r = api_.call("GET", cpath(id) + "/json", "inspect the job's new container");
+  if (!r) return std::move(r).error();
+  auto info = parse_inspect(r->body);
+  if (!info) return std::move(info).error();
+  OomWatchSlot slot;
+  auto watch = os::OomWatch::arm(info->pid);
+  if (watch) {
+    slot.watch = std::move(*watch);
+  } else {
+    slot.unavailable = watch.error().message();
+  }
+  std::lock_guard lock(mutex_);
+  oom_watches_[id] = std::move(slot);
+  return ok_status();
+}
+
+void DockerExecutor::watch_running(const std::string& id, int pid) {
+  if (pid <= 0) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (oom_watches_.count(id) != 0) return;
+  }
+  if (cached_fingerprint().engine != "podman") return;
+  // Found running after a restart: a kill before this moment is not seen.
+  OomWatchSlot slot;
+  auto watch = os::OomWatch::arm(pid);
+  if (watch) {
+    slot.watch = std::move(*watch);
+  } else {
+    slot.unavailable = watch.error().message();
+  }
+  std::lock_guard lock(mutex_);
+  oom_watches_.try_emplace(id, std::move(slot));
+}
+
+std::optional<bool> DockerExecutor::watched_oom(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto it = oom_watches_.find(id);
+  if (it == oom_watches_.end() || it->second.watch == nullptr) return std::nullopt;
+  return it->second.watch->oom_killed();
 }
 
 Result<TaskStatus> DockerExecutor::recover(const TaskHandle& handle) {
@@ -284,6 +342,11 @@ Result<ExitInfo> DockerExecutor::wait_for(const std::string& id, std::chrono::mi
   auto w = parse_wait(*body);
   if (!w) return std::move(w).error();
   ExitInfo exit{w->status_code, false, w->error, ""};
+  if (auto watched = watched_oom(id)) {
+    // Podman: its OOMKilled flag is never set; the cgroup watch is the answer.
+    exit.oom_killed = *watched;
+    return exit;
+  }
   // OOMKilled is a flag of the container, not of the exit status. Docker
   // sets it from containerd's OOM event, which can arrive just after the
   // exit (seen under load): a SIGKILLed job (137) is asked again briefly.
@@ -296,6 +359,14 @@ Result<ExitInfo> DockerExecutor::wait_for(const std::string& id, std::chrono::mi
     if (exit.error.empty()) exit.error = info->error;
     if (exit.oom_killed || exit.exit_code != 137) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (exit.exit_code == 137 && !exit.oom_killed && exit.error.empty()) {
+    std::lock_guard lock(mutex_);
+    auto it = oom_watches_.find(id);
+    if (it != oom_watches_.end() && !it->second.unavailable.empty()) {
+      exit.error = "killed by SIGKILL; whether for memory is unknown: Podman does not report out-of-memory kills and " +
+                   it->second.unavailable;
+    }
   }
   return exit;
 }
@@ -342,6 +413,15 @@ Status DockerExecutor::destroy(const TaskHandle& handle, bool remove_workspace) 
 Status DockerExecutor::remove_task(const std::string& task_id) {
   auto r = api_.call("DELETE", cpath(task_id) + "?force=1&v=1", "remove the job's container");
   if (!r && r.error().code() != ErrorCode::kNotFound) return std::move(r).error();
+  OomWatchSlot gone;  // destroyed (its thread joined) outside the lock
+  {
+    std::lock_guard lock(mutex_);
+    auto it = oom_watches_.find(task_id);
+    if (it != oom_watches_.end()) {
+      gone = std::move(it->second);
+      oom_watches_.erase(it);
+    }
+  }
   return ok_status();
 }
 

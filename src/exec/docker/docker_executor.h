@@ -4,9 +4,16 @@
 // provider's ImagePolicy, GPUs passed by UUID through DeviceRequests, and
 // every container labelled with the owner (this node) and its job id so a
 // restarted daemon can find what it started.
+//
+// Podman's compatible service (4.3) answers the same calls with three
+// differences handled here: it ignores HostConfig.Runtime (gVisor jobs are
+// refused, container_spec.h), it never sets State.OOMKilled (the container's
+// memory cgroup is watched from before the job starts, os/cgroup_oom.h), and
+// it mounts unbounded tmpfs at /run and /var/tmp (bounded in the spec).
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15,6 +22,7 @@
 #include "exec/docker/docker_api.h"
 #include "exec/executor.h"
 #include "exec/image_policy.h"
+#include "os/cgroup_oom.h"
 
 namespace yonder::exec::docker {
 
@@ -60,12 +68,26 @@ class DockerExecutor final : public Executor {
   // the outside through NAT but not each other (enable_icc=false).
   Status ensure_egress_network();
   Result<ExitInfo> wait_for(const std::string& id, std::chrono::milliseconds timeout, const CancelSlot& on_cancel);
+  // Podman: the container exists but its process has not run the job yet
+  // (libpod's init); arms the OOM watch on its cgroup, then the caller starts it.
+  Status init_and_watch(const std::string& id);
+  // Podman: arms the watch on a running container found after a restart.
+  void watch_running(const std::string& id, int pid);
+  // Podman: whether the watch of container `id` saw an OOM kill; nullopt
+  // when it has none (not Podman, or the kernel refused the watch).
+  std::optional<bool> watched_oom(const std::string& id);
+
+  struct OomWatchSlot {
+    std::unique_ptr<os::OomWatch> watch;  // null when it could not be armed
+    std::string unavailable;              // why, then
+  };
 
   DockerOptions options_;
   DockerApi api_;
-  std::mutex mutex_;  // guards the cache below
+  std::mutex mutex_;  // guards the cache and the watches below
   std::optional<Fingerprint> fingerprint_;
   std::chrono::steady_clock::time_point fingerprint_at_;
+  std::map<std::string, OomWatchSlot> oom_watches_;  // by container id; Podman only
 };
 
 }  // namespace yonder::exec::docker

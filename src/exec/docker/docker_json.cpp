@@ -136,6 +136,7 @@ Result<ContainerInfo> parse_inspect(std::string_view body) {
     YONDER_ASSIGN(info.labels, labels(*config, what));
     YONDER_ASSIGN(info.tty, boolean(*config, "Tty", what));
   }
+  if (const json* host = object(j, "HostConfig")) YONDER_ASSIGN(info.runtime, str(*host, "Runtime", what));
   return info;
 }
 

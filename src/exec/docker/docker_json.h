@@ -30,6 +30,10 @@ struct ContainerInfo {
   int64_t finished_at_ns = 0;
   std::map<std::string, std::string> labels;
   bool tty = false;  // Config.Tty: logs and attach are raw bytes, not frames
+  // HostConfig.Runtime: the OCI runtime the engine will run it with. Podman
+  // 4.3 says "oci" whatever was asked for, which is how a dropped runtime
+  // request shows.
+  std::string runtime;
 };
 
 struct WaitResult {

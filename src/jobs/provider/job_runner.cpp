@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <spdlog/spdlog.h>
+
 #include "jobs/provider/live_job.h"
 #include "jobs/provider/provider_jobs.h"
 #include "jobs/provider/workspace_digest.h"
@@ -115,6 +117,10 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
     }
     std::unique_lock lock(mutex_);
     if (!started) {
+      // The consumer sees the reason in the job record; the provider's
+      // operator sees it here (an engine that refuses every job, say
+      // Podman without catatonit, shows up in the daemon's log).
+      spdlog::warn("job {} failed to start: {}", job->rec.job_id, started.error().to_string());
       finish_locked(job, JobState::kFailed, "start_failed", started.error().to_string(), std::nullopt);
       schedule_locked(lock);
       job->runner_done = true;

@@ -110,5 +110,49 @@ TEST(GpuSupport, NamesTheMissingPiece) {
   EXPECT_NE(podman.detail.find("silently ignores"), std::string::npos);
 }
 
+// Podman mounts writable /run and /var/tmp of its own (read_only_tmpfs),
+// unbounded; the spec gives them the bound of /tmp. Docker gets neither.
+TEST(ContainerSpec, PodmanGetsRunAndVarTmpBoundedLikeTmp) {
+  CreateContext ctx{"node-1", "", "runsc", "yonder-egress", true};
+  auto tmpfs = build_create_body(cpu_job(), ctx)["HostConfig"]["Tmpfs"];
+  EXPECT_EQ(tmpfs["/run"], tmpfs["/tmp"]);
+  EXPECT_EQ(tmpfs["/var/tmp"], tmpfs["/tmp"]);
+  EXPECT_NE(tmpfs["/run"].get<std::string>().find("size=134217728"), std::string::npos) << tmpfs;
+  ctx.podman = false;
+  auto docker = build_create_body(cpu_job(), ctx)["HostConfig"]["Tmpfs"];
+  EXPECT_EQ(docker.size(), 1u) << docker;
+}
+
+TEST(IsolationSupport, GvisorIsRefusedOnPodmanEvenWhenItListsRunsc) {
+  Fingerprint podman;
+  podman.healthy = true;
+  podman.engine = "podman";
+  podman.version = "4.3.1";
+  podman.runtimes = {"crun", "runc", "runsc", "kata"};  // its configuration, installed or not
+  auto st = isolation_support(podman, Isolation::kGvisor, "runsc", "/run/podman/podman.sock");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(st.error().message().find("Podman 4.3.1"), std::string::npos) << st.error().message();
+  EXPECT_NE(st.error().message().find("host kernel"), std::string::npos) << st.error().message();
+  EXPECT_NE(st.error().message().find("standard isolation"), std::string::npos) << "what to do next";
+  EXPECT_TRUE(isolation_support(podman, Isolation::kStandard, "runsc", "s").ok());
+
+  Fingerprint docker = podman;
+  docker.engine = "docker";
+  EXPECT_TRUE(isolation_support(docker, Isolation::kGvisor, "runsc", "s").ok());
+  docker.runtimes = {"runc"};
+  auto missing = isolation_support(docker, Isolation::kGvisor, "runsc", "s");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("apt-get install runsc"), std::string::npos);
+}
+
+TEST(IsolationSupport, ACreatedContainerMustHaveTheRuntimeAskedFor) {
+  EXPECT_TRUE(runtime_enforced(Isolation::kGvisor, "runsc", "runsc", "s").ok());
+  EXPECT_TRUE(runtime_enforced(Isolation::kStandard, "runsc", "oci", "s").ok());
+  auto dropped = runtime_enforced(Isolation::kGvisor, "runsc", "oci", "/run/podman/podman.sock");  // Podman 4.3's answer
+  ASSERT_FALSE(dropped.ok());
+  EXPECT_NE(dropped.error().message().find("'oci' instead of 'runsc'"), std::string::npos) << dropped.error().message();
+}
+
 }  // namespace
 }  // namespace yonder::exec::docker
