@@ -27,6 +27,9 @@ nlohmann::json build_create_body(const TaskSpec& spec, const CreateContext& ctx)
   if (spec.simulate_gpus) env.push_back("YONDER_FAKE_GPUS=1");
 
   const Limits& l = spec.limits;
+  // Every writable tmpfs the job gets has the same bound (its pages count
+  // against Memory too).
+  const std::string bounded_tmpfs = "rw,nosuid,nodev,size=" + std::to_string(l.tmp_bytes) + ",mode=1777";
   json host = {
       {"CapDrop", json::array({"ALL"})},
       {"CapAdd", json::array()},
@@ -46,14 +49,13 @@ nlohmann::json build_create_body(const TaskSpec& spec, const CreateContext& ctx)
       {"AutoRemove", false},  // we read the exit status and logs first
       {"LogConfig",
        {{"Type", "json-file"}, {"Config", {{"max-size", std::to_string(l.log_file_bytes)}, {"max-file", "2"}}}}},
-      {"Tmpfs", {{"/tmp", "rw,nosuid,nodev,size=" + std::to_string(l.tmp_bytes) + ",mode=1777"}}},
+      {"Tmpfs", {{"/tmp", bounded_tmpfs}}},
   };
   if (ctx.podman) {
     // Podman would mount these itself, unbounded (read_only_tmpfs); given
-    // here, its own are skipped. Tmpfs pages count against Memory too.
-    std::string bounded = "rw,nosuid,nodev,size=" + std::to_string(l.tmp_bytes) + ",mode=1777";
-    host["Tmpfs"]["/run"] = bounded;
-    host["Tmpfs"]["/var/tmp"] = bounded;
+    // here, its own are skipped.
+    host["Tmpfs"]["/run"] = bounded_tmpfs;
+    host["Tmpfs"]["/var/tmp"] = bounded_tmpfs;
   }
   if (!ctx.workspace.empty()) {
     host["Mounts"] = json::array(

@@ -284,16 +284,21 @@ Status DockerExecutor::init_and_watch(const std::string& id) {
   if (!r) return std::move(r).error();
   auto info = parse_inspect(r->body);
   if (!info) return std::move(info).error();
+  OomWatchSlot slot = arm_watch(info->pid);
+  std::lock_guard lock(mutex_);
+  oom_watches_[id] = std::move(slot);
+  return ok_status();
+}
+
+DockerExecutor::OomWatchSlot DockerExecutor::arm_watch(int pid) {
   OomWatchSlot slot;
-  auto watch = os::OomWatch::arm(info->pid);
+  auto watch = os::OomWatch::arm(pid);
   if (watch) {
     slot.watch = std::move(*watch);
   } else {
     slot.unavailable = watch.error().message();
   }
-  std::lock_guard lock(mutex_);
-  oom_watches_[id] = std::move(slot);
-  return ok_status();
+  return slot;
 }
 
 void DockerExecutor::watch_running(const std::string& id, int pid) {
@@ -304,13 +309,7 @@ void DockerExecutor::watch_running(const std::string& id, int pid) {
   }
   if (cached_fingerprint().engine != "podman") return;
   // Found running after a restart: a kill before this moment is not seen.
-  OomWatchSlot slot;
-  auto watch = os::OomWatch::arm(pid);
-  if (watch) {
-    slot.watch = std::move(*watch);
-  } else {
-    slot.unavailable = watch.error().message();
-  }
+  OomWatchSlot slot = arm_watch(pid);
   std::lock_guard lock(mutex_);
   oom_watches_.try_emplace(id, std::move(slot));
 }

@@ -81,6 +81,7 @@ class DockerExecutor final : public Executor {
     std::unique_ptr<os::OomWatch> watch;  // null when it could not be armed
     std::string unavailable;              // why, then
   };
+  static OomWatchSlot arm_watch(int pid);
 
   DockerOptions options_;
   DockerApi api_;

@@ -127,6 +127,17 @@ Result<ConsumerJob> ConsumerJobStore::read_row(store::Statement& st) {
 }
 
 Result<ConsumerJob> ConsumerJobStore::find(const std::string& id_or_prefix) {
+  // A full id is one keyed row (every view a provider answers is looked up
+  // this way, so `ps --all` must not read the whole table per job).
+  {
+    std::lock_guard lock(mutex_);
+    auto st = db_.prepare(std::string("SELECT ") + kColumns + " FROM jobs WHERE side = 'consumer' AND job_id = ?1");
+    if (!st) return std::move(st).error();
+    YONDER_TRY(st->bind(1, std::string_view(id_or_prefix)));
+    auto row = st->step();
+    if (!row) return std::move(row).error();
+    if (*row) return read_row(*st);
+  }
   auto all = list();
   if (!all) return std::move(all).error();
   std::vector<ConsumerJob> hits;

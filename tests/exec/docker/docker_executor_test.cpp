@@ -3,6 +3,7 @@
 // resize, log follow and resume, OOM, and the refusals that must happen
 // before anything is created.
 #include "exec/docker/docker_executor.h"
+#include "exec/docker/small_task.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -27,13 +28,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::kTestImage;
-
-std::string random_hex(int n) {
-  std::random_device rd;
-  std::string s;
-  for (int i = 0; i < n; ++i) s.push_back("0123456789abcdef"[rd() % 16]);
-  return s;
-}
 
 struct Output {
   std::string out, err;
@@ -63,18 +57,7 @@ class DockerExecutorTest : public ::testing::Test {
     o.images = *ImagePolicy::parse(allow, pull);
     return std::make_unique<DockerExecutor>(std::move(o));
   }
-  TaskSpec spec(std::vector<std::string> cmd) {
-    TaskSpec s;
-    s.job_id = random_hex(16);
-    s.image = kTestImage;
-    s.command = std::move(cmd);
-    s.limits.memory_bytes = 64 << 20;
-    s.limits.tmp_bytes = 8 << 20;
-    s.limits.shm_bytes = 8 << 20;
-    s.limits.disk_bytes = 16 << 20;
-    s.limits.pids = 64;
-    return s;
-  }
+  TaskSpec spec(std::vector<std::string> cmd) { return small_task(std::move(cmd)); }
   Output logs(const TaskHandle& h, LogOptions options = {}) {
     Output o;
     auto st = executor_->logs(h, options, [&](LogStream s, int64_t t, std::string_view d) {

@@ -21,6 +21,7 @@
 #include <random>
 
 #include "exec/docker/docker_executor.h"
+#include "exec/docker/small_task.h"
 #include "os/files.h"
 #include "os/unix_http.h"
 #include "support/docker_env.h"
@@ -37,13 +38,6 @@ using testing::kTestImage;
 bool podman_required() {
   const char* v = std::getenv("YONDER_REQUIRE_PODMAN");
   return v != nullptr && std::string(v) == "1";
-}
-
-std::string random_hex(int n) {
-  std::random_device rd;
-  std::string s;
-  for (int i = 0; i < n; ++i) s.push_back("0123456789abcdef"[rd() % 16]);
-  return s;
 }
 
 // One private Podman service for the whole file (starting one takes about
@@ -148,18 +142,7 @@ class PodmanExecutor : public ::testing::Test {
     ASSERT_TRUE(owned.ok()) << owned.error().to_string();
     for (auto& t : *owned) EXPECT_TRUE(executor_->destroy(t.handle, true).ok());
   }
-  TaskSpec spec(std::vector<std::string> cmd) {
-    TaskSpec s;
-    s.job_id = random_hex(16);
-    s.image = kTestImage;
-    s.command = std::move(cmd);
-    s.limits.memory_bytes = 64 << 20;
-    s.limits.tmp_bytes = 8 << 20;
-    s.limits.shm_bytes = 8 << 20;
-    s.limits.disk_bytes = 16 << 20;
-    s.limits.pids = 64;
-    return s;
-  }
+  TaskSpec spec(std::vector<std::string> cmd) { return small_task(std::move(cmd)); }
   std::pair<std::string, std::string> logs(const TaskHandle& h) {
     std::string out, err;
     auto st = executor_->logs(h, {}, [&](LogStream s, int64_t, std::string_view d) {
