@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Real-GPU check (issue 4), for a machine with an NVIDIA GPU: NVML probe and
-# per-process accounting through the built gpu_nvml_device_test, and what the
-# engine offers for GPU containers. Usage: scripts/gpu-check.sh (after a dev build).
+# Real-GPU check, for a machine with an NVIDIA GPU: NVML probe and
+# per-process accounting through the built gpu_nvml_device_test, the GPU
+# known-answer check's program with the real PyTorch, and what the engine
+# offers for GPU containers. Usage: scripts/gpu-check.sh (after a dev build).
 set -u
 T=build/dev/tests/gpu/gpu_nvml_device_test
 echo "== nvidia-smi"; timeout 20 nvidia-smi -L 2>&1 | head -5
 echo "== tools"; for t in docker dockerd nvidia-container-runtime-hook nvidia-ctk python3; do printf '%s: %s\n' $t "$(command -v $t || echo missing)"; done
 echo "== docker"; timeout 10 docker info 2>/dev/null | grep -iE 'server version|runtimes|default runtime' || echo "no docker engine answers"
 echo "== probe without a GPU process"; YONDER_EXPECT_GPU=1 timeout 60 $T 2>&1 | grep -vE '^\[ RUN|^\[----' | tail -40
+echo "== the GPU known-answer check's program with the real PyTorch (mesh verify --gpu)"
+YONDER_EXPECT_GPU=1 YONDER_EXPECT_GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" \
+  timeout 120 build/dev/tests/mesh/mesh_gpu_benchmark_test --gtest_filter='*RealGpu*' 2>&1 | grep -E 'GPU check|OK|FAIL|Failure|Expected|which is'
 if python3 -c 'import torch' 2>/dev/null; then
   echo "== with a torch process holding ~1 GiB"
   python3 -c 'import torch,time; x=torch.empty(2**28, device="cuda"); print("holding", flush=True); time.sleep(25)' &

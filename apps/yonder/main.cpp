@@ -269,6 +269,11 @@ int main(int argc, char** argv) {
                                                      "product through the normal job path); exit 8 if it fails");
   mesh_verify->add_option("peer", mesh_verify_peer, "Provider name or node id")->required();
   mesh_verify->add_option("--size", mesh_verify_size, "n of the n x n product (default: mesh.benchmark_size)");
+  std::string mesh_verify_check = "auto";
+  mesh_verify->add_flag("--gpu{gpu}", mesh_verify_check,
+                        "The GPU check: the product on one of its GPUs (mesh.gpu_benchmark_image), which confirms "
+                        "or refutes the GPU model it advertises");
+  mesh_verify->add_flag("--cpu{cpu}", mesh_verify_check, "The CPU check only (mesh.benchmark_image)");
   mesh_verify->add_flag("--json", json, "Machine-readable output");
   // --- array jobs (issue 12)
   std::string array_id;
@@ -407,7 +412,7 @@ int main(int argc, char** argv) {
   if (*array_list) return cmd_array_list(*ctx, array_all);
   if (*array_retry) return cmd_array_retry(*ctx, array_id);
   if (*array_cancel) return cmd_array_cancel(*ctx, array_id);
-  if (*mesh_verify) return cmd_mesh_verify(*ctx, mesh_verify_peer, mesh_verify_size);
+  if (*mesh_verify) return cmd_mesh_verify(*ctx, mesh_verify_peer, mesh_verify_size, mesh_verify_check);
   if (*mesh) return cmd_mesh(*ctx, mesh_group, mesh_cached);
   if (*receipts) return cmd_receipts(*ctx, receipts_verify);
   if (*group_create) return cmd_group_create(*ctx, group_args);

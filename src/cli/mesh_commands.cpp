@@ -62,6 +62,27 @@ std::string standing_text(const json& p) {
   return out;
 }
 
+// "GPU claim unverified: NVIDIA H200 (`yonder mesh verify NAME --gpu`)" for one provider of GET /v1/mesh:
+// its models by what this node's GPU checks said of them.
+std::string claims_text(const json& p) {
+  std::map<std::string, std::string> by_model;  // model -> claim
+  for (const auto& g : p["gpus"]) by_model[shown(g, "model", "")] = g.value("claim", std::string("unverified"));
+  std::map<std::string, std::string> by_claim;  // claim -> "model, model"
+  for (const auto& [model, claim] : by_model) {
+    by_claim[claim] += (by_claim[claim].empty() ? "" : ", ") + model;
+  }
+  std::string out;
+  for (const char* claim : {"verified", "failed", "unverified"}) {
+    auto it = by_claim.find(claim);
+    if (it == by_claim.end()) continue;
+    out += (out.empty() ? "GPU claim " : "; ") + std::string(claim) + ": " + it->second;
+  }
+  if (by_claim.count("verified") == 0 || by_claim.size() > 1) {
+    out += " (`yonder mesh verify " + shown(p, "name", "PEER") + " --gpu` checks it on one of its GPUs)";
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<uint32_t> parse_cuda_capability(const std::string& text) {
@@ -131,6 +152,7 @@ int cmd_mesh(const Context& ctx, const std::string& group, bool cached) {
                 p.value("free", 0), p.value("queue_depth", 0), rtt, path.c_str(), fresh.c_str(), labels.c_str());
     if (p.contains("error")) std::printf("  (last ask failed: %s)\n", p.value("error", "").c_str());
     if (p.contains("reputation")) std::printf("  %s\n", standing_text(p).c_str());
+    if (!p["gpus"].empty()) std::printf("  %s\n", claims_text(p).c_str());
   }
   const json& t = (*r)["totals"];
   std::printf("total: %d provider(s), %d GPU(s), %d free, %d job(s) queued\n", t.value("providers", 0),
@@ -138,9 +160,10 @@ int cmd_mesh(const Context& ctx, const std::string& group, bool cached) {
   return kExitOk;
 }
 
-int cmd_mesh_verify(const Context& ctx, const std::string& peer, uint32_t size) {
+int cmd_mesh_verify(const Context& ctx, const std::string& peer, uint32_t size, const std::string& check) {
   json body = {{"peer", peer}};
   if (size > 0) body["size"] = size;
+  if (check == "gpu" || check == "cpu") body["gpu"] = check == "gpu";
   if (!ctx.json) std::fprintf(stderr, "yonder: running the known-answer benchmark on %s...\n", peer.c_str());
   // The daemon answers when the job is over (mesh.benchmark_timeout_s bounds it).
   auto r = api(ctx, "POST", "/v1/mesh/verify", body, std::chrono::hours(25));
@@ -162,9 +185,17 @@ int cmd_mesh_verify(const Context& ctx, const std::string& peer, uint32_t size) 
     std::printf("  %.2f s, %.3g multiply-adds/s (timed by the provider)\n", d["seconds"].get<double>(),
                 d.value("rate_madds_per_s", 0.0));
   }
-  std::string model = d.value("gpu_model", "");
-  std::printf("  GPU model it advertises: %s (a CPU benchmark checks the answer, not the model)\n",
-              model.empty() ? "none" : model.c_str());
+  std::string model = shown(d, "gpu_model", "");
+  if (d.value("gpu", false)) {
+    std::printf("  GPU model it advertises: %s; the job's GPU: %s\n", model.c_str(),
+                d.contains("device") ? shown(d, "device", "").c_str() : "not named");
+    std::printf("  %s\n", passed ? "its GPU claim is verified: placement no longer weighs it down"
+                                  : "its GPU claim is not verified: placement weighs it down");
+  } else {
+    std::printf("  GPU model it advertises: %s (the CPU check confirms the answer, not the model; `--gpu` checks the "
+                "GPU)\n",
+                model.empty() ? "none" : model.c_str());
+  }
   if (d.contains("reason")) std::printf("  why it failed: %s\n", shown(d, "reason", "").c_str());
   return passed ? kExitOk : kExitVerificationFailed;
 }

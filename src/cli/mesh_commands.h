@@ -21,7 +21,9 @@ int cmd_mesh(const Context& ctx, const std::string& group = "", bool cached = fa
 // PEER (POST /v1/mesh/verify) and prints the outcome; exits
 // kExitVerificationFailed when the provider failed it. size 0: the
 // daemon's mesh.benchmark_size.
-int cmd_mesh_verify(const Context& ctx, const std::string& peer, uint32_t size = 0);
+// check: "gpu", "cpu" or "auto" (the daemon picks: the GPU check when it has
+// a GPU benchmark image and the provider advertises GPUs).
+int cmd_mesh_verify(const Context& ctx, const std::string& peer, uint32_t size = 0, const std::string& check = "auto");
 
 // What a job asks the mesh for.
 struct MeshNeeds {

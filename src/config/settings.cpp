@@ -142,10 +142,14 @@ constexpr std::array kSettings = {
                 "to restart the job from it elsewhere if its provider is lost."},
     SettingSpec{"mesh.benchmark_image", T::kString, "docker.io/library/debian:12", "docker.io/library/debian:12",
                 "YONDER_MESH_BENCHMARK_IMAGE", "",
-                "Image of the known-answer benchmark (`yonder mesh verify`): any image with sh and awk that the "
-                "providers allow. It checks a correct answer and measures a rate on the CPU; on GPU providers use an "
-                "image that runs the same check as a CUDA matrix product (output contract in src/mesh/benchmark.h), since a CPU answer says "
-                "nothing about the GPU model."},
+                "Image of the CPU known-answer benchmark (`yonder mesh verify`): any image with sh and awk that the "
+                "providers allow. It checks a correct answer and measures a rate on the CPU; it says nothing about "
+                "the GPU model a provider advertises (see mesh.gpu_benchmark_image)."},
+    SettingSpec{"mesh.gpu_benchmark_image", T::kString, "", "", "YONDER_MESH_GPU_BENCHMARK_IMAGE", "",
+                "Image of the GPU known-answer check (`yonder mesh verify --gpu`): an image with Python, PyTorch and "
+                "CUDA that the providers allow (e.g. a pytorch/pytorch tag you trust). Until this check has passed "
+                "on a provider's GPU model, `yonder mesh` shows its GPUs as unverified and placement weighs it down. "
+                "Empty: no GPU checks (the automatic benchmarks then run the CPU check)."},
     SettingSpec{"mesh.benchmark_size", T::kInt, "64", "64", "", "",
                 "n of the benchmark's n x n matrix product mod a prime (1..512); the work grows as n^3."},
     SettingSpec{"mesh.benchmark_interval_s", T::kInt, "86400", "86400", "YONDER_MESH_BENCHMARK_INTERVAL_S", "",

@@ -31,7 +31,77 @@ std::optional<T> number(std::optional<std::string_view> s) {
   return v;
 }
 
+// The rest of `line` after `prefix`, kept to printable ASCII, at most `max` bytes.
+std::string printable_rest(std::string_view line, size_t prefix, size_t max) {
+  std::string out;
+  for (size_t i = prefix; i < line.size() && out.size() < max; ++i) {
+    char c = line[i];
+    if (c >= 0x20 && c < 0x7f) out += c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+// Calls `each` with every line of the first kMaxOutputScan bytes.
+template <typename F>
+void for_each_line(std::string_view text, F each) {
+  text = text.substr(0, std::min(text.size(), kMaxOutputScan));
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!each(line)) return;
+  }
+}
+
+constexpr std::string_view kGpuLine = "yonder-benchmark-gpu name=";
+constexpr std::string_view kErrorLine = "yonder-benchmark-error ";
+constexpr size_t kMaxErrorBytes = 200;
+
 }  // namespace
+
+std::string gpu_benchmark_command(const BenchmarkSpec& spec) {
+  // The generator and checksum run in Python on the host side of the
+  // job (2 n^2 draws and n^2 steps: well under a second at n = 512); only
+  // the product runs on the device, timed between two synchronisations.
+  std::string program =
+      "import sys, time\n"
+      "n, seed, p = " + std::to_string(spec.n) + ", " + std::to_string(spec.seed) + ", " +
+      std::to_string(kBenchmarkModulus) + "\n"
+      "try:\n"
+      "    import torch\n"
+      "except Exception as e:\n"
+      "    print('yonder-benchmark-error the image has no PyTorch: %s' % e)\n"
+      "    sys.exit(3)\n"
+      "if not torch.cuda.is_available():\n"
+      "    print('yonder-benchmark-error PyTorch sees no CUDA device in the job')\n"
+      "    sys.exit(3)\n"
+      "x, v = seed, []\n"
+      "for _ in range(2 * n * n):\n"
+      "    x = x * 48271 % 2147483647\n"
+      "    v.append(x % p)\n"
+      "dev = torch.device('cuda:0')\n"
+      "a = torch.tensor(v[:n * n], dtype=torch.float64, device=dev).reshape(n, n)\n"
+      "b = torch.tensor(v[n * n:], dtype=torch.float64, device=dev).reshape(n, n)\n"
+      "torch.cuda.synchronize()\n"
+      "t0 = time.monotonic()\n"
+      "c = torch.remainder(a @ b, p)\n"
+      "torch.cuda.synchronize()\n"
+      "t1 = time.monotonic()\n"
+      "h = 0\n"
+      "for s in c.to(torch.int64).cpu().reshape(-1).tolist():\n"
+      "    h = (h * 31 + s) % p\n"
+      "print('yonder-benchmark-gpu name=%s' % torch.cuda.get_device_name(0))\n"
+      "print('yonder-benchmark n=%d seed=%d checksum=%d' % (n, seed, h))\n"
+      "print('yonder-benchmark-time start=%.6f end=%.6f' % (t0, t1))\n";
+  // A quoted here-document: the shell expands nothing inside it.
+  return "if command -v python3 >/dev/null 2>&1; then py=python3; elif command -v python >/dev/null 2>&1; then "
+         "py=python; else echo 'yonder-benchmark-error the image has no python3 or python'; exit 3; fi\n"
+         "exec \"$py\" - <<'YONDER_GPU_BENCHMARK'\n" +
+         program + "YONDER_GPU_BENCHMARK\n";
+}
 
 std::string benchmark_command(const BenchmarkSpec& spec) {
   std::string n = std::to_string(spec.n), seed = std::to_string(spec.seed), p = std::to_string(kBenchmarkModulus);
@@ -71,27 +141,42 @@ uint32_t benchmark_expected(const BenchmarkSpec& spec) {
 }
 
 std::optional<BenchmarkOutput> parse_benchmark_output(std::string_view text) {
-  text = text.substr(0, std::min(text.size(), kMaxOutputScan));
   std::optional<BenchmarkOutput> out;
   std::optional<double> t0, t1;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+  std::string gpu_name;
+  bool bad = false;
+  for_each_line(text, [&](std::string_view line) {
     if (line.rfind("yonder-benchmark ", 0) == 0 && !out) {
       auto n = number<uint32_t>(field(line, "n"));
       auto seed = number<uint32_t>(field(line, "seed"));
       auto checksum = number<uint64_t>(field(line, "checksum"));
-      if (!n || !seed || !checksum) return std::nullopt;
-      out = BenchmarkOutput{*n, *seed, *checksum, std::nullopt};
+      if (!n || !seed || !checksum) {
+        bad = true;
+        return false;
+      }
+      out = BenchmarkOutput{*n, *seed, *checksum, std::nullopt, {}};
     } else if (line.rfind("yonder-benchmark-time ", 0) == 0) {
       t0 = number<double>(field(line, "start"));
       t1 = number<double>(field(line, "end"));
+    } else if (line.rfind(kGpuLine, 0) == 0 && gpu_name.empty()) {
+      gpu_name = printable_rest(line, kGpuLine.size(), kMaxGpuNameBytes);
     }
-  }
-  if (out && t0 && t1 && *t1 >= *t0 && *t1 - *t0 < 1e7) out->seconds = *t1 - *t0;
+    return true;
+  });
+  if (bad || !out) return std::nullopt;
+  if (t0 && t1 && *t1 >= *t0 && *t1 - *t0 < 1e7) out->seconds = *t1 - *t0;
+  out->gpu_name = std::move(gpu_name);
   return out;
+}
+
+std::optional<std::string> benchmark_error(std::string_view text) {
+  std::optional<std::string> why;
+  for_each_line(text, [&](std::string_view line) {
+    if (line.rfind(kErrorLine, 0) != 0) return true;
+    why = printable_rest(line, kErrorLine.size(), kMaxErrorBytes);
+    return false;
+  });
+  return why;
 }
 
 }  // namespace yonder::mesh

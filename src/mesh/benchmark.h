@@ -14,14 +14,26 @@
 // What it proves, honestly: that the provider ran the computation and
 // returned the right answer (a wrong or made-up answer fails), and how
 // long it took (timed inside the job from /proc/uptime, so the provider
-// reports the time: a rate, not a proof). A CPU awk program says nothing
-// by itself about the GPU model the provider advertises; on a real GPU box
-// set mesh.benchmark_image to an image whose command runs the same check
-// as a CUDA matrix product (the output format below is the contract).
+// reports the time: a rate, not a proof). The CPU program says nothing
+// about the GPU model the provider advertises.
+//
+// The GPU check (gpu_benchmark_command) computes the same product on the
+// GPU: a Python program for an image with PyTorch and CUDA (the provider's
+// own, named by mesh.gpu_benchmark_image), float64 on `cuda:0` (exact:
+// every partial sum stays below n * 65520^2 < 2^42 for n <= 512, far under
+// 2^53, whatever order cuBLAS adds in; TF32 never applies to float64), the
+// checksum taken on the host. It prints the device's name as the CUDA
+// driver reports it. What it proves: a CUDA device the job could open
+// computed the right answer, and its driver names the model the
+// advertisement claims. A provider that controls the host can still lie
+// about the name; it cannot pass without a working CUDA stack in the
+// container (no torch or no device: the error line below, exit 3).
 //
 // Output contract (stdout, one line each):
 //   yonder-benchmark n=N seed=S checksum=H
 //   yonder-benchmark-time start=T0 end=T1      (seconds, e.g. /proc/uptime)
+//   yonder-benchmark-gpu name=NAME             (the GPU check only; NAME to the end of the line)
+//   yonder-benchmark-error WHY                 (the GPU check, when it cannot run)
 #pragma once
 
 #include <cstdint>
@@ -42,6 +54,9 @@ struct BenchmarkSpec {
 
 // The shell command (for `sh -c`) that runs the job and prints the lines above.
 std::string benchmark_command(const BenchmarkSpec& spec);
+// The same check on the GPU (see above): a shell command that runs the
+// Python program with python3 (or python) from the image.
+std::string gpu_benchmark_command(const BenchmarkSpec& spec);
 // The checksum a correct run prints.
 uint32_t benchmark_expected(const BenchmarkSpec& spec);
 
@@ -50,9 +65,14 @@ struct BenchmarkOutput {
   uint32_t seed = 0;
   uint64_t checksum = 0;
   std::optional<double> seconds;  // end - start, when the time line is there and sane
+  std::string gpu_name;           // the GPU check's device name: printable ASCII, at most kMaxGpuNameBytes
 };
+inline constexpr size_t kMaxGpuNameBytes = 128;
 // Reads the job's stdout (bounded: only the first 64 KiB are looked at);
 // nullopt when the result line is missing or malformed.
 std::optional<BenchmarkOutput> parse_benchmark_output(std::string_view stdout_text);
+// The GPU check's "yonder-benchmark-error WHY" line, WHY cut to printable
+// ASCII of at most 200 bytes; nullopt when there is none.
+std::optional<std::string> benchmark_error(std::string_view stdout_text);
 
 }  // namespace yonder::mesh

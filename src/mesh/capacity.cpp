@@ -70,7 +70,8 @@ ScoreParts score_parts(const ProviderView& view, double expected_start_s, const 
   p.rtt = -w.rtt * view.rtt_ms / 100.0;
   p.start = -w.start * expected_start_s / 60.0;
   p.credit = w.credit * view.credit / (std::fabs(view.credit) + w.credit_scale);
-  p.total = p.reputation + p.path + p.rtt + p.start + p.credit;
+  p.unverified = view.gpu_claim_verified ? 0.0 : -w.unverified_gpu;
+  p.total = p.reputation + p.path + p.rtt + p.start + p.credit + p.unverified;
   return p;
 }
 
@@ -80,7 +81,8 @@ std::string describe_score(const ScoreParts& p) {
     return s + name + " " + fixed2(first ? v : std::fabs(v));
   };
   return "score " + fixed2(p.total) + " = " + term("reputation", p.reputation, true) + term("path", p.path, false) +
-         term("rtt", p.rtt, false) + term("start", p.start, false) + term("credit", p.credit, false);
+         term("rtt", p.rtt, false) + term("start", p.start, false) + term("credit", p.credit, false) +
+         (p.unverified != 0 ? term("unverified GPU", p.unverified, false) : std::string());
 }
 
 std::string describe_request(const JobRequest& job) {

@@ -26,10 +26,12 @@ struct ScoreParts {
   double rtt = 0;     // <= 0
   double start = 0;   // <= 0
   double credit = 0;
+  double unverified = 0;  // <= 0: -w.unverified_gpu when the GPU claim is unverified
   double total = 0;
 };
 ScoreParts score_parts(const ProviderView& view, double expected_start_s, const Weights& w);
-// "score 1.23 = reputation 0.00 + path 1.00 - rtt 0.01 - start 0.00 + credit 0.25".
+// "score 1.23 = reputation 0.00 + path 1.00 - rtt 0.01 - start 0.00 + credit 0.25",
+// then " - unverified GPU 1.00" when that term is not zero.
 std::string describe_score(const ScoreParts& parts);
 
 // "2 free GPUs with 24 GiB, compute capability 8.0 and label site=lab2"

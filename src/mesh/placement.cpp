@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "mesh/capacity.h"
+
 namespace yonder::mesh {
 namespace {
 
@@ -65,9 +67,7 @@ PlacementIndex::PlacementIndex(const Snapshot& snapshot, const Weights& w) : now
     }
     if (e.free_count == 0) continue;
     e.expected_start_s = view->ad.queue_depth * w.seconds_per_queued_job / e.free_count;
-    double credit = view->credit / (std::fabs(view->credit) + w.credit_scale);
-    e.score = w.reputation * view->reputation + w.path * view->path_quality - w.rtt * view->rtt_ms / 100.0 -
-              w.start * e.expected_start_s / 60.0 + w.credit * credit;
+    e.score = score_parts(*view, e.expected_start_s, w).total;
     entries_.push_back(std::move(e));
   }
   std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {

@@ -18,6 +18,12 @@
 //         - w.rtt * rtt_ms / 100
 //         - w.start * expected_start_s / 60
 //         + w.credit * credit / (|credit| + w.credit_scale)   (-1..1)
+//         - w.unverified_gpu * (gpu_claim_verified ? 0 : 1)
+// The last term weighs down a provider whose GPU models no GPU known-answer
+// check of this consumer has confirmed (gpu_claims.h): a forged inventory
+// is never feasible-and-free of cost. It shifts every unverified provider
+// by the same amount, so among providers all unverified (or all verified)
+// the order is what the other terms make it.
 // Ties are broken by the provider's key, ascending, so the plan is a total,
 // deterministic order whatever the order of the input.
 //
@@ -46,6 +52,7 @@ struct ProviderView {
   double reputation = 0;            // 0..1 (reputation.h, scaled by the max)
   double credit = 0;                // consumer's balance with this provider, GPU-seconds (ledger.h)
   std::vector<std::string> groups;  // group ids the provider is in (membership.h)
+  bool gpu_claim_verified = false;  // every GPU model of `ad` passed this consumer's GPU check (gpu_claims.h)
 };
 
 // Devices of `provider` the consumer already holds or was told are held.
@@ -76,6 +83,7 @@ struct Weights {
   double rtt = 0.5;
   double start = 1.0;
   double credit = 0.5;
+  double unverified_gpu = 1.0;  // as much as a perfect path is worth
   double seconds_per_queued_job = 60.0;
   double credit_scale = 3600.0;
 };

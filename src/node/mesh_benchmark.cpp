@@ -51,6 +51,7 @@ Result<int64_t> non_negative(const config::Config& cfg, const char* key, int64_t
 Result<BenchmarkSettings> benchmark_settings_from_config(const config::Config& cfg) {
   BenchmarkSettings s;
   s.image = cfg.get("mesh.benchmark_image");
+  s.gpu_image = cfg.get("mesh.gpu_benchmark_image");
   auto size = non_negative(cfg, "mesh.benchmark_size", mesh::kMaxBenchmarkSize);
   if (!size) return std::move(size).error();
   if (*size == 0) return make_error(ErrorCode::kInvalidArgument, "mesh.benchmark_size must be at least 1");
@@ -70,6 +71,7 @@ struct MeshBenchmark::Run {
   mesh::BenchmarkSpec spec;
   std::string image;
   std::string gpu_model;  // as the provider advertises it ("" when it did not say)
+  bool gpu = false;       // the GPU check
   std::string job_id;
   uint64_t offset = 0;
   std::string out;  // stdout, bounded
@@ -110,9 +112,16 @@ void MeshBenchmark::add_routes(api::Router& router) {
       }
       size = static_cast<uint32_t>(b["size"].get<uint64_t>());
     }
+    Check check = Check::kAuto;
+    if (b.contains("gpu")) {
+      if (!b["gpu"].is_boolean()) {
+        return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"gpu\" must be true or false")));
+      }
+      check = b["gpu"].get<bool>() ? Check::kGpu : Check::kCpu;
+    }
     auto t = link_.target(b["peer"].get<std::string>());
     if (!t) return reply(Response::error(t.error()));
-    verify(*t, size,
+    verify(*t, size, check,
            [reply](Result<nlohmann::json> r) { reply(r ? Response::json(200, *r) : Response::error(r.error())); });
   });
 }
@@ -134,7 +143,7 @@ void MeshBenchmark::schedule() {
       std::uniform_int_distribution<size_t> pick(0, targets.size() - 1);
       const auto& t = targets[pick(random_)];
       spdlog::info("mesh: periodic known-answer benchmark of {}", t.name);
-      verify(t, settings_.size, [name = t.name](Result<nlohmann::json> r) {
+      verify(t, settings_.size, Check::kAuto, [name = t.name](Result<nlohmann::json> r) {
         if (!r) spdlog::info("mesh: the benchmark of {} did not run: {}", name, r.error().message());
       });
     }
@@ -150,7 +159,7 @@ void MeshBenchmark::on_member_joined(const PublicKeyBytes& member) {
     for (const auto& t : link_.targets()) {
       if (t.key != member) continue;
       spdlog::info("mesh: {} joined a group we administer: known-answer benchmark", t.name);
-      verify(t, settings_.size, [name = t.name](Result<nlohmann::json> r) {
+      verify(t, settings_.size, Check::kAuto, [name = t.name](Result<nlohmann::json> r) {
         // Typical: the newcomer grants us no `run` (it paired with our link, not we with its).
         if (!r) spdlog::info("mesh: the benchmark of {} did not run: {}", name, r.error().message());
       });
@@ -158,9 +167,14 @@ void MeshBenchmark::on_member_joined(const PublicKeyBytes& member) {
   });
 }
 
-void MeshBenchmark::verify(const PeerLink::Target& target, uint32_t size,
+void MeshBenchmark::verify(const PeerLink::Target& target, uint32_t size, Check check,
                            std::function<void(Result<nlohmann::json>)> done) {
-  if (settings_.image.empty()) {
+  if (check == Check::kGpu && settings_.gpu_image.empty()) {
+    return done(make_error(ErrorCode::kFailedPrecondition,
+                           "no GPU benchmark image: set mesh.gpu_benchmark_image to an image with Python, PyTorch "
+                           "and CUDA that the provider allows (`yonder config set mesh.gpu_benchmark_image IMAGE`)"));
+  }
+  if (check == Check::kCpu && settings_.image.empty()) {
     return done(make_error(ErrorCode::kFailedPrecondition,
                            "no benchmark image: set mesh.benchmark_image to an image the provider allows"));
   }
@@ -169,25 +183,35 @@ void MeshBenchmark::verify(const PeerLink::Target& target, uint32_t size,
   run->spec.n = size;
   std::uniform_int_distribution<uint32_t> seed(1, 2147483646u);
   run->spec.seed = seed(random_);
-  run->image = settings_.image;
   run->done = std::move(done);
   // The GPU model it claims, from its signed advertisement (best effort:
-  // a peer that grants `run` but not `mesh` is still checked).
+  // a peer that grants `run` but not `mesh` is still checked on the CPU).
   link_.service().call(
       target.key, target.addresses, "mesh.advertisement", nlohmann::json::object(),
-      [this, alive = alive_, run](Result<nlohmann::json> r) {
+      [this, alive = alive_, run, check](Result<nlohmann::json> r) {
         if (!*alive) return;
-        bool gpus = false;
         if (r && r->is_object() && r->contains("advertisement") && (*r)["advertisement"].is_string()) {
           auto ad = mesh::decode_advertisement((*r)["advertisement"].get_ref<const std::string&>());
           if (ad && ad->provider == run->target.key && mesh::verify_advertisement(*ad).ok() && !ad->gpus.empty()) {
             run->gpu_model = ad->gpus.front().model;
-            gpus = true;
           }
         }
+        run->gpu = check == Check::kGpu || (check == Check::kAuto && !settings_.gpu_image.empty() &&
+                                            !run->gpu_model.empty());
+        if (run->gpu && run->gpu_model.empty()) {
+          return run->done(make_error(ErrorCode::kFailedPrecondition,
+                                      run->target.name + " advertises no GPU (or grants us no `mesh`, so its "
+                                                         "advertisement cannot be read): there is no GPU claim to check"));
+        }
+        if (!run->gpu && settings_.image.empty()) {
+          return run->done(make_error(ErrorCode::kFailedPrecondition,
+                                      "no benchmark image: set mesh.benchmark_image to an image the provider allows"));
+        }
+        run->image = run->gpu ? settings_.gpu_image : settings_.image;
+        std::string command = run->gpu ? mesh::gpu_benchmark_command(run->spec) : mesh::benchmark_command(run->spec);
         nlohmann::json job = {{"image", run->image},
-                              {"command", nlohmann::json::array({"sh", "-c", mesh::benchmark_command(run->spec)})},
-                              {"gpus", gpus ? 1 : 0}};
+                              {"command", nlohmann::json::array({"sh", "-c", command})},
+                              {"gpus", run->gpu ? 1 : 0}};
         remote_.submit(run->target, job, "", "", [this, alive, run](Result<nlohmann::json> submitted) {
           if (!*alive) return;
           if (!submitted) {
@@ -196,8 +220,8 @@ void MeshBenchmark::verify(const PeerLink::Target& target, uint32_t size,
           }
           run->job_id = submitted->value("job_id", "");
           run->deadline = std::chrono::steady_clock::now() + settings_.timeout;
-          spdlog::info("mesh: known-answer benchmark on {}: job {} ({}x{} mod {})", run->target.name, run->job_id,
-                       run->spec.n, run->spec.n, mesh::kBenchmarkModulus);
+          spdlog::info("mesh: known-answer {} benchmark on {}: job {} ({}x{} mod {})", run->gpu ? "GPU" : "CPU",
+                       run->target.name, run->job_id, run->spec.n, run->spec.n, mesh::kBenchmarkModulus);
           follow(run);
         });
       });
@@ -259,18 +283,28 @@ void MeshBenchmark::finish(std::shared_ptr<Run> run, nlohmann::json view) {
     reason = "the job did not exit 0 (" + (exit_code.is_null() ? std::string("no exit code") : exit_code.dump()) +
              ", state " + view.value("state", std::string("unknown")) + ")";
   }
-  if (reason.empty() && !parsed) reason = "the job printed no result line";
+  if (reason.empty() && !parsed) {
+    auto why = mesh::benchmark_error(run->out);
+    reason = why ? "the job could not run the check: " + *why : "the job printed no result line";
+  }
   if (reason.empty() && (parsed->n != run->spec.n || parsed->seed != run->spec.seed)) {
     reason = "the job answered another problem (n or seed differ)";
   }
   if (reason.empty() && parsed->checksum != expected) {
     reason = "wrong answer: checksum " + std::to_string(parsed->checksum) + ", expected " + std::to_string(expected);
   }
+  // The GPU check must have run on the model the advertisement claims.
+  if (reason.empty() && run->gpu && parsed->gpu_name != run->gpu_model) {
+    reason = parsed->gpu_name.empty()
+                 ? "the job did not name its GPU"
+                 : "the job ran on a \"" + parsed->gpu_name + "\", the advertisement claims \"" + run->gpu_model + "\"";
+  }
   bool passed = reason.empty();
   nlohmann::json details = {{"job_id", run->job_id}, {"n", run->spec.n},    {"seed", run->spec.seed},
                             {"expected", expected},  {"image", run->image}, {"gpu_model", run->gpu_model},
-                            {"exit_code", exit_code}};
+                            {"exit_code", exit_code}, {"gpu", run->gpu}};
   if (parsed) details["answer"] = parsed->checksum;
+  if (run->gpu && parsed && !parsed->gpu_name.empty()) details["device"] = parsed->gpu_name;
   // Seconds as the job timed itself; else the provider's whole-second start and end.
   std::optional<double> seconds = parsed ? parsed->seconds : std::nullopt;
   if (!seconds && view.is_object() && view.contains("started_at") && view.contains("finished_at") &&

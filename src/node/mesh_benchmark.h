@@ -9,18 +9,31 @@
 // The receipt plus that signed outcome is the benchmark's result; peers see
 // both through mesh.opinions, and a failure costs the provider reputation.
 //
+// Two checks:
+//  - the CPU check (mesh.benchmark_image, the awk program): the answer and
+//    a rate, on no GPU (the job asks for none);
+//  - the GPU check (mesh.gpu_benchmark_image, the PyTorch program): the
+//    same product on one leased GPU of the provider, which must also name
+//    the model the provider's advertisement claims. Its outcome, with the
+//    model, is what confirms or refutes a GPU claim (mesh/gpu_claims.h):
+//    details {"gpu": true, "gpu_model", "device"}.
+//
 // Local route:
-//   POST /v1/mesh/verify {"peer", "size"?}  runs one benchmark on `peer` and
-//       answers when it is over: {"outcome", "verification", "job_id",
-//       "provider": {"node_id", "name"}}. A job that could not be submitted
-//       (no `run` scope, an image the provider refuses) is an error and
-//       records nothing; a job that ran and printed a wrong answer, exited
-//       non-zero or ran past mesh.benchmark_timeout_s is a failed check.
+//   POST /v1/mesh/verify {"peer", "size"?, "gpu"?}  runs one check on `peer`
+//       ("gpu": true the GPU check, false the CPU check, absent: the GPU
+//       check when mesh.gpu_benchmark_image is set and the provider
+//       advertises GPUs) and answers when it is over: {"outcome",
+//       "verification", "job_id", "provider": {"node_id", "name"}}. A job
+//       that could not be submitted (no `run` scope, an image the provider
+//       refuses) is an error and records nothing; a job that ran and printed
+//       a wrong answer or another GPU's name, exited non-zero or ran past
+//       mesh.benchmark_timeout_s is a failed check.
 //
 // When it runs on its own: every mesh.benchmark_interval_s (0: never) with
 // jitter (each wait drawn from [0.5, 1.5] x the interval), on one paired
 // peer drawn at random; and when a provider joins a group this node owns or
-// administers (on_member_joined; same switch).
+// administers (on_member_joined; same switch). Either picks the check as
+// the route does when "gpu" is absent.
 //
 // Threading: event loop only.
 #pragma once
@@ -48,6 +61,7 @@ class Verifications;
 
 struct BenchmarkSettings {
   std::string image;                  // mesh.benchmark_image
+  std::string gpu_image;              // mesh.gpu_benchmark_image; empty: no GPU checks
   uint32_t size = 64;                 // mesh.benchmark_size: n of the n x n product
   std::chrono::seconds interval{0};   // mesh.benchmark_interval_s; 0: no automatic benchmarks
   std::chrono::seconds timeout{600};  // mesh.benchmark_timeout_s: a job past it fails the check
@@ -65,8 +79,10 @@ class MeshBenchmark {
   // A member joined a group this node owns or administers: benchmark it
   // (when automatic benchmarks are on and it is a paired peer).
   void on_member_joined(const PublicKeyBytes& member);
-  // Runs one benchmark; `done` gets the route's answer or why it could not run.
-  void verify(const PeerLink::Target& target, uint32_t size, std::function<void(Result<nlohmann::json>)> done);
+  enum class Check { kCpu, kGpu, kAuto };
+  // Runs one check; `done` gets the route's answer or why it could not run.
+  void verify(const PeerLink::Target& target, uint32_t size, Check check,
+              std::function<void(Result<nlohmann::json>)> done);
 
  private:
   struct Run;

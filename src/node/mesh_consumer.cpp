@@ -294,9 +294,11 @@ nlohmann::json MeshConsumer::capacity_json(mesh::UnixMs now, const mesh::Members
     uint64_t f = 0;
     for (size_t i = 0; i < ad.gpus.size(); ++i) {
       const auto& g = ad.gpus[i];
+      // Whether a GPU check of ours confirmed the model (mesh/gpu_claims.h).
+      mesh::GpuClaim claim = opinions_ != nullptr ? opinions_->gpu_claim(key, g.model) : mesh::GpuClaim::kUnverified;
       gpus.push_back({{"index", i}, {"model", g.model}, {"memory_bytes", g.memory_bytes},
                       {"cuda", std::to_string(g.cuda_major) + "." + std::to_string(g.cuda_minor)},
-                      {"driver", g.driver}, {"leased", g.leased}});
+                      {"driver", g.driver}, {"leased", g.leased}, {"claim", mesh::gpu_claim_name(claim)}});
       f += g.leased ? 0 : 1;
     }
     p["gpus"] = gpus;
@@ -353,7 +355,10 @@ mesh::Snapshot MeshConsumer::snapshot(mesh::UnixMs now) const {
       auto b = balance.find(k.target.node_id);
       v.credit = b == balance.end() ? allowance : 2 * allowance - b->second;
     }
-    if (opinions_ != nullptr) v.reputation = opinions_->reputation(key);  // EigenTrust, 0..1
+    if (opinions_ != nullptr) {
+      v.reputation = opinions_->reputation(key);  // EigenTrust, 0..1
+      v.gpu_claim_verified = opinions_->gpu_claims_verified(v.ad);
+    }
     // The groups it is in, by the lists this node holds (a list names the
     // provider by key; the owner counts as a member).
     if (groups_ != nullptr) {
@@ -438,7 +443,8 @@ void MeshConsumer::lease(const Request& req, Reply reply) {
                            {"score", c.score},
                            {"why", mesh::describe_score(parts)},
                            {"parts", {{"reputation", parts.reputation}, {"path", parts.path}, {"rtt", parts.rtt},
-                                      {"start", parts.start}, {"credit", parts.credit}}},
+                                      {"start", parts.start}, {"credit", parts.credit},
+                                      {"unverified_gpu", parts.unverified}}},
                            {"expected_start_s", c.expected_start_s},
                            {"devices", c.devices}});
     }

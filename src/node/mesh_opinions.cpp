@@ -188,20 +188,25 @@ void MeshOpinions::recompute(std::function<void()> done) {
   asio::post(pool_, [this, alive = alive_, fetched = std::move(fetched), pre, done = std::move(done)]() mutable {
     auto own = own_opinions(receipts_, verifications_, kOwnEvidenceLimit);
     std::map<std::string, nlohmann::json> benchmarks;
+    mesh::GpuClaims claims;
     if (auto rows = verifications_.list("", kOwnEvidenceLimit)) {
       for (const auto& row : *rows) {  // newest first: the first per provider wins
         if (row.kind == mesh::CheckKind::kKnownAnswer) benchmarks.emplace(row.provider_id, row.to_json());
+        if (auto c = mesh::gpu_check_of(row.provider_id, row.kind, row.outcome, row.details, row.at_ms)) {
+          claims.add(std::move(*c));
+        }
       }
     }
     if (!own) spdlog::warn("mesh: reputation uses only peers' opinions: {}", own.error().to_string());
     mesh::TrustResult trust = trust_from(own ? *own : mesh::Opinions{}, fetched, pre);
-    asio::post(io_, [this, alive, trust = std::move(trust), benchmarks = std::move(benchmarks), pre,
-                     done = std::move(done)]() mutable {
+    asio::post(io_, [this, alive, trust = std::move(trust), benchmarks = std::move(benchmarks),
+                     claims = std::move(claims), pre, done = std::move(done)]() mutable {
       if (!*alive) return;
       reputation_.clear();
       trust_ = trust.global;
       for (const auto& [key, t] : trust.global) reputation_[key] = trust.normalised(key);
       latest_benchmark_ = std::move(benchmarks);
+      gpu_claims_ = std::move(claims);
       pre_trusted_ = std::move(pre);
       done();
     });
@@ -227,6 +232,14 @@ nlohmann::json MeshOpinions::provider_json(const mesh::PeerKey& peer) const {
     if (!s->second.error.empty()) out["opinions"]["error"] = s->second.error;
   }
   return out;
+}
+
+mesh::GpuClaim MeshOpinions::gpu_claim(const mesh::PeerKey& peer, const std::string& model) const {
+  return gpu_claims_.claim(NodeId(peer).to_string(), model);
+}
+
+bool MeshOpinions::gpu_claims_verified(const mesh::Advertisement& ad) const {
+  return gpu_claims_.verified(NodeId(ad.provider).to_string(), ad);
 }
 
 nlohmann::json MeshOpinions::report() const {

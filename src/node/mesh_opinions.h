@@ -49,6 +49,7 @@
 #include "api/server.h"
 #include "crypto/identity.h"
 #include "jobs/receipts/receipt_store.h"
+#include "mesh/gpu_claims.h"
 #include "mesh/membership.h"
 #include "mesh/reputation.h"
 #include "mesh/verification.h"
@@ -99,6 +100,9 @@ class MeshOpinions {
   // {"reputation", "trust", "benchmark": the latest known-answer check of it or null,
   //  "opinions"?: {"receipts", "verifications", "dropped", "error"?} its last mesh.opinions answer}.
   nlohmann::json provider_json(const mesh::PeerKey& peer) const;
+  // What this node's own GPU checks say of `peer`'s claims (mesh/gpu_claims.h).
+  mesh::GpuClaim gpu_claim(const mesh::PeerKey& peer, const std::string& model) const;
+  bool gpu_claims_verified(const mesh::Advertisement& ad) const;
 
  private:
   struct Source {
@@ -120,6 +124,7 @@ class MeshOpinions {
   std::map<mesh::PeerKey, double> reputation_;
   std::map<mesh::PeerKey, double> trust_;
   std::map<std::string, nlohmann::json> latest_benchmark_;  // by provider node id
+  mesh::GpuClaims gpu_claims_;                              // by provider node id
   std::vector<mesh::PeerKey> pre_trusted_;
   std::unique_ptr<boost::asio::steady_timer> timer_;
   std::chrono::seconds interval_{0};

@@ -7,6 +7,7 @@
 // (The clique case is tests/node/reputation_test.cpp, against real stores.)
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -147,6 +148,67 @@ TEST_F(MeshVerify, AFailedCheckCostsTheProviderItsStanding) {
   EXPECT_NE(table.out.find("benchmark failed"), std::string::npos) << table.out;
 }
 
+// The GPU check end to end, with a test double where the GPU would be: the
+// providers lend fake GPUs (no NVIDIA runtime) and the check's image holds
+// this machine's Python with the PyTorch test double
+// (scripts/build-torch-double-image.sh), whose device is named "FAKE TWIN".
+// A claim is unverified until the check passes on that model; a provider
+// whose job names another GPU than it advertises fails it.
+TEST_F(MeshVerify, AGpuClaimIsUnverifiedUntilTheGpuCheckPassesOnThatModel) {
+  const char* src = std::getenv("YONDER_SOURCE_DIR");
+  auto built = run({std::string(src != nullptr ? src : ".") + "/scripts/build-torch-double-image.sh"});
+  ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
+  TempDir dir;
+  Env consumer = node_env();
+  consumer["YONDER_MESH_GPU_BENCHMARK_IMAGE"] = "yonder-test/torch-double:1";
+  Node twin(dir, "twin", true, node_env("fake:1:TWIN:24")), other(dir, "other", true, node_env("fake:1:OTHER:24")),
+      laptop(dir, "laptop", false, consumer);
+  for (const Node* p : {&twin, &other}) laptop.pair_with(*p, {"--scope", "run,mesh", "--max-jobs", "4"});
+
+  json mesh = laptop.yonder_json({"mesh"});
+  for (const char* name : {"twin", "other"}) {
+    EXPECT_EQ(provider_named(mesh, name)["gpus"][0]["claim"], "unverified") << mesh.dump();
+  }
+  auto table = laptop.yonder({"mesh"});
+  EXPECT_NE(table.out.find("GPU claim unverified: FAKE TWIN"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("yonder mesh verify twin --gpu"), std::string::npos) << table.out;
+
+  auto v = laptop.yonder({"mesh", "verify", "twin", "--gpu", "--size", "8", "--json"});
+  ASSERT_EQ(v.exit_code, 0) << v.err << v.out;
+  json out = json::parse(v.out);
+  const json& d = out["verification"]["details"];
+  EXPECT_EQ(out["outcome"], "passed") << out.dump();
+  EXPECT_EQ(d["gpu"], true);
+  EXPECT_EQ(d["device"], "FAKE TWIN");
+  EXPECT_EQ(d["answer"], d["expected"]) << d.dump();
+  EXPECT_EQ(d["image"], "yonder-test/torch-double:1");
+
+  mesh = laptop.yonder_json({"mesh"});
+  EXPECT_EQ(provider_named(mesh, "twin")["gpus"][0]["claim"], "verified") << mesh.dump();
+  EXPECT_EQ(provider_named(mesh, "other")["gpus"][0]["claim"], "unverified") << mesh.dump();
+  table = laptop.yonder({"mesh"});
+  EXPECT_NE(table.out.find("GPU claim verified: FAKE TWIN"), std::string::npos) << table.out;
+
+  // The job on `other` answers right but names FAKE TWIN, not the FAKE OTHER it advertises.
+  auto lie = laptop.yonder({"mesh", "verify", "other", "--gpu", "--size", "8", "--json"});
+  EXPECT_EQ(lie.exit_code, 8) << lie.err << lie.out;
+  out = json::parse(lie.out, nullptr, false);
+  ASSERT_TRUE(out.is_object()) << lie.out;
+  EXPECT_EQ(out["outcome"], "failed");
+  EXPECT_NE(out["verification"]["details"].value("reason", "").find("the advertisement claims \"FAKE OTHER\""),
+            std::string::npos)
+      << out.dump();
+  mesh = laptop.yonder_json({"mesh"});
+  EXPECT_EQ(provider_named(mesh, "other")["gpus"][0]["claim"], "failed") << mesh.dump();
+
+  // A GPU check needs a GPU claim and an image: the CPU check still runs without either.
+  auto cpu = laptop.yonder({"mesh", "verify", "other", "--cpu", "--size", "4", "--json"});
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err << cpu.out;
+  EXPECT_EQ(json::parse(cpu.out)["verification"]["details"]["gpu"], false);
+  mesh = laptop.yonder_json({"mesh"});
+  EXPECT_EQ(provider_named(mesh, "other")["gpus"][0]["claim"], "failed") << "a CPU pass confirms no GPU";
+}
+
 TEST_F(MeshVerify, ABenchmarkThatCannotBeSubmittedRecordsNothing) {
   TempDir dir;
   Node provider(dir, "prov", true, node_env("fake:1:TWIN:24")), laptop(dir, "laptop", false, node_env());
@@ -158,6 +220,11 @@ TEST_F(MeshVerify, ABenchmarkThatCannotBeSubmittedRecordsNothing) {
   auto refused = laptop.yonder({"mesh", "verify", "prov", "--size", "4"});
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_NE(refused.exit_code, 8) << refused.err;
+  // No GPU benchmark image configured: the GPU check says what to set.
+  auto no_image = laptop.yonder({"mesh", "verify", "prov", "--gpu"});
+  EXPECT_NE(no_image.exit_code, 0);
+  EXPECT_NE(no_image.exit_code, 8);
+  EXPECT_NE(no_image.err.find("mesh.gpu_benchmark_image"), std::string::npos) << no_image.err;
   json mesh = laptop.yonder_json({"mesh"});
   EXPECT_TRUE(provider_named(mesh, "prov")["benchmark"].is_null()) << mesh.dump();
 }

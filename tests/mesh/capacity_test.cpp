@@ -51,6 +51,12 @@ TEST(Capacity, ScorePartsAddUpToPlacementsScore) {
   EXPECT_NEAR(p.rtt, -0.2, 1e-9);
   EXPECT_NEAR(p.start, -2.0, 1e-9);  // queue 2 x 60 s over 1 free device = 2 minutes
   EXPECT_NEAR(p.credit, 0.5 * 1200 / (1200 + 3600.0), 1e-9);
+  EXPECT_NEAR(p.unverified, -1.0, 1e-9);  // no GPU check has confirmed its claim
+  EXPECT_EQ(describe_score(p),
+            "score -0.97 = reputation 1.60 + path 0.50 - rtt 0.20 - start 2.00 + credit 0.12 - unverified GPU 1.00");
+  v.gpu_claim_verified = true;
+  p = score_parts(v, plan.ranked[0].expected_start_s, w);
+  EXPECT_NEAR(p.unverified, 0.0, 1e-9);
   EXPECT_EQ(describe_score(p), "score 0.03 = reputation 1.60 + path 0.50 - rtt 0.20 - start 2.00 + credit 0.12");
 }
 

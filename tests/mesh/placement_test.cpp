@@ -124,6 +124,68 @@ TEST(Placement, EveryPlannedProviderIsFeasibleAndNoneIsMissed) {
   EXPECT_GT(empty, 10u);
 }
 
+// An unverified GPU claim weighs a provider down, never up: confirming one
+// provider's claim never lowers its place, and between two providers that
+// differ only in that, the confirmed one ranks first.
+TEST(Placement, AConfirmedGpuClaimNeverLowersAProvidersPlace) {
+  std::mt19937_64 rng(7);
+  Weights w;
+  size_t moved_up = 0;
+  for (int round = 0; round < 300; ++round) {
+    Snapshot s = random_snapshot(rng, 2 + rng() % 40);
+    for (auto& v : s.providers) v.gpu_claim_verified = rng() % 2 == 0;
+    JobRequest j = random_job(rng);
+    j.max_candidates = 100;
+    Plan before = place(s, j, w);
+    if (before.ranked.empty()) continue;
+    // Confirm the claim of one unverified, ranked provider.
+    auto pick = std::find_if(before.ranked.begin(), before.ranked.end(), [&](const Candidate& c) {
+      return std::any_of(s.providers.begin(), s.providers.end(),
+                         [&](const ProviderView& v) { return v.ad.provider == c.provider && !v.gpu_claim_verified; });
+    });
+    if (pick == before.ranked.end()) continue;
+    PeerKey chosen = pick->provider;
+    size_t old_place = static_cast<size_t>(pick - before.ranked.begin());
+    for (auto& v : s.providers) {
+      if (v.ad.provider == chosen) v.gpu_claim_verified = true;
+    }
+    Plan after = place(s, j, w);
+    ASSERT_EQ(after.ranked.size(), before.ranked.size()) << "round " << round;  // feasibility is unchanged
+    auto now_at = std::find_if(after.ranked.begin(), after.ranked.end(),
+                               [&](const Candidate& c) { return c.provider == chosen; });
+    ASSERT_NE(now_at, after.ranked.end());
+    size_t new_place = static_cast<size_t>(now_at - after.ranked.begin());
+    EXPECT_LE(new_place, old_place) << "round " << round;
+    EXPECT_NEAR(now_at->score - pick->score, w.unverified_gpu, 1e-9);
+    moved_up += new_place < old_place;
+  }
+  EXPECT_GT(moved_up, 20u);  // the term matters often enough to be seen
+}
+
+// The forged inventory of issue 29: a provider claiming 64 H100s that no
+// GPU check has confirmed, against an honest provider with one confirmed
+// GPU, everything else equal: the honest one is asked first.
+TEST(Placement, AnUnconfirmedInventoryRanksBelowAConfirmedOne) {
+  Snapshot s;
+  s.now_ms = kPlacementNow;
+  ProviderView liar, honest;
+  liar.ad.provider = key(1);
+  honest.ad.provider = key(2);
+  for (int i = 0; i < 64; ++i) liar.ad.gpus.push_back(testing::gpu("NVIDIA H100 80GB HBM3", 80, 9, 0));
+  honest.ad.gpus.push_back(testing::gpu("NVIDIA GeForce RTX 4090", 24, 8, 9));
+  honest.gpu_claim_verified = true;
+  for (auto* v : {&liar, &honest}) {
+    v->ad.issued_at_ms = kPlacementNow - 1000;
+    v->ad.expires_at_ms = kPlacementNow + 60'000;
+    v->reputation = 0.5;
+    s.providers.push_back(*v);
+  }
+  Plan plan = place(s, JobRequest{}, Weights{});
+  ASSERT_EQ(plan.ranked.size(), 2u);
+  EXPECT_EQ(plan.ranked[0].provider, honest.ad.provider);
+  EXPECT_NEAR(plan.ranked[0].score - plan.ranked[1].score, Weights{}.unverified_gpu, 1e-9);
+}
+
 TEST(Placement, RankingIsStableUnderPermutation) {
   std::mt19937_64 rng(2);
   Weights w;
