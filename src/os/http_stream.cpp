@@ -12,7 +12,9 @@
 #include <boost/beast/http/parser.hpp>
 #include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace yonder::os {
 namespace http = boost::beast::http;
@@ -109,7 +111,9 @@ Result<std::unique_ptr<HttpStream>> HttpStream::open(const std::string& socket_p
   }
   auto& parser = s->parser_->p;
   parser.header_limit(kMaxHead);
-  parser.body_limit(boost::none);  // the caller bounds what it keeps
+  // The caller bounds what it keeps. Not boost::none: Boost 1.74 reads it as
+  // a limit of 0, so a reply with a Content-Length fails "body limit exceeded".
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   parser.eager(false);
   while (!parser.is_header_done()) {
     if (s->pending_.empty() || s->eof_) {

@@ -1,8 +1,11 @@
-// The Docker backend against the real dockerd (label `integration`): exit
-// codes, stdout/stderr separation, stop and kill, exec with a TTY and
-// resize, log follow and resume, OOM, and the refusals that must happen
-// before anything is created.
+// The Docker backend against the real dockerd (label `integration`): the
+// executor contract (exit codes, streams, log follow and resume, stop and
+// kill, OOM, owned tasks and pids, exec, destroy; executor_contract.h), and
+// what only Docker does: egress networks, hardening, exec with a TTY and
+// resize, TTY logs, gVisor, and the refusals that must happen before
+// anything is created.
 #include "exec/docker/docker_executor.h"
+#include "exec/docker/engine_contract.h"
 #include "exec/docker/small_task.h"
 
 #include <gtest/gtest.h>
@@ -73,19 +76,6 @@ class DockerExecutorTest : public ::testing::Test {
   testing::TempDir dir_;
   std::unique_ptr<DockerExecutor> executor_;
 };
-
-TEST_F(DockerExecutorTest, ExitCodeAndSeparateStdoutStderr) {
-  auto h = executor_->start(spec({"sh", "-c", "echo out; echo err >&2; echo out2; exit 3"}));
-  ASSERT_TRUE(h.ok()) << h.error().to_string();
-  auto exit = executor_->wait(*h, {});
-  ASSERT_TRUE(exit.ok()) << exit.error().to_string();
-  EXPECT_EQ(exit->exit_code, 3);
-  EXPECT_FALSE(exit->oom_killed);
-  auto o = logs(*h);
-  EXPECT_EQ(o.out, "out\nout2\n");
-  EXPECT_EQ(o.err, "err\n");
-  for (auto t : o.times) EXPECT_GT(t, 1'600'000'000LL * 1'000'000'000);
-}
 
 // Egress goes through a dedicated bridge network created on first use. The
 // test listens on this machine only; the job reaches it through the
@@ -164,38 +154,6 @@ TEST_F(DockerExecutorTest, HardenedDefaultsHoldInsideTheContainer) {
   EXPECT_NE(o.out.find(" 8192 "), std::string::npos) << "tmpfs /tmp of 8 MiB: " << o.out;
 }
 
-TEST_F(DockerExecutorTest, StopSendsTermThenKillsAfterTheGracePeriod) {
-  auto h = executor_->start(spec({"probe", "trapterm"}));
-  ASSERT_TRUE(h.ok()) << h.error().to_string();
-  // Wait (an event: the follow stream) until the job ignores SIGTERM.
-  bool ready = false;
-  ASSERT_TRUE(executor_->logs(*h, {true, 0}, [&](LogStream, int64_t, std::string_view d) {
-    ready = d.find("ready") != std::string_view::npos;
-    return !ready;
-  }, {}).ok());
-  ASSERT_TRUE(ready);
-  auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(executor_->stop(*h, SIGTERM, 1s).ok());
-  auto took = std::chrono::steady_clock::now() - t0;
-  EXPECT_GE(took, 900ms);
-  EXPECT_LT(took, 15s);
-  auto st = executor_->inspect(*h);
-  ASSERT_TRUE(st.ok());
-  EXPECT_EQ(st->state, TaskState::kExited);
-  EXPECT_EQ(st->exit.exit_code, 137);  // SIGKILL
-}
-
-TEST_F(DockerExecutorTest, StopEndsAJobThatHonoursSigtermWithoutWaitingForTheGrace) {
-  auto h = executor_->start(spec({"sleep", "100"}));
-  ASSERT_TRUE(h.ok()) << h.error().to_string();
-  auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(executor_->stop(*h, SIGTERM, 20s).ok());
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
-  auto st = executor_->inspect(*h);
-  ASSERT_TRUE(st.ok());
-  EXPECT_EQ(st->exit.exit_code, 143);  // SIGTERM, forwarded by the init process
-}
-
 TEST_F(DockerExecutorTest, ExecWithTtyAndResize) {
   auto h = executor_->start(spec({"sleep", "60"}));
   ASSERT_TRUE(h.ok()) << h.error().to_string();
@@ -233,18 +191,6 @@ TEST_F(DockerExecutorTest, ExecWithoutTtySeparatesStreams) {
   EXPECT_EQ(out, "o\nuid=65534 euid=65534 gid=65534 egid=65534\n");
   EXPECT_EQ(err, "e\n");
   EXPECT_EQ(*(*session)->exit_code(), 5);
-}
-
-TEST_F(DockerExecutorTest, LogsFollowUntilTheEndAndResumeAfterATime) {
-  auto h = executor_->start(spec({"sh", "-c", "echo one; sleep 1; echo two; echo three >&2"}));
-  ASSERT_TRUE(h.ok()) << h.error().to_string();
-  auto o = logs(*h, {true, 0});  // returns when the container ends
-  EXPECT_EQ(o.out, "one\ntwo\n");
-  EXPECT_EQ(o.err, "three\n");
-  ASSERT_EQ(o.times.size(), 3u);
-  auto resumed = logs(*h, {false, o.times[0]});
-  EXPECT_EQ(resumed.out, "two\n");
-  EXPECT_EQ(resumed.err, "three\n");
 }
 
 // With a TTY the task's output is one stream of raw bytes (no frames); the
@@ -287,17 +233,6 @@ TEST_F(DockerExecutorTest, AWorkdirThatIsAFileInTheUploadFailsClearly) {
   auto h = executor_->start(s);
   ASSERT_FALSE(h.ok());
   EXPECT_NE(h.error().to_string().find("notes exists and is not a folder"), std::string::npos) << h.error().to_string();
-}
-
-TEST_F(DockerExecutorTest, OutOfMemoryIsAFlagNotAnExitCode) {
-  auto s = spec({"probe", "mem", "200"});
-  s.limits.memory_bytes = 32 << 20;
-  auto h = executor_->start(s);
-  ASSERT_TRUE(h.ok()) << h.error().to_string();
-  auto exit = executor_->wait(*h, {});
-  ASSERT_TRUE(exit.ok());
-  EXPECT_TRUE(exit->oom_killed);
-  EXPECT_EQ(exit->exit_code, 137);
 }
 
 TEST_F(DockerExecutorTest, ImageOutsideTheAllowlistIsRefusedNamingThePolicy) {
@@ -371,24 +306,21 @@ TEST_F(DockerExecutorTest, GvisorJobRunsUnderTheUserSpaceKernel) {
   EXPECT_NE(o.out.find("ok\n"), std::string::npos) << "the workspace is writable under gVisor too: " << o.out;
 }
 
-TEST_F(DockerExecutorTest, OwnedTasksAndPidsBelongToThisOwnerOnly) {
-  auto h = executor_->start(spec({"sleep", "60"}));
-  ASSERT_TRUE(h.ok()) << h.error().to_string();
-  auto owned = executor_->list_owned();
-  ASSERT_TRUE(owned.ok());
-  ASSERT_EQ(owned->size(), 1u);
-  EXPECT_EQ((*owned)[0].job_id, h->job_id);
-  EXPECT_EQ((*owned)[0].handle.workspace, h->workspace);
-  EXPECT_TRUE((*owned)[0].running);
-  EXPECT_TRUE(make("someone-else")->list_owned()->empty());
-  auto st = executor_->inspect(*h);
-  ASSERT_TRUE(st.ok());
-  EXPECT_TRUE(executor_->owns_pid(*h, st->pid));
-  EXPECT_FALSE(executor_->owns_pid(*h, ::getpid()));
-  ASSERT_TRUE(executor_->destroy(*h, true).ok());
-  EXPECT_TRUE(executor_->list_owned()->empty());
-  EXPECT_EQ(executor_->inspect(*h)->state, TaskState::kMissing);
+// The engine refuses a container under 6 MiB of memory at create, after
+// the executor has made the job's workspace.
+TaskSpec refused_by_docker(const std::string&) {
+  TaskSpec s = small_task({"true"});
+  s.limits.memory_bytes = 4 << 20;
+  return s;
 }
+
+using contract::ExecutorContract;
+INSTANTIATE_TEST_SUITE_P(Docker, ExecutorContract,
+                         ::testing::Values(contract::ContractBackendFactory{"docker", [] {
+                           return std::make_unique<EngineContractBackend>(EngineContractBackend::Engine{
+                               docker_unavailable, testing::docker_socket, refused_by_docker});
+                         }}),
+                         contract::contract_backend_name);
 
 }  // namespace
 }  // namespace yonder::exec::docker

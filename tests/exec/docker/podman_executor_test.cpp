@@ -1,7 +1,8 @@
 // The Docker backend against a real Podman API service (label
 // `integration`): Podman's Docker-compatible API answers the same calls but
 // drops a container's runtime and never reports an out-of-memory kill, and
-// these tests hold the executor to the truth on both.
+// these tests hold the executor to the truth on both. The executor contract
+// (executor_contract.h) runs here too, as the Podman instance.
 //
 // The fixture starts `podman system service` on a socket in a private
 // folder, with its own storage, run and temp folders, so it shares nothing
@@ -18,9 +19,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "exec/docker/docker_executor.h"
+#include "exec/docker/engine_contract.h"
 #include "exec/docker/small_task.h"
 #include "os/files.h"
 #include "os/unix_http.h"
@@ -40,8 +43,8 @@ bool podman_required() {
   return v != nullptr && std::string(v) == "1";
 }
 
-// One private Podman service for the whole file (starting one takes about
-// a second); each test removes the containers it made.
+// One private Podman service for the whole binary (starting one takes
+// about a second); each test removes the containers it made.
 class PodmanService {
  public:
   // "" when it answers, or why not.
@@ -105,32 +108,54 @@ class PodmanService {
   std::unique_ptr<testing::BackgroundProcess> service_;
 };
 
+// The service, started by the first test that needs it and stopped after
+// the last one (a global environment), so the backend's own tests and its
+// run of the executor contract share it.
+std::unique_ptr<PodmanService>& podman_service() {
+  static std::unique_ptr<PodmanService> service;
+  return service;
+}
+
+class StopPodmanService : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (auto& service = podman_service()) {
+      service->stop_and_log();
+      service.reset();
+    }
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kStopPodmanService =
+    ::testing::AddGlobalTestEnvironment(new StopPodmanService);
+
+// Why Podman cannot be tested here, or nullopt once the service answers.
+std::optional<contract::Unavailable> podman_unavailable() {
+  if (os::find_in_path("podman").empty()) {
+    if (podman_required()) {
+      return contract::Unavailable{"YONDER_REQUIRE_PODMAN=1 but podman is not installed; run scripts/setup.sh (it "
+                                   "installs podman and catatonit)", true};
+    }
+    return contract::Unavailable{"podman is not installed (run scripts/setup.sh, or set YONDER_REQUIRE_PODMAN=1 to fail)",
+                                 false};
+  }
+  if (auto unavailable = docker_unavailable()) return unavailable;  // the test image comes from Docker
+  static const std::string start_error = [] {
+    podman_service() = std::make_unique<PodmanService>();
+    return podman_service()->start();
+  }();
+  if (!start_error.empty()) return contract::Unavailable{start_error, true};
+  return std::nullopt;
+}
+
 class PodmanExecutor : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    if (os::find_in_path("podman").empty()) return;  // SetUp says what to do
-    service_ = new PodmanService();
-    start_error_ = new std::string(service_->start());
-  }
-  static void TearDownTestSuite() {
-    if (service_ != nullptr) service_->stop_and_log();
-    delete service_;
-    delete start_error_;
-    service_ = nullptr;
-    start_error_ = nullptr;
-  }
   void SetUp() override {
-    if (service_ == nullptr) {
-      if (podman_required()) {
-        FAIL() << "YONDER_REQUIRE_PODMAN=1 but podman is not installed; run scripts/setup.sh (it installs podman "
-                  "and catatonit)";
-      }
-      GTEST_SKIP() << "podman is not installed (run scripts/setup.sh, or set YONDER_REQUIRE_PODMAN=1 to fail)";
+    if (auto unavailable = podman_unavailable()) {
+      if (unavailable->required) FAIL() << unavailable->why;
+      GTEST_SKIP() << unavailable->why;
     }
-    YONDER_REQUIRE_DOCKER_OR_SKIP();  // the test image comes from Docker
-    ASSERT_TRUE(start_error_->empty()) << *start_error_;
     DockerOptions o;
-    o.socket = service_->socket();
+    o.socket = podman_service()->socket();
     o.owner = "test-" + random_hex(12);
     o.jobs_dir = dir_.path();
     o.images = *ImagePolicy::parse("yonder-test/*", "never");
@@ -153,14 +178,9 @@ class PodmanExecutor : public ::testing::Test {
     return {out, err};
   }
 
-  static PodmanService* service_;
-  static std::string* start_error_;
   testing::TempDir dir_;
   std::unique_ptr<DockerExecutor> executor_;
 };
-
-PodmanService* PodmanExecutor::service_ = nullptr;
-std::string* PodmanExecutor::start_error_ = nullptr;
 
 TEST_F(PodmanExecutor, TheFingerprintNamesPodmanAndRefusesGpus) {
   auto fp = executor_->fingerprint();
@@ -169,18 +189,6 @@ TEST_F(PodmanExecutor, TheFingerprintNamesPodmanAndRefusesGpus) {
   EXPECT_EQ(fp.version.rfind("4.", 0), 0u) << fp.version;
   EXPECT_FALSE(fp.gpu_capable);
   EXPECT_NE(fp.gpu_detail.find("Podman"), std::string::npos) << fp.gpu_detail;
-}
-
-TEST_F(PodmanExecutor, AJobRunsWithItsExitCodeAndSeparateStreams) {
-  auto h = executor_->start(spec({"sh", "-c", "echo out; echo err >&2; exit 3"}));
-  ASSERT_TRUE(h.ok()) << h.error().to_string();
-  auto exit = executor_->wait(*h, {});
-  ASSERT_TRUE(exit.ok()) << exit.error().to_string();
-  EXPECT_EQ(exit->exit_code, 3);
-  EXPECT_FALSE(exit->oom_killed);
-  auto [out, err] = logs(*h);
-  EXPECT_EQ(out, "out\n");
-  EXPECT_EQ(err, "err\n");
 }
 
 // Podman 4.3 ignores HostConfig.Runtime and lists runsc whether or not it
@@ -199,31 +207,6 @@ TEST_F(PodmanExecutor, AJobAskingForGvisorIsRefusedNotRunOnTheHostKernel) {
   auto owned = executor_->list_owned();
   ASSERT_TRUE(owned.ok());
   EXPECT_TRUE(owned->empty()) << "nothing is created for a refused job";
-}
-
-// Podman's State.OOMKilled stays false; the executor reads the kill from
-// the container's memory cgroup.
-TEST_F(PodmanExecutor, AnOutOfMemoryKillIsReported) {
-  auto s = spec({"probe", "mem", "200"});
-  s.limits.memory_bytes = 32 << 20;
-  auto h = executor_->start(s);
-  ASSERT_TRUE(h.ok()) << h.error().to_string();
-  auto exit = executor_->wait(*h, {});
-  ASSERT_TRUE(exit.ok()) << exit.error().to_string();
-  EXPECT_EQ(exit->exit_code, 137);
-  EXPECT_TRUE(exit->oom_killed) << exit->error;
-  auto st = executor_->inspect(*h);
-  ASSERT_TRUE(st.ok());
-  EXPECT_TRUE(st->exit.oom_killed);
-
-  // A job killed by a signal, not for memory, is not called out of memory.
-  auto killed = executor_->start(spec({"sleep", "100"}));
-  ASSERT_TRUE(killed.ok()) << killed.error().to_string();
-  ASSERT_TRUE(executor_->signal(*killed, SIGKILL).ok());
-  auto kexit = executor_->wait(*killed, {});
-  ASSERT_TRUE(kexit.ok());
-  EXPECT_EQ(kexit->exit_code, 137);
-  EXPECT_FALSE(kexit->oom_killed);
 }
 
 // The hardened defaults hold on Podman too: its read-only containers get
@@ -257,18 +240,26 @@ TEST_F(PodmanExecutor, TheRootIsReadOnlyWithEveryWritableTmpfsBoundedAndAnInit) 
   }
 }
 
-TEST_F(PodmanExecutor, StopForwardsSigtermThroughTheInit) {
-  auto h = executor_->start(spec({"sleep", "100"}));
-  ASSERT_TRUE(h.ok()) << h.error().to_string();
-  auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(executor_->stop(*h, SIGTERM, 20s).ok());
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
-  auto st = executor_->inspect(*h);
-  ASSERT_TRUE(st.ok());
-  EXPECT_EQ(st->state, TaskState::kExited);
-  EXPECT_EQ(st->exit.exit_code, 143);
-  EXPECT_FALSE(st->exit.oom_killed);
+// Podman runs a container of 4 MiB (Docker refuses one) and a missing
+// program under its init; what fails on it is a working directory that is a
+// file in the upload, found after the workspace is made.
+TaskSpec refused_by_podman(const std::string& scratch) {
+  std::string seed = scratch + "/seed";
+  EXPECT_TRUE(os::make_dirs(seed, 0700).ok());
+  std::ofstream(seed + "/notes") << "a file, not a folder\n";
+  TaskSpec s = small_task({"true"});
+  s.seed_dir = seed;
+  s.workdir = "/workspace/notes/sub";
+  return s;
 }
+
+using contract::ExecutorContract;
+INSTANTIATE_TEST_SUITE_P(Podman, ExecutorContract,
+                         ::testing::Values(contract::ContractBackendFactory{"podman", [] {
+                           return std::make_unique<EngineContractBackend>(EngineContractBackend::Engine{
+                               podman_unavailable, [] { return podman_service()->socket(); }, refused_by_podman});
+                         }}),
+                         contract::contract_backend_name);
 
 }  // namespace
 }  // namespace yonder::exec::docker
