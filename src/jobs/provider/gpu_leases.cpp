@@ -1,21 +1,30 @@
 #include "jobs/provider/gpu_leases.h"
 
+#include "gpu/inventory.h"
+
 namespace yonder::jobs::provider {
 
-LeaseDecision pick_gpus(const gpu::InventoryReport& inventory, const LeaseMap& held, int count,
-                        uint64_t min_memory_bytes) {
+GpuView gpu_view(const gpu::InventoryReport& inventory) {
+  GpuView v;
+  v.usable = inventory.state == gpu::InventoryState::kOk;
+  if (!v.usable) v.unusable_reason = gpu::state_message(inventory);
+  for (const auto& dev : inventory.devices) v.devices.push_back({dev.uuid, dev.name, dev.memory_total_bytes});
+  return v;
+}
+
+LeaseDecision pick_gpus(const GpuView& gpus, const LeaseMap& held, int count, uint64_t min_memory_bytes) {
   LeaseDecision d;
   if (count <= 0) {
     d.fit = Fit::kNow;
     return d;
   }
-  if (inventory.state != gpu::InventoryState::kOk) {
+  if (!gpus.usable) {
     d.reason = "this job asks for " + std::to_string(count) + " GPU(s) but this provider has none to lend: " +
-               gpu::state_message(inventory);
+               gpus.unusable_reason;
     return d;
   }
   int big_enough = 0;
-  for (const auto& dev : inventory.devices) {
+  for (const auto& dev : gpus.devices) {
     if (dev.memory_total_bytes < min_memory_bytes) continue;
     ++big_enough;
     if (held.count(dev.uuid) == 0 && static_cast<int>(d.uuids.size()) < count) d.uuids.push_back(dev.uuid);
@@ -35,6 +44,11 @@ LeaseDecision pick_gpus(const gpu::InventoryReport& inventory, const LeaseMap& h
   }
   d.fit = Fit::kNow;
   return d;
+}
+
+LeaseDecision pick_gpus(const gpu::InventoryReport& inventory, const LeaseMap& held, int count,
+                        uint64_t min_memory_bytes) {
+  return pick_gpus(gpu_view(inventory), held, count, min_memory_bytes);
 }
 
 }  // namespace yonder::jobs::provider

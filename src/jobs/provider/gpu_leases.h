@@ -1,7 +1,8 @@
 // Which GPU a job gets: exclusive leases of whole devices by UUID. Pure (no
-// I/O): the caller passes the inventory and the leases held, and persists
-// the result (the job_gpu_leases table's primary key on the UUID is the
-// second lock: one device can never be written down for two jobs).
+// I/O, nothing that locks or reads a clock): the caller passes the devices
+// as it probed them and the leases held, and persists the result (the
+// job_gpu_leases table's primary key on the UUID is the second lock: one
+// device can never be written down for two jobs).
 #pragma once
 
 #include <cstdint>
@@ -9,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "base/error.h"
-#include "gpu/inventory.h"
+namespace yonder::gpu {
+struct InventoryReport;
+}
 
 namespace yonder::jobs::provider {
 
@@ -29,7 +31,30 @@ struct LeaseDecision {
   std::string reason;              // when kNever or kLater, for the user
 };
 
-// `count` devices with at least `min_memory_bytes` each, none in `held`.
+// One device as the caller's probe saw it.
+struct GpuSlot {
+  std::string uuid;
+  std::string name;  // the model, for the receipt ("" when unknown)
+  uint64_t memory_total_bytes = 0;
+
+  bool operator==(const GpuSlot&) const = default;
+};
+
+// The devices this provider can lend, as probed (gpu::GpuInventory).
+struct GpuView {
+  bool usable = false;          // the probe found devices and every query answered
+  std::string unusable_reason;  // when not: what is wrong and what to do (gpu::state_message)
+  std::vector<GpuSlot> devices; // in inventory order
+
+  bool operator==(const GpuView&) const = default;
+};
+
+// The report as the decisions below read it.
+GpuView gpu_view(const gpu::InventoryReport& inventory);
+
+// `count` devices with at least `min_memory_bytes` each, none in `held`:
+// the first free ones in inventory order.
+LeaseDecision pick_gpus(const GpuView& gpus, const LeaseMap& held, int count, uint64_t min_memory_bytes);
 LeaseDecision pick_gpus(const gpu::InventoryReport& inventory, const LeaseMap& held, int count,
                         uint64_t min_memory_bytes);
 

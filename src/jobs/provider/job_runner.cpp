@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <variant>
 
 #include <spdlog/spdlog.h>
 
@@ -276,57 +277,58 @@ void ProviderJobs::watchdog() {
   std::unique_lock lock(mutex_);
   auto next_vram = Clock::now() + options_.vram_interval;
   auto last_sweep = Clock::time_point::min();
+  const bool sweeps = options_.account_disk || options_.logs_max_bytes > 0;
   while (!shutting_down_) {
     auto now = Clock::now();
     auto wake = Clock::time_point::max();
-    bool vram_jobs = false;
     for (auto& [_, job] : jobs_) {
-      if (job->unsaved_end) {
-        if (save_locked(*job)) {
-          job->unsaved_end = false;
-        } else {
-          wake = std::min(wake, now + std::chrono::seconds(1));
-        }
-        continue;
+      if (!job->unsaved_end) continue;
+      if (save_locked(*job)) {
+        job->unsaved_end = false;
+      } else {
+        wake = std::min(wake, now + std::chrono::seconds(1));
       }
-      if (job->rec.state != JobState::kRunning || !job->stop_reason.empty()) continue;
-      if (job->deadline && now >= *job->deadline) {
-        request_stop_locked(job, "wall_time",
-                            "stopped: the job ran past its wall-time limit of " +
-                                std::to_string(job->rec.spec.value("wall_time_s", 0)) + " s");
-        continue;
-      }
-      if (job->deadline) wake = std::min(wake, *job->deadline);
-      if (job->rec.spec.value("vram_bytes", uint64_t{0}) > 0 && !job->rec.gpu_uuids.empty()) vram_jobs = true;
     }
-    // Ended workspaces: when one passes its retention, or a job ended or
-    // had its outputs fetched (the cap may now be exceeded).
-    // At most one sweep a second, so a workspace that cannot be removed
-    // is tried again without spinning.
-    if (options_.account_disk || options_.logs_max_bytes > 0) {
+    // The deadlines are queue_core.h's; the queue itself is decided where
+    // jobs come and go (schedule_locked), not here.
+    QueueSnapshot snapshot = snapshot_locked(now, false);
+    snapshot.vram_sample_at = next_vram;
+    if (sweeps) {
+      // Ended workspaces: when one passes its retention, or a job ended or
+      // had its outputs fetched (the cap may now be exceeded). At most one
+      // sweep a second, so a workspace that cannot be removed is tried
+      // again without spinning.
       auto next_sweep = std::max(next_sweep_locked(now), last_sweep + std::chrono::seconds(1));
-      if (sweep_due_ || now >= next_sweep) {
-        sweep_due_ = false;
-        lock.unlock();
-        sweep_logs();
-        sweep_workspaces();
-        lock.lock();
-        last_sweep = Clock::now();
-        schedule_locked(lock);  // space came back: a job waiting for disk may start
-        continue;
-      }
-      wake = std::min(wake, next_sweep);
+      if (next_sweep != Clock::time_point::max()) snapshot.sweep_at = next_sweep;
+      snapshot.sweep_requested = sweep_due_;
     }
-    if (vram_jobs) {
-      if (now >= next_vram) {
-        lock.unlock();
-        check_vram();
-        lock.lock();
-        next_vram = Clock::now() + options_.vram_interval;
-        continue;
+    QueuePlan plan = plan_queue(snapshot);
+    bool sweep = false, sample_vram = false;
+    for (const auto& action : plan.actions) {
+      if (const auto* stop = std::get_if<StopJob>(&action)) {
+        request_stop_locked(jobs_.at(stop->job_id), stop->reason, stop->message);
       }
-      wake = std::min(wake, next_vram);
+      sweep = sweep || std::holds_alternative<SweepDisk>(action);
+      sample_vram = sample_vram || std::holds_alternative<SampleVram>(action);
     }
+    if (sweep) {
+      sweep_due_ = false;
+      lock.unlock();
+      sweep_logs();
+      sweep_workspaces();
+      lock.lock();
+      last_sweep = Clock::now();
+      schedule_locked(lock);  // space came back: a job waiting for disk may start
+      continue;
+    }
+    if (sample_vram) {
+      lock.unlock();
+      check_vram();
+      lock.lock();
+      next_vram = Clock::now() + options_.vram_interval;
+      continue;
+    }
+    if (plan.next_deadline) wake = std::min(wake, *plan.next_deadline);
     if (wake == Clock::time_point::max()) {
       watch_cv_.wait(lock);
     } else {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <random>
-#include <set>
+#include <variant>
 
 #include "jobs/provider/live_job.h"
 #include "os/files.h"
@@ -382,103 +382,93 @@ void ProviderJobs::schedule_locked(std::unique_lock<std::mutex>& lock) {
   (void)lock;
   if (!started_ || shutting_down_) return;
   reap_locked();
-  int total = 0;
-  std::map<std::string, int> per_peer;
+  while (!apply_locked(plan_queue(snapshot_locked(std::chrono::steady_clock::now(), true)))) {
+  }
+}
+
+QueueSnapshot ProviderJobs::snapshot_locked(MonoTime now, bool queue) {
+  QueueSnapshot s;
+  s.now = now;
+  s.max_concurrent = options_.max_concurrent;
+  s.max_per_peer = options_.max_per_peer;
   for (const auto& [_, job] : jobs_) {
-    if (job->rec.state == JobState::kStarting || job->rec.state == JobState::kRunning) {
-      ++total;
-      ++per_peer[job->rec.peer_id];
-    }
+    const JobRecord& r = job->rec;
+    if (r.state != JobState::kStarting && r.state != JobState::kRunning) continue;
+    ActiveJob a;
+    a.job_id = r.job_id;
+    a.peer_id = r.peer_id;
+    a.running = r.state == JobState::kRunning;
+    a.stopping = !job->stop_reason.empty();
+    a.deadline = job->deadline;
+    a.wall_time_s = r.spec.value("wall_time_s", int64_t{0});
+    a.gpu_uuids = r.gpu_uuids;
+    a.vram_limited = r.spec.value("vram_bytes", uint64_t{0}) > 0;
+    s.active.push_back(std::move(a));
   }
-  if (queue_order_ && queue_.size() > 1) order_queue_locked();
-  std::optional<gpu::InventoryReport> inventory;
-  // Read once per pass (statvfs and a stat per image), then kept current
-  // as the pass starts jobs: each start adds its promise.
-  std::optional<std::optional<DiskSnapshot>> disk;
-  for (auto it = queue_.begin(); it != queue_.end() && total < options_.max_concurrent;) {
-    LivePtr job = jobs_.at(*it);
-    JobRecord& r = job->rec;
-    if (per_peer[r.peer_id] >= options_.max_per_peer) {
-      r.result["waiting_for"] = "this peer already has " + std::to_string(options_.max_per_peer) + " job(s) running (jobs.max_per_peer)";
-      ++it;
-      continue;
+  if (!queue) return s;
+  bool gpu_jobs = false;
+  for (const auto& id : queue_) {
+    const JobRecord& r = jobs_.at(id)->rec;
+    s.queue.push_back({r.job_id, r.peer_id, r.spec.value("gpus", 0), r.spec.value("vram_bytes", uint64_t{0}),
+                       disk_promise(r)});
+    gpu_jobs = gpu_jobs || s.queue.back().gpus > 0;
+  }
+  if (queue_order_ && queue_.size() > 1) {
+    std::vector<QueuedJob> waiting;
+    for (const auto& id : queue_) {
+      const JobRecord& r = jobs_.at(id)->rec;
+      waiting.push_back({r.job_id, r.peer_id, r.created_at});
     }
-    // A job that must wait keeps its place, saying for what; one this
-    // provider can never run ends with the reason. True: it may start.
-    auto may_start = [&](Fit fit, const std::string& reason) {
-      if (fit == Fit::kLater) {
-        r.result["waiting_for"] = reason;
-        ++it;
+    s.preferred_order = queue_order_(waiting);
+  }
+  // Read once per pass (NVML; statvfs and a stat per image), and only when
+  // the pass may start something; the core keeps them current as it
+  // promises devices and disk.
+  bool room = !queue_.empty() && static_cast<int>(s.active.size()) < options_.max_concurrent;
+  if (room && gpu_jobs) s.gpus = gpu_view(inventory_.probe());
+  if (room && options_.account_disk) s.disk = disk_snapshot_locked();
+  return s;
+}
+
+bool ProviderJobs::apply_locked(const QueuePlan& plan) {
+  queue_.assign(plan.order.begin(), plan.order.end());
+  auto leave_queue = [this](const std::string& id) {
+    queue_.erase(std::remove(queue_.begin(), queue_.end(), id), queue_.end());
+  };
+  for (const auto& action : plan.actions) {
+    if (const auto* stop = std::get_if<StopJob>(&action)) {
+      request_stop_locked(jobs_.at(stop->job_id), stop->reason, stop->message);
+    } else if (const auto* wait = std::get_if<WaitJob>(&action)) {
+      jobs_.at(wait->job_id)->rec.result["waiting_for"] = wait->reason;
+    } else if (const auto* refuse = std::get_if<RefuseJob>(&action)) {
+      leave_queue(refuse->job_id);
+      finish_locked(jobs_.at(refuse->job_id), JobState::kFailed, "never_fits", refuse->reason, std::nullopt);
+    } else if (const auto* start = std::get_if<StartJob>(&action)) {
+      LivePtr job = jobs_.at(start->job_id);
+      JobRecord& r = job->rec;
+      // The model the receipt names (mesh/metering.h).
+      if (!start->gpu_uuids.empty()) r.result["gpu_model"] = start->gpu_model;
+      leave_queue(r.job_id);
+      r.state = JobState::kStarting;
+      r.gpu_uuids = start->gpu_uuids;
+      r.result.erase("waiting_for");
+      if (auto saved = save_locked(*job); !saved) {
+        r.gpu_uuids.clear();
+        finish_locked(job, JobState::kFailed, "start_failed", saved.error().to_string(), std::nullopt);
         return false;
       }
-      if (fit == Fit::kNever) {
-        it = queue_.erase(it);
-        finish_locked(job, JobState::kFailed, "never_fits", reason, std::nullopt);
-        return false;
-      }
-      return true;
-    };
-    if (options_.account_disk) {
-      if (!disk) disk = disk_snapshot_locked();
-      if (*disk) {
-        auto d = decide_disk(disk_promise(r), **disk);
-        if (!may_start(d.fit, d.reason)) continue;
-      }
+      for (const auto& u : r.gpu_uuids) leases_[u] = r.job_id;
+      job->runner = std::thread(&ProviderJobs::run, this, job, false);
     }
-    int gpus = r.spec.value("gpus", 0);
-    std::vector<std::string> uuids;
-    if (gpus > 0) {
-      if (!inventory) inventory = inventory_.probe();
-      auto d = pick_gpus(*inventory, leases_, gpus, r.spec.value("vram_bytes", uint64_t{0}));
-      if (!may_start(d.fit, d.reason)) continue;
-      uuids = d.uuids;
-      // The model the receipt names (mesh/metering.h): distinct models of the leased devices.
-      std::string models;
-      for (const auto& dev : inventory->devices) {
-        if (std::find(uuids.begin(), uuids.end(), dev.uuid) == uuids.end() || dev.name.empty()) continue;
-        if (models.find(dev.name) == std::string::npos) models += (models.empty() ? "" : "+") + dev.name;
-      }
-      r.result["gpu_model"] = models.substr(0, 64);
-    }
-    it = queue_.erase(it);
-    r.state = JobState::kStarting;
-    r.gpu_uuids = uuids;
-    r.result.erase("waiting_for");
-    if (auto saved = save_locked(*job); !saved) {
-      r.gpu_uuids.clear();
-      finish_locked(job, JobState::kFailed, "start_failed", saved.error().to_string(), std::nullopt);
-      continue;
-    }
-    for (const auto& u : uuids) leases_[u] = r.job_id;
-    if (disk && *disk) (*disk)->promised_unallocated += disk_promise(r);  // its image comes later
-    ++total;
-    ++per_peer[r.peer_id];
-    job->runner = std::thread(&ProviderJobs::run, this, job, false);
+    // SweepDisk and SampleVram come only from the watchdog's snapshot.
   }
+  return true;
 }
 
 void ProviderJobs::set_queue_order(std::function<std::vector<std::string>(const std::vector<QueuedJob>&)> order) {
   std::unique_lock lock(mutex_);
   queue_order_ = std::move(order);
   schedule_locked(lock);
-}
-
-void ProviderJobs::order_queue_locked() {
-  std::vector<QueuedJob> waiting;
-  for (const auto& id : queue_) {
-    const JobRecord& r = jobs_.at(id)->rec;
-    waiting.push_back({r.job_id, r.peer_id, r.created_at});
-  }
-  std::vector<std::string> order = queue_order_(waiting);
-  std::deque<std::string> sorted;
-  std::set<std::string> placed;
-  for (const auto& id : order) {
-    if (std::find(queue_.begin(), queue_.end(), id) != queue_.end() && placed.insert(id).second) sorted.push_back(id);
-  }
-  for (const auto& id : queue_) {
-    if (!placed.count(id)) sorted.push_back(id);
-  }
-  queue_ = std::move(sorted);
 }
 
 void ProviderJobs::reap_locked() {

@@ -5,6 +5,10 @@
 // the executor gives one. After a crash, start() re-adopts running tasks,
 // records how finished ones ended, and removes tasks nobody claims.
 //
+// What to start, wait, refuse or stop, and when to look again, is decided
+// by queue_core.h (pure; its opening comment states the queue's policy);
+// this class gathers the snapshot and does the I/O the plan asks for.
+//
 // Per running job, one runner thread (start, wait, clean up) and one log
 // pump thread (executor logs -> JobLog); one watchdog thread for all jobs
 // enforces wall time (a deadline wait, not polling) and VRAM limits (NVML
@@ -36,6 +40,7 @@
 #include "jobs/provider/job_log.h"
 #include "jobs/provider/job_request.h"
 #include "jobs/provider/job_store.h"
+#include "jobs/provider/queue_core.h"
 
 namespace yonder::jobs::provider {
 
@@ -140,8 +145,16 @@ class ProviderJobs {
   Result<LivePtr> find(const std::string& job_id);
   Status save_locked(Live& job);
   void schedule();
+  // One pass of queue_core.h over the queue: gathers the snapshot, decides,
+  // applies the plan (SQLite, runner threads) under the lock.
   void schedule_locked(std::unique_lock<std::mutex>& lock);
-  void order_queue_locked();
+  // The running jobs and, with `queue`, the queue and the resources it is
+  // decided against (probed here: NVML, the volume), at `now`.
+  QueueSnapshot snapshot_locked(MonoTime now, bool queue);
+  // Applies the plan's job actions in order (its timer actions are the
+  // watchdog's). False when a start could not be saved: that job failed
+  // and the rest of the plan was not applied, so the caller decides again.
+  bool apply_locked(const QueuePlan& plan);
   void run(LivePtr job, bool recovered);
   void pump(LivePtr job, exec::TaskHandle handle);
   void finish_locked(const LivePtr& job, JobState state, const std::string& reason, const std::string& message,

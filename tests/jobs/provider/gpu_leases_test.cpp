@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "gpu/inventory.h"
+
 namespace yonder::jobs::provider {
 namespace {
 

@@ -1,0 +1,145 @@
+#include "jobs/provider/queue_core.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace yonder::jobs::provider {
+namespace {
+
+void earliest(std::optional<MonoTime>& next, MonoTime at) {
+  if (!next || at < *next) next = at;
+}
+
+// The distinct models of the leased devices, as the receipt names them
+// (mesh/metering.h). A model whose name is part of one already named is
+// not named again.
+std::string models_of(const GpuView& gpus, const std::vector<std::string>& uuids) {
+  std::string models;
+  for (const auto& dev : gpus.devices) {
+    if (std::find(uuids.begin(), uuids.end(), dev.uuid) == uuids.end() || dev.name.empty()) continue;
+    if (models.find(dev.name) == std::string::npos) models += (models.empty() ? "" : "+") + dev.name;
+  }
+  return models.substr(0, 64);
+}
+
+// Policy rule 5: stops for wall time into the plan, the timers' actions
+// into `timers`, and what stays pending as the plan's next deadline.
+void plan_deadlines(const QueueSnapshot& s, QueuePlan& plan, std::vector<QueueAction>& timers) {
+  std::vector<const ActiveJob*> by_id;
+  for (const auto& a : s.active) by_id.push_back(&a);
+  std::sort(by_id.begin(), by_id.end(), [](const ActiveJob* a, const ActiveJob* b) { return a->job_id < b->job_id; });
+  bool vram_watched = false;
+  for (const ActiveJob* a : by_id) {
+    if (!a->running || a->stopping) continue;
+    if (a->deadline && s.now >= *a->deadline) {
+      plan.actions.push_back(StopJob{a->job_id, "wall_time",
+                                     "stopped: the job ran past its wall-time limit of " +
+                                         std::to_string(a->wall_time_s) + " s"});
+      continue;
+    }
+    if (a->deadline) earliest(plan.next_deadline, *a->deadline);
+    if (a->vram_limited && !a->gpu_uuids.empty()) vram_watched = true;
+  }
+  if (s.sweep_requested || (s.sweep_at && s.now >= *s.sweep_at)) {
+    timers.push_back(SweepDisk{});
+  } else if (s.sweep_at) {
+    earliest(plan.next_deadline, *s.sweep_at);
+  }
+  if (vram_watched && s.vram_sample_at) {
+    if (s.now >= *s.vram_sample_at) {
+      timers.push_back(SampleVram{});
+    } else {
+      earliest(plan.next_deadline, *s.vram_sample_at);
+    }
+  }
+}
+
+// Policy rules 2 to 4: one pass over the queue in `plan.order`.
+void plan_starts(const QueueSnapshot& s, QueuePlan& plan) {
+  std::map<std::string, const WaitingJob*> waiting;
+  for (const auto& w : s.queue) waiting.emplace(w.job_id, &w);
+  int total = 0;
+  std::map<std::string, int> per_peer;
+  LeaseMap held;
+  for (const auto& a : s.active) {
+    ++total;
+    ++per_peer[a.peer_id];
+    for (const auto& u : a.gpu_uuids) held[u] = a.job_id;
+  }
+  std::optional<DiskSnapshot> disk = s.disk;  // kept current as the pass promises disk
+  std::set<std::string> left;                 // started or refused
+  for (const auto& id : plan.order) {
+    if (total >= s.max_concurrent) break;
+    const WaitingJob& job = *waiting.at(id);
+    if (per_peer[job.peer_id] >= s.max_per_peer) {
+      plan.actions.push_back(WaitJob{id, "this peer already has " + std::to_string(s.max_per_peer) +
+                                             " job(s) running (jobs.max_per_peer)"});
+      continue;
+    }
+    // A job that must wait keeps its place, saying for what; one this
+    // provider can never run ends with the reason. True: it may start.
+    auto may_start = [&](Fit fit, const std::string& reason) {
+      if (fit == Fit::kLater) plan.actions.push_back(WaitJob{id, reason});
+      if (fit == Fit::kNever) {
+        plan.actions.push_back(RefuseJob{id, reason});
+        left.insert(id);
+      }
+      return fit == Fit::kNow;
+    };
+    if (disk) {
+      auto d = decide_disk(job.disk_bytes, *disk);
+      if (!may_start(d.fit, d.reason)) continue;
+    }
+    StartJob start{id, {}, ""};
+    if (job.gpus > 0) {
+      if (!s.gpus) {
+        // The caller's contract is to probe when the queue holds a GPU job;
+        // without the devices, waiting is the answer that loses nothing.
+        may_start(Fit::kLater, "waiting for the GPU inventory to be read");
+        continue;
+      }
+      auto d = pick_gpus(*s.gpus, held, job.gpus, job.vram_bytes);
+      if (!may_start(d.fit, d.reason)) continue;
+      start.gpu_uuids = d.uuids;
+      start.gpu_model = models_of(*s.gpus, d.uuids);
+    }
+    for (const auto& u : start.gpu_uuids) held[u] = id;
+    if (disk) disk->promised_unallocated += job.disk_bytes;  // its image comes later
+    ++total;
+    ++per_peer[job.peer_id];
+    left.insert(id);
+    plan.actions.push_back(std::move(start));
+  }
+  for (const auto& id : plan.order) {
+    if (!left.count(id)) plan.queue.push_back(id);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> merge_order(const std::vector<std::string>& queue, const std::vector<std::string>& preferred) {
+  std::set<std::string> queued(queue.begin(), queue.end());
+  std::set<std::string> placed;
+  std::vector<std::string> out;
+  for (const auto& id : preferred) {
+    if (queued.count(id) && placed.insert(id).second) out.push_back(id);
+  }
+  for (const auto& id : queue) {
+    if (!placed.count(id)) out.push_back(id);
+  }
+  return out;
+}
+
+QueuePlan plan_queue(const QueueSnapshot& s) {
+  QueuePlan plan;
+  for (const auto& w : s.queue) plan.order.push_back(w.job_id);
+  if (s.preferred_order) plan.order = merge_order(plan.order, *s.preferred_order);
+  std::vector<QueueAction> timers;
+  plan_deadlines(s, plan, timers);  // stops first
+  plan_starts(s, plan);
+  for (auto& t : timers) plan.actions.push_back(std::move(t));
+  return plan;
+}
+
+}  // namespace yonder::jobs::provider

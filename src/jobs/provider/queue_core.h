@@ -1,0 +1,176 @@
+// The provider's job queue, decided: a pure function from a snapshot of the
+// queue, the running jobs and the resources to the actions that follow and
+// the next time it must be asked again. It never touches a socket, a file,
+// a thread, a lock or a clock: `now` comes in with the snapshot (the time
+// type is the steady clock's time_point, as in net/link/mux.h, but nothing
+// here reads it). ProviderJobs (provider_jobs.h) gathers the snapshot under
+// its lock, calls plan_queue(), and does what the plan says (SQLite, the
+// executor, threads), in the plan's order.
+//
+// The policy (what ProviderJobs has always done; kept, not redesigned):
+//
+//  1. Order. The queue is in submit order. When a queue order policy is set
+//     (ProviderJobs::set_queue_order: the node's credits), the ids it names
+//     come first in its order (unknown ids and repeats ignored), the rest
+//     after them in their old order. That order is the queue's from then on.
+//  2. One pass, front to back, while fewer than `max_concurrent` jobs are
+//     starting or running; jobs behind that point are not looked at (their
+//     last "waiting for" stays). For each job, in this order:
+//       - its peer already has `max_per_peer` jobs starting or running: it
+//         waits ("jobs.max_per_peer");
+//       - disk (when the snapshot has a disk): disk_budget.h's decide_disk
+//         on its workspace promise. Never: refused. Later: it waits;
+//       - GPUs (when it asks for any): pick_gpus (gpu_leases.h), the first
+//         free devices in inventory order with enough memory. Never:
+//         refused. Later: it waits;
+//       - else it starts on those devices; its slot, its peer's count, its
+//         devices and its disk promise count against the jobs after it.
+//  3. FIFO with backfill and no reservation: a job that waits keeps its
+//     place but holds nothing, so the jobs behind it that fit start now.
+//     The head of the queue is never passed over for a later job: it is
+//     decided first, against everything free, so a job behind it can only
+//     take what the head could not use. But a job that asks for much (two
+//     GPUs, a big disk) can wait while smaller jobs behind it keep taking
+//     each device as it frees; nothing reserves the devices for it. The
+//     queue order policy is the lever on that, not this function.
+//  4. Refusal is for good: "never fits" means this provider can never run
+//     the job as asked (more GPUs or memory than it has, more disk than the
+//     volume can ever give), and the reason says what to ask for instead.
+//     A job is never refused for what other jobs hold.
+//  5. Deadlines (the watchdog's half): a running job that is not already
+//     stopping is stopped once `now` reaches its wall-time deadline. VRAM
+//     is sampled when its time comes while a running job has a VRAM limit
+//     on leased devices; ended workspaces and logs are swept when asked for
+//     or when their time comes. The plan's next deadline is the earliest of
+//     what is still pending: the caller sleeps until then or until
+//     something happens (a job ends, a submit, a stop).
+//
+// A snapshot need not hold every part: the scheduler passes the queue and
+// the resources; the watchdog passes the running jobs and its timers. Each
+// part is decided only when present.
+//
+// Pure and deterministic: the same snapshot gives the same plan, whatever
+// the order of `active`; the order of `queue` and of the devices matters.
+// Not thread-safe in any sense that matters: it holds no state.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "jobs/provider/disk_budget.h"
+#include "jobs/provider/gpu_leases.h"
+
+namespace yonder::jobs::provider {
+
+using MonoTime = std::chrono::steady_clock::time_point;
+
+// A job waiting in the queue, with what it asks for.
+struct WaitingJob {
+  std::string job_id;
+  std::string peer_id;
+  int gpus = 0;
+  uint64_t vram_bytes = 0;  // per GPU: devices with less memory do not count
+  uint64_t disk_bytes = 0;  // its workspace promise (--disk, or the default)
+
+  bool operator==(const WaitingJob&) const = default;
+};
+
+// A job starting or running: it holds a slot, its peer's count, its devices.
+struct ActiveJob {
+  std::string job_id;
+  std::string peer_id;
+  bool running = false;              // false: starting (no deadline yet)
+  bool stopping = false;             // a stop was asked for already
+  std::optional<MonoTime> deadline;  // its wall time, once running
+  int64_t wall_time_s = 0;           // for the stop message
+  std::vector<std::string> gpu_uuids;
+  bool vram_limited = false;         // has a VRAM limit to watch on its devices
+
+  bool operator==(const ActiveJob&) const = default;
+};
+
+struct QueueSnapshot {
+  MonoTime now{};
+  int max_concurrent = 4;  // starting + running, all peers
+  int max_per_peer = 2;
+  std::vector<WaitingJob> queue;  // in the queue's order
+  // The queue order policy's answer for this pass; nullopt: none set.
+  std::optional<std::vector<std::string>> preferred_order;
+  std::vector<ActiveJob> active;
+  // The devices as probed; needed once a job that asks for GPUs is
+  // decided (without it such a job waits).
+  std::optional<GpuView> gpus;
+  // The workspace volume; nullopt: disk is not accounted (or the volume
+  // could not be read), and no job waits or is refused for disk.
+  std::optional<DiskSnapshot> disk;
+  // The watchdog's timers. nullopt: not pending.
+  std::optional<MonoTime> vram_sample_at;
+  std::optional<MonoTime> sweep_at;
+  bool sweep_requested = false;  // a job ended or its outputs went home
+};
+
+// Start the job on these devices (none for a CPU job).
+struct StartJob {
+  std::string job_id;
+  std::vector<std::string> gpu_uuids;  // in inventory order
+  std::string gpu_model;               // the devices' distinct models, "+"-joined, at most 64 bytes
+  bool operator==(const StartJob&) const = default;
+};
+// It stays in the queue, for this reason (shown as "waiting_for").
+struct WaitJob {
+  std::string job_id;
+  std::string reason;
+  bool operator==(const WaitJob&) const = default;
+};
+// It can never run here: it leaves the queue, failed with reason
+// "never_fits" and this message.
+struct RefuseJob {
+  std::string job_id;
+  std::string reason;
+  bool operator==(const RefuseJob&) const = default;
+};
+// Stop it (SIGTERM, grace, SIGKILL), ending with `reason` and `message`.
+struct StopJob {
+  std::string job_id;
+  std::string reason;  // "wall_time"
+  std::string message;
+  bool operator==(const StopJob&) const = default;
+};
+// Sample the devices' per-process memory (the VRAM watch).
+struct SampleVram {
+  bool operator==(const SampleVram&) const = default;
+};
+// Take back ended workspaces and logs past their retention or cap.
+struct SweepDisk {
+  bool operator==(const SweepDisk&) const = default;
+};
+
+using QueueAction = std::variant<StopJob, StartJob, WaitJob, RefuseJob, SweepDisk, SampleVram>;
+
+struct QueuePlan {
+  // The queue in the order this pass decided it (after the policy's order),
+  // before its starts and refusals: the caller's queue from now on, less
+  // what the actions take out of it.
+  std::vector<std::string> order;
+  // Stops (by job id), then the queue's decisions in `order`, then a
+  // sweep, then a VRAM sample. Apply in this order.
+  std::vector<QueueAction> actions;
+  // What is left queued after the actions, in order.
+  std::vector<std::string> queue;
+  // The earliest pending deadline, wall time or timer; nullopt: none, call
+  // again when something happens.
+  std::optional<MonoTime> next_deadline;
+
+  bool operator==(const QueuePlan&) const = default;
+};
+
+QueuePlan plan_queue(const QueueSnapshot& snapshot);
+
+// Policy rule 1 alone: `queue` reordered by `preferred`.
+std::vector<std::string> merge_order(const std::vector<std::string>& queue, const std::vector<std::string>& preferred);
+
+}  // namespace yonder::jobs::provider
