@@ -17,7 +17,6 @@
 #include "cli/job_commands.h"
 #include "cli/peer_commands.h"
 #include "cli/progress.h"
-#include "node/version.h"
 #include "release/app_flags.h"
 #include "release/completion.h"
 

@@ -11,7 +11,7 @@
 #include "cli/exit_codes.h"
 #include "cli/shown.h"
 #include "gpu/inventory.h"
-#include "node/setup.h"
+#include "state/node_state.h"
 #include "os/terminal.h"
 
 namespace yonder::cli {
@@ -45,10 +45,10 @@ Result<nlohmann::json> reply_json(const DaemonReply& reply) {
 }  // namespace
 
 int cmd_init(Context& ctx, const InitArgs& args) {
-  node::InitOptions options;
+  state::InitOptions options;
   options.name = args.name;
   if (args.passphrase) {
-    auto p = node::find_passphrase(ctx.env, false);
+    auto p = state::find_passphrase(ctx.env, false);
     if (!p) return print_error(p.error(), kExitError);
     if (*p) {
       options.passphrase = **p;
@@ -67,7 +67,7 @@ int cmd_init(Context& ctx, const InitArgs& args) {
       options.passphrase = *first;
     }
   }
-  auto r = node::init_node(ctx.paths, ctx.cfg, options);
+  auto r = state::init_node(ctx.paths, ctx.cfg, options);
   if (!r) return print_error(r.error(), r.error().code() == ErrorCode::kAlreadyExists ? kExitExists : kExitError);
   if (ctx.json) {
     print_json({{"node_id", r->node_id.to_string()}, {"key_file", r->key_file}, {"encrypted", r->encrypted},

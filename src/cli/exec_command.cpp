@@ -9,14 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
-#include "node/exec_frames.h"
+#include "jobs/protocol/exec_frames.h"
 #include "os/interactive.h"
 
 namespace yonder::cli {
 namespace {
 
 using nlohmann::json;
-using node::ExecFrameType;
+using jobs::protocol::ExecFrameType;
 
 bool send_all(int fd, std::string_view data) {
   while (!data.empty()) {
@@ -77,9 +77,9 @@ int cmd_exec(const Context& ctx, const ExecArgs& args) {
   // Without -i the command sees an empty stdin; with a TTY (-t alone) it
   // stays open instead, as with docker exec -t: closing a PTY's input hangs
   // it up.
-  if (!stdin_open && !args.tty) send_all(sock, node::encode_exec_frame(ExecFrameType::kStdinEof, {}));
+  if (!stdin_open && !args.tty) send_all(sock, jobs::protocol::encode_exec_frame(ExecFrameType::kStdinEof, {}));
 
-  node::ExecFrameReader reader;
+  jobs::protocol::ExecFrameReader reader;
   std::optional<int> exit_code;
   std::string failure;
   char buf[65536];
@@ -103,15 +103,15 @@ int cmd_exec(const Context& ctx, const ExecArgs& args) {
     }
     if (winch_slot >= 0 && (fds[winch_slot].revents & POLLIN)) {
       os::drain_window_changes();
-      if (auto s = os::window_size(STDIN_FILENO)) send_all(sock, node::encode_resize(s->first, s->second));
+      if (auto s = os::window_size(STDIN_FILENO)) send_all(sock, jobs::protocol::encode_resize(s->first, s->second));
     }
     if (stdin_slot >= 0 && (fds[stdin_slot].revents & (POLLIN | POLLHUP | POLLERR))) {
       ssize_t got = ::read(STDIN_FILENO, buf, sizeof buf);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) {
         stdin_open = false;
-        send_all(sock, node::encode_exec_frame(ExecFrameType::kStdinEof, {}));
-      } else if (!send_all(sock, node::encode_exec_frame(ExecFrameType::kData,
+        send_all(sock, jobs::protocol::encode_exec_frame(ExecFrameType::kStdinEof, {}));
+      } else if (!send_all(sock, jobs::protocol::encode_exec_frame(ExecFrameType::kData,
                                                          std::string_view(buf, static_cast<size_t>(got))))) {
         stdin_open = false;
       }
@@ -132,7 +132,7 @@ int cmd_exec(const Context& ctx, const ExecArgs& args) {
         if (frame.type == ExecFrameType::kData) write_all(STDOUT_FILENO, frame.payload);
         if (frame.type == ExecFrameType::kStderr) write_all(STDERR_FILENO, frame.payload);
         if (frame.type == ExecFrameType::kExit) {
-          auto c = node::decode_exit(frame.payload);
+          auto c = jobs::protocol::decode_exit(frame.payload);
           if (c) exit_code = *c;
         }
       }

@@ -49,8 +49,8 @@
 #include "node/verifications.h"
 #include "jobs/receipts/receipt_store.h"
 #include "jobs/consumer/consumer_jobs.h"
-#include "node/setup.h"
-#include "node/version.h"
+#include "state/node_state.h"
+#include "release/version.h"
 #include "os/files.h"
 #include "os/terminal.h"
 
@@ -89,9 +89,9 @@ int run_daemon(const DaemonOptions& options) {
   auto lock = os::FileLock::acquire(paths->lock_file());
   if (!lock) return fail(lock.error());
 
-  auto identity = load_identity(*paths, env, os::stderr_is_terminal());
+  auto identity = state::load_identity(*paths, env, os::stderr_is_terminal());
   if (!identity) return fail(identity.error());
-  if (auto st = prepare_database(paths->database()); !st) return fail(Error(st.error()).with_context("state database"));
+  if (auto st = state::prepare_database(paths->database()); !st) return fail(Error(st.error()).with_context("state database"));
 
   auto inventory = gpu::make_inventory(cfg->get("gpu.inventory"));
   if (!inventory) return fail(Error(inventory.error()).with_context("gpu.inventory"));
@@ -291,7 +291,7 @@ int run_daemon(const DaemonOptions& options) {
     reply(api::Response::json(
         200, {{"node_id", node_id},
               {"name", name},
-              {"version", kVersion},
+              {"version", std::string(release::project_version())},
               {"pid", ::getpid()},
               {"uptime_s", uptime.count()},
               {"started_at", std::chrono::duration_cast<std::chrono::seconds>(started_wall.time_since_epoch()).count()},
@@ -358,7 +358,7 @@ int run_daemon(const DaemonOptions& options) {
     shutdown();
   });
 
-  spdlog::info("yonderd {} ready: node {} ({}), API on {}", kVersion, node_id, name, socket_path);
+  spdlog::info("yonderd {} ready: node {} ({}), API on {}", release::project_version(), node_id, name, socket_path);
   if (options.ready_fd >= 0) {
     [[maybe_unused]] auto n = ::write(options.ready_fd, "ready\n", 6);
     ::close(options.ready_fd);

@@ -15,11 +15,14 @@
 #include <nlohmann/json.hpp>
 
 #include "jobs/consumer/consumer_jobs.h"
-#include "node/exec_frames.h"
+#include "jobs/protocol/exec_frames.h"
 #include "node/tcp_pipe.h"
 
 namespace yonder::node {
 namespace asio = boost::asio;
+using jobs::protocol::ExecFrameType;
+using jobs::protocol::encode_exec_frame;
+using jobs::protocol::encode_exit;
 using api::Reply;
 using api::Request;
 using api::Response;
@@ -317,7 +320,7 @@ void ForwardConsumer::create(const Request& req, Reply reply) {
       };
       link_.service().call(
           t->key, t->addresses, "forward.inspect", {{"job_id", job_id}},
-          [this, t = *t, job_id, checked](Result<nlohmann::json> r) {
+          [this, t = *t, job_id, checked](Result<nlohmann::json>&& r) {
             if (!r && r.error().code() == ErrorCode::kInvalidArgument &&
                 r.error().message().find("does not support") != std::string::npos) {
               return link_.service().call(t.key, t.addresses, "run.inspect", {{"job_id", job_id}}, checked);

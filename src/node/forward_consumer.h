@@ -10,7 +10,7 @@
 //   GET  /v1/forwards                                                   -> {"forwards": [...]}
 //   POST /v1/forwards/stop   {"forward_id"}                             -> closes the listener and its connections
 //   POST /v1/jobs/exec       {"job_id", "command", "tty", "rows", "cols"} -> {"address", "token"}: a one-shot
-//        listener for `yonder exec`, which connects, sends the token, then node/exec_frames.h's frames
+//        listener for `yonder exec`, which connects, sends the token, then jobs/protocol/exec_frames.h's frames
 //
 // The listener binds 127.0.0.1 only (port 0 picks one). Forwards live as long
 // as the daemon (they are not persisted); a job that ends makes new

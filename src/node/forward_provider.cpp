@@ -17,10 +17,16 @@
 #include "crypto/node_id.h"
 #include "node/tcp_pipe.h"
 #include "jobs/provider/provider_jobs.h"
-#include "node/exec_frames.h"
+#include "jobs/protocol/exec_frames.h"
 
 namespace yonder::node {
 namespace asio = boost::asio;
+using jobs::protocol::ExecFrame;
+using jobs::protocol::ExecFrameReader;
+using jobs::protocol::ExecFrameType;
+using jobs::protocol::decode_resize;
+using jobs::protocol::encode_exec_frame;
+using jobs::protocol::encode_exit;
 
 // One forwarded connection: a tunnel end (event loop) joined to an `nc`
 // process in the job. Bytes from the tunnel are written to the process one
@@ -28,7 +34,7 @@ namespace asio = boost::asio;
 // reader waits for each chunk to be taken by the tunnel before reading the
 // next: the mux windows carry the back-pressure both ways.
 //
-// Framed (exec.session): the tunnel carries node/exec_frames.h's frames
+// Framed (exec.session): the tunnel carries jobs/protocol/exec_frames.h's frames
 // instead of raw bytes: stdin, resizes and stdin EOF one way; output,
 // stderr and finally the exit code the other.
 class ExecPipe : public std::enable_shared_from_this<ExecPipe> {

@@ -2,7 +2,7 @@
 //
 //   forward.tcp  {"job_id", "port"}  -> {"job_id", "port"}, then the raw TCP bytes both ways
 //   exec.session {"job_id", "command", "tty", "rows", "cols"} -> {"job_id", "tty"}, then
-//                node/exec_frames.h's frames both ways (`yonder exec`; capability `exec`)
+//                jobs/protocol/exec_frames.h's frames both ways (`yonder exec`; capability `exec`)
 //
 // LinkService has already checked that the caller's scope includes
 // `forward`. The job must be the caller's and running ("not found"

@@ -13,7 +13,7 @@
 #include "exec/executor_metrics.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "node/peer_link.h"
-#include "node/version.h"
+#include "release/version.h"
 
 namespace yonder::node {
 namespace asio = boost::asio;
@@ -42,7 +42,7 @@ struct Scrape {
 api::Response render(const Scrape& s) {
   api::MetricsText m;
   m.family("yonder_info", "gauge", "yonderd build information (always 1).");
-  m.sample("yonder_info", {{"version", kVersion}}, 1);
+  m.sample("yonder_info", {{"version", std::string(release::project_version())}}, 1);
 
   std::map<std::string, int> sessions_by_kind;
   int paired = 0, connected = 0;

@@ -1,4 +1,4 @@
-#include "node/setup.h"
+#include "state/node_state.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include "store/database.h"
 #include "store/migrations.h"
 
-namespace yonder::node {
+namespace yonder::state {
 
 Result<NodeId> read_node_id(const config::Paths& paths) {
   auto text = read_key_file(paths.key_file());
@@ -83,4 +83,4 @@ Result<Identity> load_identity(const config::Paths& paths, const config::EnvFn& 
   return open_key_file(*file, passphrase);
 }
 
-}  // namespace yonder::node
+}  // namespace yonder::state

@@ -10,7 +10,7 @@
 #include "config/config.h"
 #include "crypto/identity.h"
 
-namespace yonder::node {
+namespace yonder::state {
 
 struct InitOptions {
   std::optional<std::string> name;
@@ -42,4 +42,4 @@ Result<NodeId> read_node_id(const config::Paths& paths);
 // Opens the database and brings its schema up to date.
 Status prepare_database(const std::string& path);
 
-}  // namespace yonder::node
+}  // namespace yonder::state

@@ -8,7 +8,7 @@
 
 #include "node/mesh_job_store.h"
 #include "node/mesh_replicas.h"
-#include "node/setup.h"
+#include "state/node_state.h"
 #include "support/temp_dir.h"
 
 namespace yonder::node {
@@ -22,7 +22,7 @@ void write(const std::string& path, const std::string& text) {
 TEST(MeshJobStore, AJobAndItsAttemptsRoundTripAndUpdate) {
   testing::TempDir dir;
   std::string db = dir / "state.db";
-  ASSERT_TRUE(prepare_database(db).ok());
+  ASSERT_TRUE(state::prepare_database(db).ok());
   auto store = MeshJobStore::open(db).value();
 
   MeshJobRow job;

@@ -11,7 +11,7 @@
 #include "mesh/reputation.h"
 #include "mesh/verification.h"
 #include "node/mesh_opinions.h"
-#include "node/setup.h"
+#include "state/node_state.h"
 #include "node/verifications.h"
 #include "support/temp_dir.h"
 
@@ -38,7 +38,7 @@ std::string id_of(const Identity& i) {
 struct Node {
   explicit Node(uint8_t n, const std::string& dir) : id(throwaway(n)) {
     std::string db = dir + "/node" + std::to_string(n) + ".db";
-    EXPECT_TRUE(prepare_database(db).ok());
+    EXPECT_TRUE(state::prepare_database(db).ok());
     receipts = ReceiptStore::open(db).value();
     verifications = Verifications::open(db, id).value();
   }

@@ -1,6 +1,6 @@
-#include "node/exec_frames.h"
+#include "jobs/protocol/exec_frames.h"
 
-namespace yonder::node {
+namespace yonder::jobs::protocol {
 namespace {
 
 void put_u32(std::string& out, uint32_t v) {
@@ -65,4 +65,4 @@ Result<std::optional<ExecFrame>> ExecFrameReader::next() {
   return std::optional<ExecFrame>(std::move(f));
 }
 
-}  // namespace yonder::node
+}  // namespace yonder::jobs::protocol

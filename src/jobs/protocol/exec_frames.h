@@ -17,7 +17,7 @@
 #include "base/bytes.h"
 #include "base/error.h"
 
-namespace yonder::node {
+namespace yonder::jobs::protocol {
 
 enum class ExecFrameType : uint8_t { kData = 0, kStderr = 1, kResize = 2, kExit = 3, kStdinEof = 4 };
 inline constexpr size_t kMaxFramePayload = 1 << 20;
@@ -46,4 +46,4 @@ class ExecFrameReader {
   std::string buffer_;
 };
 
-}  // namespace yonder::node
+}  // namespace yonder::jobs::protocol
