@@ -15,8 +15,6 @@
 
 namespace yonder::jobs::provider {
 
-using Clock = std::chrono::steady_clock;
-
 // In the job's folder: the seed's file digests (workspace_digest.h).
 constexpr const char* kSeedDigestsFile = "seed-digests.json";
 
@@ -132,7 +130,7 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
     job->rec.state = JobState::kRunning;
     job->rec.result["started_at"] = now_s();
     (void)save_locked(*job);  // labels find the container even if this write is lost
-    job->deadline = Clock::now() + std::chrono::seconds(job->rec.spec.value("wall_time_s", int64_t{3600}));
+    job->deadline = clock_.steady_now() + std::chrono::seconds(job->rec.spec.value("wall_time_s", int64_t{3600}));
     if (!job->stop_reason.empty()) {
       std::string reason = job->stop_reason, message = job->stop_message;
       job->stop_reason.clear();
@@ -144,7 +142,7 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
     handle = *job->rec.handle;
     int64_t started_at = job->rec.result.value("started_at", now_s());
     int64_t wall = job->rec.spec.value("wall_time_s", int64_t{3600});
-    job->deadline = Clock::now() + std::chrono::seconds(std::max<int64_t>(0, started_at + wall - now_s()));
+    job->deadline = clock_.steady_now() + std::chrono::seconds(std::max<int64_t>(0, started_at + wall - now_s()));
     watch_cv_.notify_all();
   }
   {
@@ -273,14 +271,15 @@ void ProviderJobs::pump(LivePtr job, exec::TaskHandle handle) {
   notify_watchers_locked(*job);
 }
 
-void ProviderJobs::watchdog() {
+void ProviderJobs::watchdog(MonoTime started) {
   std::unique_lock lock(mutex_);
-  auto next_vram = Clock::now() + options_.vram_interval;
-  auto last_sweep = Clock::time_point::min();
+  // Its timers count from start(), not from whenever this thread first runs.
+  auto next_vram = started + options_.vram_interval;
+  auto last_sweep = MonoTime::min();
   const bool sweeps = options_.account_disk || options_.logs_max_bytes > 0;
   while (!shutting_down_) {
-    auto now = Clock::now();
-    auto wake = Clock::time_point::max();
+    auto now = clock_.steady_now();
+    auto wake = MonoTime::max();
     for (auto& [_, job] : jobs_) {
       if (!job->unsaved_end) continue;
       if (save_locked(*job)) {
@@ -299,7 +298,7 @@ void ProviderJobs::watchdog() {
       // sweep a second, so a workspace that cannot be removed is tried
       // again without spinning.
       auto next_sweep = std::max(next_sweep_locked(now), last_sweep + std::chrono::seconds(1));
-      if (next_sweep != Clock::time_point::max()) snapshot.sweep_at = next_sweep;
+      if (next_sweep != MonoTime::max()) snapshot.sweep_at = next_sweep;
       snapshot.sweep_requested = sweep_due_;
     }
     QueuePlan plan = plan_queue(snapshot);
@@ -317,7 +316,7 @@ void ProviderJobs::watchdog() {
       sweep_logs();
       sweep_workspaces();
       lock.lock();
-      last_sweep = Clock::now();
+      last_sweep = clock_.steady_now();
       schedule_locked(lock);  // space came back: a job waiting for disk may start
       continue;
     }
@@ -325,15 +324,11 @@ void ProviderJobs::watchdog() {
       lock.unlock();
       check_vram();
       lock.lock();
-      next_vram = Clock::now() + options_.vram_interval;
+      next_vram = clock_.steady_now() + options_.vram_interval;
       continue;
     }
     if (plan.next_deadline) wake = std::min(wake, *plan.next_deadline);
-    if (wake == Clock::time_point::max()) {
-      watch_cv_.wait(lock);
-    } else {
-      watch_cv_.wait_until(lock, wake);
-    }
+    clock_.wait_until(watch_cv_, lock, wake);
   }
 }
 
@@ -396,7 +391,7 @@ Status ProviderJobs::start() {
       if (!claimed) orphans.push_back(task);
     }
     started_ = true;
-    watchdog_ = std::thread(&ProviderJobs::watchdog, this);
+    watchdog_ = std::thread(&ProviderJobs::watchdog, this, clock_.steady_now());
   }
   // Reconcile: a container labelled as ours that no live job claims.
   for (const auto& task : orphans) (void)executor_.destroy(task.handle, false);

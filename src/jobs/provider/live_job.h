@@ -40,7 +40,7 @@ struct ProviderJobs::Live {
   std::shared_ptr<exec::Cancel> pump_cancel;
   std::string stop_reason;      // set once: "stopped", "wall_time", "vram_exceeded"
   std::string stop_message;
-  std::optional<std::chrono::steady_clock::time_point> deadline;  // wall time, while running
+  std::optional<MonoTime> deadline;  // wall time, on the manager's steady clock, while running
   std::vector<Watcher> watchers;
   bool pump_done = false;
   uint64_t pump_entries = 0;    // entries the pump has delivered; the runner waits while it grows

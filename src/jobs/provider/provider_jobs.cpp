@@ -43,14 +43,20 @@ std::string new_job_id() {
 }  // namespace
 
 ProviderJobs::ProviderJobs(std::unique_ptr<JobStore> store, exec::Executor& executor, gpu::GpuInventory& inventory,
-                           ProviderOptions options)
-    : store_(std::move(store)), executor_(executor), inventory_(inventory), options_(std::move(options)) {}
+                           ProviderOptions options, WaitableClock& clock)
+    : store_(std::move(store)),
+      executor_(executor),
+      inventory_(inventory),
+      options_(std::move(options)),
+      clock_(clock),
+      clock_moved_(clock_.on_moved([this] {
+        std::lock_guard lock(mutex_);
+        watch_cv_.notify_all();
+      })) {}
 
 ProviderJobs::~ProviderJobs() { shutdown(); }
 
-int64_t ProviderJobs::now_s() const {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+int64_t ProviderJobs::now_s() const { return unix_seconds(clock_.now()); }
 
 nlohmann::json ProviderJobs::view(const Live& job) const {
   const JobRecord& r = job.rec;
@@ -382,7 +388,7 @@ void ProviderJobs::schedule_locked(std::unique_lock<std::mutex>& lock) {
   (void)lock;
   if (!started_ || shutting_down_) return;
   reap_locked();
-  while (!apply_locked(plan_queue(snapshot_locked(std::chrono::steady_clock::now(), true)))) {
+  while (!apply_locked(plan_queue(snapshot_locked(clock_.steady_now(), true)))) {
   }
 }
 

@@ -14,6 +14,17 @@
 // enforces wall time (a deadline wait, not polling) and VRAM limits (NVML
 // has no events: it samples every vram_interval).
 //
+// Time comes from the WaitableClock it is given (base/clock.h): the steady
+// face for wall-time deadlines and the watchdog's timers, the wall face for
+// the timestamps in job records. The watchdog sleeps on that clock and
+// wakes when a manual one moves (WaitableClock::on_moved), so a test moves
+// time and then awaits what follows, without sleeping; the unit tests run
+// the manager on the FakeExecutor's time this way
+// (tests/jobs/provider/provider_jobs_fake_test.cpp). Two waits stay in
+// real time on purpose: how long the runner waits for the engine to
+// deliver a finished job's output, and the pump's retry pace on a full
+// disk (both are about a real engine and a real disk, not the job's time).
+//
 // Threading: every public method may block (SQLite, Docker) and is called
 // from worker threads, never from the event loop. watch_log's callback runs
 // on an internal thread; post from it.
@@ -32,6 +43,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "exec/executor.h"
 #include "gpu/inventory.h"
@@ -72,8 +84,9 @@ struct LogRead {
 
 class ProviderJobs {
  public:
+  // `clock` must outlive the manager.
   ProviderJobs(std::unique_ptr<JobStore> store, exec::Executor& executor, gpu::GpuInventory& inventory,
-               ProviderOptions options);
+               ProviderOptions options, WaitableClock& clock = real_clock());
   ~ProviderJobs();
   ProviderJobs(const ProviderJobs&) = delete;
   ProviderJobs& operator=(const ProviderJobs&) = delete;
@@ -131,7 +144,7 @@ class ProviderJobs {
     int64_t created_at = 0;  // Unix seconds
   };
   // Orders the waiting queue each time the scheduler looks at it (tit-for-tat
-  // by the node's credits, node/credits.h): returns the same job ids in the
+  // by the node's credits, jobs/metering/credits.h): returns the same job ids in the
   // order to serve them; ids it leaves out keep their place after the
   // others. Called under the manager's lock: it must not call back into
   // this manager. Unset (the default): first come, first served.
@@ -161,7 +174,7 @@ class ProviderJobs {
                      std::optional<exec::ExitInfo> exit);
   void request_stop_locked(const LivePtr& job, const std::string& reason, const std::string& message);
   void notify_watchers_locked(Live& job);
-  void watchdog();
+  void watchdog(MonoTime started);
   void check_vram();
   void recover_locked(const std::vector<JobRecord>& records, const std::vector<exec::OwnedTask>& owned);
   void reap_locked();
@@ -170,9 +183,9 @@ class ProviderJobs {
   std::string workspace_image_of(const Live& job) const;
   // The workspace size promised to a job: its --disk, or the default.
   uint64_t disk_promise(const JobRecord& r) const;
-  // When the next ended workspace passes its retention, on the steady clock
+  // When the next ended workspace passes its retention, on the steady face
   // read as `now` (at or before it once due), or max() when none waits.
-  std::chrono::steady_clock::time_point next_sweep_locked(std::chrono::steady_clock::time_point now) const;
+  MonoTime next_sweep_locked(MonoTime now) const;
   Result<JobLog*> open_log_locked(Live& job);
   // Finished jobs keep their log open only while recently used: at most
   // kOpenFinishedLogs of them, least recently used closed first (one
@@ -184,6 +197,7 @@ class ProviderJobs {
   exec::Executor& executor_;
   gpu::GpuInventory& inventory_;
   ProviderOptions options_;
+  WaitableClock& clock_;
 
   std::mutex mutex_;  // guards everything below
   std::condition_variable watch_cv_;
@@ -199,6 +213,9 @@ class ProviderJobs {
   std::vector<std::thread> finished_threads_;  // joined by reap_locked
   std::function<void(const nlohmann::json&)> on_finished_;
   std::function<std::vector<std::string>(const std::vector<QueuedJob>&)> queue_order_;
+  // Wakes the watchdog when a manual clock moves; declared last, so it is
+  // gone before the mutex and condition variable it touches.
+  std::unique_ptr<WaitableClock::Subscription> clock_moved_;
 };
 
 }  // namespace yonder::jobs::provider

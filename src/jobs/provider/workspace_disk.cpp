@@ -57,7 +57,7 @@ void ProviderJobs::outputs_fetched(const std::string& job_id) {
   watch_cv_.notify_all();
 }
 
-std::chrono::steady_clock::time_point ProviderJobs::next_sweep_locked(std::chrono::steady_clock::time_point now) const {
+MonoTime ProviderJobs::next_sweep_locked(MonoTime now) const {
   std::vector<EndedWorkspace> ended;
   for (const auto& [_, job] : jobs_) {
     const JobRecord& r = job->rec;
@@ -68,7 +68,7 @@ std::chrono::steady_clock::time_point ProviderJobs::next_sweep_locked(std::chron
     ended.push_back({r.job_id, r.result.value("finished_at", r.updated_at), 0, false});
   }
   int64_t at = next_workspace_expiry(ended, options_.workspace_retention.count());
-  if (at == 0) return std::chrono::steady_clock::time_point::max();
+  if (at == 0) return MonoTime::max();
   return now + std::chrono::seconds(at - now_s());  // at or before `now` once it is due
 }
 
