@@ -1,6 +1,6 @@
 // Array jobs from the command line (issue 12): `yonder run --mesh --array
 // 0-N[%LIMIT]` (or `--array-file FILE`, one task per line) hands the array
-// to the daemon (node/mesh_arrays.h) and follows it with a progress line
+// to the daemon (mesh/jobs/mesh_arrays.h) and follows it with a progress line
 // until every task is done or failed; `yonder array status|list|retry|cancel`.
 #pragma once
 
@@ -23,7 +23,7 @@ struct ArrayArgs {
   std::optional<std::string> range;  // "0-N[%LIMIT]"
   std::string file;                  // --array-file: one task per line
   int retries = 0;
-  int replicas = 1;       // per task: K providers and a quorum (node/mesh_jobs.h)
+  int replicas = 1;       // per task: K providers and a quorum (mesh/jobs/mesh_jobs.h)
   std::string validator;  // with replicas
   bool detach = false;
   bool no_outputs_limit = false;  // each task's outputs may pass outputs.max_files / max_mib

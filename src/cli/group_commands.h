@@ -1,6 +1,6 @@
 // `yonder group create|invite|join|members|leave|remove|label|admin|list`: groups
 // of nodes with a signed, gossiped membership list (issue 10, docs/cli.md;
-// the daemon's side is node/groups.h).
+// the daemon's side is mesh/groups/groups.h).
 #pragma once
 
 #include <string>

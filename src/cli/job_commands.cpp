@@ -36,7 +36,7 @@ using nlohmann::json;
 std::string short_id(const std::string& id) { return id.substr(0, 12); }
 
 // Brings files of the job's workspace into `dir` (the daemon writes them;
-// see node/fetch_consumer.h). `paths` empty: what differs from `dir`.
+// see jobs/files/fetch_consumer.h). `paths` empty: what differs from `dir`.
 // `no_limit`: past the outputs budget too (paths named lift it as well).
 Result<json> fetch_files(const Context& ctx, const std::string& job, const std::string& dir,
                          const std::vector<std::string>& paths, bool no_limit = false, bool dry_run = false) {

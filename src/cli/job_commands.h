@@ -40,7 +40,7 @@ struct RunArgs {
   std::optional<std::string> cuda;  // least compute capability, "8.0"
   std::vector<std::string> labels;  // KEY=VALUE
   std::optional<std::string> group;  // only providers in this group (name or id prefix)
-  // --mesh with --retries: a mesh job the daemon supervises (node/mesh_jobs.h):
+  // --mesh with --retries: a mesh job the daemon supervises (mesh/jobs/mesh_jobs.h):
   // requeued when its provider is lost, rerun up to N times when it fails.
   std::optional<int> retries;
   // --mesh --replicas K: K providers run it; a quorum of their output

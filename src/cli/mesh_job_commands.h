@@ -1,6 +1,6 @@
 // Mesh jobs from the command line (issue 10, fault tolerance): `yonder run
 // --mesh --retries N` hands the job to the daemon's supervisor
-// (node/mesh_jobs.h) and follows it: the output of the current attempt as
+// (mesh/jobs/mesh_jobs.h) and follows it: the output of the current attempt as
 // it comes, a line on stderr when the job moves to another provider (lost
 // provider, or a failed run retried), the outputs of the attempt that ended
 // it brought home, and that attempt's exit code. `yonder mesh jobs` lists

@@ -1,7 +1,7 @@
 // The known-answer benchmark (issue 10): a job whose answer the consumer
 // can check without trusting the provider. Pure: builds the job's program
 // and computes the answer it must print; the node runs it through the
-// ordinary remote-job path (node/mesh_benchmark.h).
+// ordinary remote-job path (mesh/consumer/mesh_benchmark.h).
 //
 // The job: A and B are n x n matrices of integers mod p (p = 65521) drawn
 // from a seeded Lehmer generator (x <- 48271 x mod 2^31-1, MINSTD); the job

@@ -1,7 +1,7 @@
 // Editing a group's membership list (issue 10, groups): the owner's or an
 // admin's next version after a create, an invite redeemed, a leave, a
 // removal or a label change. Pure: no I/O, no clock; the caller signs the
-// result (sign_membership) and gossips it (node/groups.h).
+// result (sign_membership) and gossips it (mesh/groups/groups.h).
 //
 // Every edit returns an unsigned list whose version is the held one's plus
 // one; the held list is not changed. The owner is always listed (role
@@ -30,7 +30,7 @@ Result<Membership> without_member(const Membership& held, const PeerKey& who);
 // Makes a listed member an admin (kAdmin) or a plain member again (kMember).
 // kNotFound when `who` is not listed; kPermissionDenied for the owner (always
 // an admin); kAlreadyExists when it has that role already. Only the owner
-// signs such a version (node/groups.cpp; an admin cannot promote others).
+// signs such a version (mesh/groups/groups.cpp; an admin cannot promote others).
 Result<Membership> with_role(const Membership& held, const PeerKey& who, MemberRole role);
 // Sets (an empty value: removes) one label of a listed member.
 Result<Membership> with_label(const Membership& held, const PeerKey& who, const std::string& key,

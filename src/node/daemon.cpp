@@ -21,32 +21,32 @@
 #include "api/tls.h"
 #include "config/config.h"
 #include "gpu/inventory.h"
-#include "node/audit_routes.h"
-#include "node/fetch_consumer.h"
-#include "node/fetch_provider.h"
-#include "node/files_consumer.h"
-#include "node/files_provider.h"
-#include "node/forward_consumer.h"
-#include "node/forward_provider.h"
-#include "node/host_forward.h"
+#include "jobs/audit/audit_routes.h"
+#include "jobs/files/fetch_consumer.h"
+#include "jobs/files/fetch_provider.h"
+#include "jobs/files/files_consumer.h"
+#include "jobs/files/files_provider.h"
+#include "jobs/sessions/forward_consumer.h"
+#include "jobs/sessions/forward_provider.h"
+#include "jobs/sessions/host_forward.h"
 #include "node/logging.h"
 #include "node/metrics_routes.h"
-#include "node/peer_link.h"
-#include "node/provider_service.h"
-#include "node/remote_consumer.h"
-#include "node/remote_provider.h"
-#include "node/upload_provider.h"
-#include "node/credits.h"
-#include "node/receipts_consumer.h"
-#include "node/receipts_provider.h"
-#include "node/mesh_consumer.h"
-#include "node/mesh_arrays.h"
-#include "node/mesh_jobs.h"
-#include "node/mesh_provider.h"
-#include "node/groups.h"
-#include "node/mesh_benchmark.h"
-#include "node/mesh_opinions.h"
-#include "node/verifications.h"
+#include "net/reach/peer_link.h"
+#include "jobs/provider/provider_service.h"
+#include "jobs/consumer/remote_consumer.h"
+#include "jobs/provider/remote_provider.h"
+#include "jobs/files/upload_provider.h"
+#include "jobs/metering/credits.h"
+#include "jobs/metering/receipts_consumer.h"
+#include "jobs/metering/receipts_provider.h"
+#include "mesh/consumer/mesh_consumer.h"
+#include "mesh/jobs/mesh_arrays.h"
+#include "mesh/jobs/mesh_jobs.h"
+#include "mesh/provider/mesh_provider.h"
+#include "mesh/groups/groups.h"
+#include "mesh/consumer/mesh_benchmark.h"
+#include "mesh/consumer/mesh_opinions.h"
+#include "jobs/metering/verifications.h"
 #include "jobs/receipts/receipt_store.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "state/node_state.h"
@@ -91,7 +91,8 @@ int run_daemon(const DaemonOptions& options) {
 
   auto identity = state::load_identity(*paths, env, os::stderr_is_terminal());
   if (!identity) return fail(identity.error());
-  if (auto st = state::prepare_database(paths->database()); !st) return fail(Error(st.error()).with_context("state database"));
+  if (auto st = state::prepare_database(paths->database()); !st)
+    return fail(Error(st.error()).with_context("state database"));
 
   auto inventory = gpu::make_inventory(cfg->get("gpu.inventory"));
   if (!inventory) return fail(Error(inventory.error()).with_context("gpu.inventory"));
@@ -128,7 +129,7 @@ int run_daemon(const DaemonOptions& options) {
   // waiting behind submits.
   asio::thread_pool pool(4);
   std::unique_ptr<api::LocalApiServer> server;
-  std::unique_ptr<PeerLink> peer_link;
+  std::unique_ptr<reach::PeerLink> peer_link;
   auto shutdown = [&] {
     spdlog::info("shutting down");
     if (server) server->stop();
@@ -137,16 +138,16 @@ int run_daemon(const DaemonOptions& options) {
   };
 
   // --- peer link (issue 3): trust store, TLS listener, pairing, peer routes.
-  auto created_link = PeerLink::create(io, *identity, *cfg, *paths, name);
+  auto created_link = reach::PeerLink::create(io, *identity, *cfg, *paths, name);
   if (!created_link) return fail(Error(created_link.error()).with_context("peer link"));
   peer_link = std::move(*created_link);
   if (auto st = peer_link->start(); !st) return fail(st.error());
   // --- end peer link
 
   // --- provider executor (issue 4): Docker executor, job manager, /v1/provider routes.
-  auto created_provider = ProviderService::create(*cfg, *paths, **inventory, node_id);
+  auto created_provider = jobs::provider::ProviderService::create(*cfg, *paths, **inventory, node_id);
   if (!created_provider) return fail(Error(created_provider.error()).with_context("provider jobs"));
-  std::unique_ptr<ProviderService> provider = std::move(*created_provider);
+  std::unique_ptr<jobs::provider::ProviderService> provider = std::move(*created_provider);
   provider->start();  // re-adopts jobs a previous yonderd left running (blocking, before serving)
   // --- end provider executor
 
@@ -155,7 +156,7 @@ int run_daemon(const DaemonOptions& options) {
   provider->add_routes(router, io, pool);  // issue 4
   peer_link->set_provider_notice(provider->isolation_notice());
   // --- remote jobs (issue 5): run.* link methods (provider side), /v1/jobs routes (consumer side).
-  RemoteProvider remote_provider(io, pool, *peer_link, *provider, paths->home + "/uploads");
+  jobs::provider::RemoteProvider remote_provider(io, pool, *peer_link, *provider, paths->home + "/uploads");
   remote_provider.register_methods();
   auto audit_log = audit::AuditLog::open(paths->database());
   if (!audit_log) return fail(audit_log.error());
@@ -164,56 +165,61 @@ int run_daemon(const DaemonOptions& options) {
                                                const std::string& subject, nlohmann::json detail) {
     remote_provider.record(actor, action, subject, std::move(detail));
   });
-  add_audit_routes(router, io, pool, **audit_log);
+  audit::add_audit_routes(router, io, pool, **audit_log);
   // Workspace uploads: content-addressed, resumable (run.upload tunnels).
-  UploadProvider upload_provider(io, pool, *peer_link, remote_provider, *cfg, paths->home + "/upload-cache",
-                                 paths->home + "/uploads");
+  jobs::files::UploadProvider upload_provider(io, pool, *peer_link, remote_provider, *cfg,
+                                              paths->home + "/upload-cache", paths->home + "/uploads");
   upload_provider.register_methods();
   // Files out of (run.fetch) and into (files.put) jobs' workspaces.
-  WorkspaceMounts workspace_mounts(paths->home + "/jobs", [&provider](const std::string& job_id) {
+  jobs::files::WorkspaceMounts workspace_mounts(paths->home + "/jobs", [&provider](const std::string& job_id) {
     auto jobs = provider->ready();
     if (!jobs) return false;
     auto view = (*jobs)->get(job_id);
     std::string state = view ? view->value("state", "") : "";
     return state == "starting" || state == "running";
   });
-  FetchProvider fetch_provider(io, pool, *peer_link, *provider, remote_provider, workspace_mounts, *cfg);
+  jobs::files::FetchProvider fetch_provider(io, pool, *peer_link, *provider, remote_provider, workspace_mounts, *cfg);
   fetch_provider.register_methods();
-  FilesProvider files_provider(io, pool, *peer_link, *provider, remote_provider, workspace_mounts, *cfg);
+  jobs::files::FilesProvider files_provider(io, pool, *peer_link, *provider, remote_provider, workspace_mounts, *cfg);
   files_provider.register_methods();
   auto consumer_jobs = jobs::consumer::ConsumerJobStore::open(paths->database());
   if (!consumer_jobs) return fail(consumer_jobs.error());
-  RemoteConsumer remote_consumer(io, pool, *peer_link, std::move(*consumer_jobs), paths->home + "/cache/upload-hashes");
+  jobs::consumer::RemoteConsumer remote_consumer(io, pool, *peer_link, std::move(*consumer_jobs),
+                                                 paths->home + "/cache/upload-hashes");
   remote_consumer.add_routes(router);
-  FetchConsumer fetch_consumer(io, pool, *peer_link, remote_consumer.store(), *cfg);
+  jobs::files::FetchConsumer fetch_consumer(io, pool, *peer_link, remote_consumer.store(), *cfg);
   fetch_consumer.set_transfers(&remote_consumer.transfers());
   fetch_consumer.add_routes(router);
-  FilesConsumer files_consumer(io, pool, *peer_link, remote_consumer.store());
+  jobs::files::FilesConsumer files_consumer(io, pool, *peer_link, remote_consumer.store());
   files_consumer.add_routes(router);
   // Port forwarding: forward.tcp tunnels (provider side), /v1/forwards (consumer side).
-  ForwardProvider forward_provider(io, pool, *peer_link, *provider, remote_provider);
+  jobs::sessions::ForwardProvider forward_provider(io, pool, *peer_link, *provider, remote_provider);
   forward_provider.set_direct(cfg->get_bool("forward.direct"));
   forward_provider.register_methods();
-  auto host_ports = HostForward::parse_ports(cfg->get("forward.host_ports"));
+  auto host_ports = jobs::sessions::HostForward::parse_ports(cfg->get("forward.host_ports"));
   if (!host_ports) return fail(host_ports.error());
-  HostForward host_forward(io, *peer_link, remote_provider, std::move(*host_ports));
+  jobs::sessions::HostForward host_forward(io, *peer_link, remote_provider, std::move(*host_ports));
   host_forward.register_methods();
-  ForwardConsumer forward_consumer(io, pool, *peer_link, remote_consumer.store());
+  jobs::sessions::ForwardConsumer forward_consumer(io, pool, *peer_link, remote_consumer.store());
   forward_consumer.add_routes(router);
   // --- end remote jobs
   // --- metering (issue 10): receipts at every job's end, both sides; credits; tit-for-tat queue order.
   auto receipt_store = jobs::receipts::ReceiptStore::open(paths->database());
   if (!receipt_store) return fail(receipt_store.error());
-  auto credit_params = credit_params_from_config(*cfg);
+  auto credit_params = jobs::metering::credit_params_from_config(*cfg);
   if (!credit_params) return fail(credit_params.error());
-  Credits credits(identity->public_key(), std::move(*credit_params), **receipt_store, cfg->get_bool("credits.queue_order"));
-  ReceiptsProvider receipts_provider(io, pool, *peer_link, *provider, remote_provider, *identity, **receipt_store, credits);
+  jobs::metering::Credits credits(identity->public_key(), std::move(*credit_params), **receipt_store,
+                                  cfg->get_bool("credits.queue_order"));
+  jobs::metering::ReceiptsProvider receipts_provider(io, pool, *peer_link, *provider, remote_provider, *identity,
+                                                     **receipt_store, credits);
   receipts_provider.register_methods();
   remote_provider.set_on_job_end([&](const nlohmann::json& view) { receipts_provider.on_job_end(view); });
   if (credits.orders_queue()) {
-    provider->set_queue_order([&](const std::vector<jobs::provider::ProviderJobs::QueuedJob>& q) { return credits.order(q); });
+    provider->set_queue_order(
+        [&](const std::vector<jobs::provider::ProviderJobs::QueuedJob>& q) { return credits.order(q); });
   }
-  ReceiptsConsumer receipts_consumer(io, pool, *peer_link, *identity, remote_consumer.store(), **receipt_store, credits);
+  jobs::metering::ReceiptsConsumer receipts_consumer(io, pool, *peer_link, *identity, remote_consumer.store(),
+                                                     **receipt_store, credits);
   remote_consumer.set_on_job_ended([&](const std::string& provider_id, const std::string& job_id) {
     receipts_consumer.job_ended(provider_id, job_id);
   });
@@ -221,9 +227,9 @@ int run_daemon(const DaemonOptions& options) {
   receipts_consumer.start(std::chrono::seconds(std::max<int64_t>(0, cfg->get_int("credits.fetch_interval_s"))));
   // --- end metering
   // --- mesh (issue 10): signed advertisements, leases (provider side), `yonder mesh` and --mesh placement (consumer side).
-  auto mesh_settings = mesh_settings_from_config(*cfg);
+  auto mesh_settings = mesh::mesh_settings_from_config(*cfg);
   if (!mesh_settings) return fail(mesh_settings.error());
-  MeshProvider mesh_provider(io, pool, *peer_link, *provider, **inventory, *identity, *mesh_settings,
+  mesh::MeshProvider mesh_provider(io, pool, *peer_link, *provider, **inventory, *identity, *mesh_settings,
                              paths->home + "/mesh-lease-horizon");
   mesh_provider.start();
   mesh_provider.register_methods();
@@ -232,18 +238,18 @@ int run_daemon(const DaemonOptions& options) {
     receipts_provider.on_job_end(view);
     mesh_provider.on_job_end(view);
   });
-  MeshConsumer mesh_consumer(io, *peer_link, *mesh_settings);
+  mesh::MeshConsumer mesh_consumer(io, *peer_link, *mesh_settings);
   mesh_consumer.set_credits(&credits);
   mesh_consumer.add_routes(router);
   mesh_consumer.register_methods();  // advertisement.push from providers
   remote_provider.set_on_job_submitted([&] { mesh_provider.changed(); });
   // Mesh jobs (`run --mesh --retries N`): persisted, requeued when a provider is lost, checkpoints synced.
-  auto mesh_job_settings = mesh_job_settings_from_config(*cfg);
+  auto mesh_job_settings = mesh::mesh_job_settings_from_config(*cfg);
   if (!mesh_job_settings) return fail(mesh_job_settings.error());
-  auto mesh_job_store = MeshJobStore::open(paths->database());
+  auto mesh_job_store = mesh::MeshJobStore::open(paths->database());
   if (!mesh_job_store) return fail(mesh_job_store.error());
-  MeshJobs mesh_jobs(io, pool, *peer_link, mesh_consumer, remote_consumer, fetch_consumer, std::move(*mesh_job_store),
-                     paths->home + "/mesh-jobs", *mesh_job_settings);
+  mesh::MeshJobs mesh_jobs(io, pool, *peer_link, mesh_consumer, remote_consumer, fetch_consumer,
+                           std::move(*mesh_job_store), paths->home + "/mesh-jobs", *mesh_job_settings);
   mesh_jobs.add_routes(router);
   mesh_jobs.start();
   // Array jobs (issue 12): each task attempt is a mesh job, created through
@@ -251,17 +257,17 @@ int run_daemon(const DaemonOptions& options) {
   // moves into the API server).
   api::Router array_task_routes;
   mesh_jobs.add_routes(array_task_routes);
-  RouterTaskRunner array_runner(array_task_routes);
-  auto array_store = MeshArrayStore::open(paths->database());
+  mesh::RouterTaskRunner array_runner(array_task_routes);
+  auto array_store = mesh::MeshArrayStore::open(paths->database());
   if (!array_store) return fail(array_store.error());
-  MeshArrays mesh_arrays(io, pool, array_runner, fetch_consumer, std::move(*array_store));
+  mesh::MeshArrays mesh_arrays(io, pool, array_runner, fetch_consumer, std::move(*array_store));
   mesh_arrays.add_routes(router);
   mesh_arrays.start();
   // --- end mesh
   // --- groups (issue 10): signed membership lists in SQLite, invites as share links, gossip on the links.
-  auto group_store = GroupStore::open(paths->database());
+  auto group_store = mesh::GroupStore::open(paths->database());
   if (!group_store) return fail(group_store.error());
-  Groups groups(*peer_link, *identity, name, std::move(*group_store));
+  mesh::Groups groups(*peer_link, *identity, name, std::move(*group_store));
   if (auto st = groups.load(); !st) return fail(st.error());
   groups.register_methods();
   groups.add_routes(router);
@@ -269,19 +275,20 @@ int run_daemon(const DaemonOptions& options) {
   // --- end groups
   // --- reputation and verification (issue 10): checks recorded and signed (verifications), mesh.opinions,
   // EigenTrust fed to placement, the known-answer benchmark (`yonder mesh verify`).
-  auto verifications = Verifications::open(paths->database(), *identity);
+  auto verifications = jobs::metering::Verifications::open(paths->database(), *identity);
   if (!verifications) return fail(verifications.error());
   mesh_jobs.set_verifications(verifications->get());  // --replicas: who agreed, who was outvoted
   receipts_consumer.set_verifications(verifications->get());  // receipts that disagree with what was seen
-  MeshOpinions mesh_opinions(io, pool, *peer_link, *identity, **receipt_store, **verifications);
+  mesh::MeshOpinions mesh_opinions(io, pool, *peer_link, *identity, **receipt_store, **verifications);
   mesh_opinions.set_groups(&groups);
   mesh_opinions.register_methods();
   mesh_opinions.add_routes(router);
   mesh_consumer.set_opinions(&mesh_opinions);
   mesh_opinions.start(std::chrono::minutes(5));  // reputation stays current without `yonder mesh`
-  auto benchmark_settings = benchmark_settings_from_config(*cfg);
+  auto benchmark_settings = mesh::benchmark_settings_from_config(*cfg);
   if (!benchmark_settings) return fail(benchmark_settings.error());
-  MeshBenchmark mesh_benchmark(io, *peer_link, remote_consumer, **verifications, mesh_opinions, *benchmark_settings);
+  mesh::MeshBenchmark mesh_benchmark(io, *peer_link, remote_consumer, **verifications, mesh_opinions,
+                                     *benchmark_settings);
   mesh_benchmark.add_routes(router);
   mesh_benchmark.start();
   groups.set_on_member_added([&](const mesh::PeerKey& member) { mesh_benchmark.on_member_joined(member); });

@@ -12,7 +12,7 @@
 #include "crypto/node_id.h"
 #include "exec/executor_metrics.h"
 #include "jobs/consumer/consumer_jobs.h"
-#include "node/peer_link.h"
+#include "net/reach/peer_link.h"
 #include "release/version.h"
 
 namespace yonder::node {
@@ -178,7 +178,7 @@ void internal_get(const api::Request& outer, const std::string& path, std::funct
 
 }  // namespace
 
-void add_metrics_routes(api::Router& router, asio::io_context& io, asio::thread_pool& pool, PeerLink& link,
+void add_metrics_routes(api::Router& router, asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
                         std::shared_ptr<jobs::consumer::ConsumerJobStore> consumer_jobs) {
   router.add("GET", "/metrics", [&io, &pool, &link, consumer_jobs](const api::Request& req, api::Reply reply) {
     auto s = std::make_shared<Scrape>();

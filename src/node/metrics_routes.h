@@ -22,12 +22,14 @@ namespace yonder::jobs::consumer {
 class ConsumerJobStore;
 }
 
-namespace yonder::node {
-
+namespace yonder::reach {
 class PeerLink;
+}
+
+namespace yonder::node {
 
 // Handlers run on `io`; `link` and `pool` must outlive the router.
 void add_metrics_routes(api::Router& router, boost::asio::io_context& io, boost::asio::thread_pool& pool,
-                        PeerLink& link, std::shared_ptr<jobs::consumer::ConsumerJobStore> consumer_jobs);
+                        reach::PeerLink& link, std::shared_ptr<jobs::consumer::ConsumerJobStore> consumer_jobs);
 
 }  // namespace yonder::node

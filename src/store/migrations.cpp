@@ -120,7 +120,7 @@ CREATE TABLE receipts (
 // v6: groups (issue 10). One row per group this node belongs to, holding
 // the newest membership list it accepted (mesh/membership.h wire form) and
 // the owner key pinned when it joined; group_invites remembers which share
-// links are invites into which group (node/groups.h).
+// links are invites into which group (mesh/groups/groups.h).
 constexpr std::string_view kV6 = R"sql(
 CREATE TABLE groups (
   group_id        TEXT PRIMARY KEY,
@@ -140,7 +140,7 @@ CREATE TABLE group_invites (
 
 // v7: mesh jobs (issue 10) on the consumer that submits them: the job as
 // asked (spec: request, upload folder, needs, retries, replicas), where it
-// stands, and one row per attempt on a provider (node/mesh_jobs.h). A job is
+// stands, and one row per attempt on a provider (mesh/jobs/mesh_jobs.h). A job is
 // written here before its id is handed back, so a restarted daemon picks it
 // up again.
 constexpr std::string_view kV7 = R"sql(
@@ -169,7 +169,7 @@ CREATE TABLE mesh_job_attempts (
 )sql";
 
 // v8: verification outcomes (issue 10): one row per check this node made
-// of a provider (node/verifications.h): a replica compared by quorum or a
+// of a provider (jobs/metering/verifications.h): a replica compared by quorum or a
 // known-answer benchmark. signed_json is the row signed by this node
 // (mesh/verification.h), handed to peers as evidence for reputation.
 constexpr std::string_view kV8 = R"sql(
@@ -188,7 +188,7 @@ CREATE INDEX verifications_by_time ON verifications (at_ms);
 )sql";
 
 // v9: array jobs (issue 12): one row per array on the consumer
-// (node/mesh_array_store.h): the request, the tasks' states
+// (mesh/jobs/mesh_array_store.h): the request, the tasks' states
 // (mesh::ArrayRun as JSON) and the mesh jobs running its attempts.
 constexpr std::string_view kV9 = R"sql(
 CREATE TABLE mesh_arrays (

@@ -6,7 +6,7 @@
 // its offsets and then given its logical size, so its holes stay holes.
 //
 // Blocking (file writes): worker threads, or the link's thread for short
-// writes (see node/remote_provider.cpp). One extractor per upload.
+// writes (see jobs/provider/remote_provider.cpp). One extractor per upload.
 #pragma once
 
 #include <nlohmann/json.hpp>

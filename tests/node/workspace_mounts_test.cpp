@@ -1,4 +1,4 @@
-// WorkspaceMounts (node/workspace_mounts.h) against real loop-mounted ext4
+// WorkspaceMounts (jobs/files/workspace_mounts.h) against real loop-mounted ext4
 // images: a reader that arrives after the executor unmounted a job's
 // workspace still gets the job's files, not the bare folder under the mount
 // (a fetch of an ended array task once "succeeded" with no files that way).
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <string>
 
-#include "node/workspace_mounts.h"
+#include "jobs/files/workspace_mounts.h"
 #include "os/loop_mount.h"
 #include "support/temp_dir.h"
 
@@ -48,7 +48,7 @@ class WorkspaceMountsTest : public ::testing::Test {
 };
 
 TEST_F(WorkspaceMountsTest, AReaderAfterTheExecutorUnmountedStillSeesTheFiles) {
-  WorkspaceMounts mounts(jobs());
+  jobs::files::WorkspaceMounts mounts(jobs());
   auto first = mounts.acquire("j1");  // while the job runs: the executor's mount
   ASSERT_TRUE(first.ok()) << first.error().to_string();
   EXPECT_EQ(read_all(*first + "/square.txt"), "64\n");
@@ -108,7 +108,7 @@ TEST_F(WorkspaceMountsTest, AFileSystemKeptAliveElsewhereIsMountedAgainNotReadSt
 
   ASSERT_TRUE(os::unmount(workspace()).ok());  // the job ended
   ASSERT_FALSE(os::is_mount_point(workspace()));
-  WorkspaceMounts mounts(jobs());
+  jobs::files::WorkspaceMounts mounts(jobs());
   auto r = mounts.acquire("j1");
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(read_all(*r + "/square.txt"), "64\n");
@@ -126,7 +126,7 @@ TEST_F(WorkspaceMountsTest, AFileSystemKeptAliveElsewhereIsMountedAgainNotReadSt
 // mount leaves (it once stayed for good, "cleaning up failed"), the reader
 // reads on, and the next reader gets the same files.
 TEST_F(WorkspaceMountsTest, AnUnmountWhileAReaderHasFilesOpenLetsTheReaderFinish) {
-  WorkspaceMounts mounts(jobs());
+  jobs::files::WorkspaceMounts mounts(jobs());
   auto first = mounts.acquire("j1");
   ASSERT_TRUE(first.ok()) << first.error().to_string();
   std::ifstream open_file(*first + "/square.txt");
@@ -148,7 +148,7 @@ TEST_F(WorkspaceMountsTest, AnUnmountWhileAReaderHasFilesOpenLetsTheReaderFinish
 }
 
 TEST_F(WorkspaceMountsTest, TheExecutorsMountIsLeftToTheExecutor) {
-  WorkspaceMounts mounts(jobs());
+  jobs::files::WorkspaceMounts mounts(jobs());
   ASSERT_TRUE(mounts.acquire("j1").ok());
   mounts.release("j1");
   EXPECT_TRUE(os::is_mount_point(workspace()));  // not ours to unmount
@@ -162,7 +162,7 @@ TEST_F(WorkspaceMountsTest, TheExecutorsMountIsLeftToTheExecutor) {
 TEST_F(WorkspaceMountsTest, ASameProviderRequeueLeavesTheRunningJobsFilesAlone) {
   ASSERT_TRUE(os::unmount(workspace()).ok());  // the first run ended
   bool runs = false;
-  WorkspaceMounts mounts(jobs(), [&](const std::string& id) { return id == "j1" && runs; });
+  jobs::files::WorkspaceMounts mounts(jobs(), [&](const std::string& id) { return id == "j1" && runs; });
   auto fetch = mounts.acquire("j1");
   ASSERT_TRUE(fetch.ok()) << fetch.error().to_string();
   ASSERT_TRUE(os::is_mount_point(workspace()));
@@ -184,7 +184,7 @@ TEST_F(WorkspaceMountsTest, ASameProviderRequeueLeavesTheRunningJobsFilesAlone) 
 TEST_F(WorkspaceMountsTest, ARemovedWorkspaceIsNotFound) {
   ASSERT_TRUE(os::unmount(workspace()).ok());
   std::filesystem::remove(image());
-  WorkspaceMounts mounts(jobs());
+  jobs::files::WorkspaceMounts mounts(jobs());
   auto r = mounts.acquire("j1");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kNotFound);

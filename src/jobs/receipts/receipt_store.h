@@ -47,7 +47,7 @@ class ReceiptStore {
   // Oldest first.
   Result<std::vector<StoredReceipt>> list();
   // The newest `limit` countersigned receipts, newest first (the evidence a
-  // node hands its peers for reputation, node/mesh_opinions.h).
+  // node hands its peers for reputation, mesh/consumer/mesh_opinions.h).
   Result<std::vector<StoredReceipt>> newest_countersigned(size_t limit);
 
  private:

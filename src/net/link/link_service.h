@@ -50,7 +50,7 @@ enum class AppStreamKind : uint16_t {
   kRpc = 100,
   kEcho = 101,     // diagnostic: the acceptor sends back what it receives
   kDiscard = 102,  // diagnostic: the acceptor counts and drops what it receives
-  // 103 was a one-way upload request; uploads now use a tunnel (node/upload_provider.h).
+  // 103 was a one-way upload request; uploads now use a tunnel (jobs/files/upload_provider.h).
   kTunnel = 104,   // a request that becomes a two-way byte pipe (link_tunnel.cpp): port forwarding
 };
 

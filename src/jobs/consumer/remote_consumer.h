@@ -1,0 +1,90 @@
+// The consumer's side of remote jobs: local API routes that run jobs on a
+// paired provider through the peer link, and remember which provider holds
+// which job id (jobs::consumer::ConsumerJobStore).
+//
+//   POST /v1/jobs         {"peer", "job": JobRequest, "dir"?, "transfer_id"?}
+//                                                              upload `dir` (if given), submit
+//   GET  /v1/transfers[?id=ID]                                 uploads in flight and their progress
+//   GET  /v1/jobs[?all=1]                                      jobs submitted from here, states refreshed
+//   GET  /v1/jobs/inspect?id=ID                                one job, from its provider
+//   POST /v1/jobs/stop    {"job_id"}
+//   GET  /v1/jobs/logs?id=ID&offset=N[&wait_ms=T]              log records from offset N (long-poll)
+//
+// "dir" is read by this daemon (same user as the CLI, same machine): the
+// upload streams from disk over the link and never passes through the API
+// (jobs/files/upload_consumer.h: content-hashed, resumed after a dropped link).
+// "transfer_id" (the caller's choice, at most 64 characters) names the
+// upload in /v1/transfers so the caller can show its progress.
+//
+// Threading: routes run on the event loop; file and SQLite work on the pool.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "api/server.h"
+#include "net/reach/peer_link.h"
+#include "jobs/files/transfers.h"
+#include "jobs/files/upload_consumer.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}  // namespace boost::asio
+
+namespace yonder::jobs::consumer {
+class ConsumerJobStore;
+}
+
+namespace yonder::jobs::consumer {
+
+class RemoteConsumer {
+ public:
+  RemoteConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+                 std::unique_ptr<jobs::consumer::ConsumerJobStore> store, std::string hash_cache_dir);
+  ~RemoteConsumer();
+  void add_routes(api::Router& router);
+  // The jobs submitted from here (for port forwarding's job lookups).
+  std::shared_ptr<jobs::consumer::ConsumerJobStore> store() const { return store_; }
+  // Uploads and downloads in flight (also used by the fetch routes).
+  jobs::files::Transfers& transfers() { return transfers_; }
+  // Called (event loop) when this node learns that a job it submitted ended
+  // (an inspect, stop, list or log read says so), after the end is
+  // recorded: the metering receipt is fetched then (jobs/metering/receipts_consumer.h).
+  // POST /v1/jobs as a C++ call (mesh/jobs/mesh_jobs.h): uploads `dir` (absolute;
+  // "" for none) to `target`, submits `job` (a JobRequest as JSON, already
+  // checked), remembers the job; `answer` (event loop) gets the route's
+  // answer ({"job_id", ..., "upload"}) or why it failed.
+  void submit(const reach::PeerLink::Target& target, const nlohmann::json& job, const std::string& dir,
+              const std::string& transfer_id, std::function<void(Result<nlohmann::json>)> answer);
+  // Calls `method` (run.inspect, run.stop, run.logs) on the provider of job
+  // `id` (submitted from here) with {"job_id"} + `params`; with `record`,
+  // stores the returned view and answers the stored job's JSON. An end
+  // seen here fires the on_job_ended hook, as the routes do.
+  void call_job(const std::string& id, const std::string& method, nlohmann::json params, bool record,
+                std::function<void(Result<nlohmann::json>)> answer);
+  void set_on_job_ended(std::function<void(const std::string& provider_id, const std::string& job_id)> hook) {
+    on_job_ended_ = std::move(hook);
+  }
+
+ private:
+  // The log stream of a job from here reported its end: records the job's
+  // view as seen now, then fires on_job_ended_.
+  void seen_ending(const std::string& provider, const std::string& job_id);
+  void run(const api::Request& req, api::Reply reply);
+  void list(const api::Request& req, api::Reply reply);
+  // Finds the job (pool), calls `method` on its provider with {"job_id"} +
+  // `params`, records a returned view, and replies with the result.
+  void forward(const std::string& id, const std::string& method, nlohmann::json params, bool record, api::Reply reply);
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
+  reach::PeerLink& link_;
+  std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
+  jobs::files::UploadConsumer uploads_;
+  jobs::files::Transfers transfers_;
+  std::function<void(const std::string&, const std::string&)> on_job_ended_;
+};
+
+}  // namespace yonder::jobs::consumer

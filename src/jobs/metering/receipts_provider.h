@@ -1,0 +1,66 @@
+// The provider's side of metering (issue 10): when a job a peer ran here
+// ends, its receipt is built from the job's record (mesh/metering.h),
+// signed and written to SQLite before the end is visible to anyone (the
+// job manager's end hook runs under its lock); the consumer fetches it and
+// sends its countersignature back over the link:
+//
+//   receipt.get         {"job_id"}             -> {"receipt": "<receipt JSON>", "state"}
+//   receipt.pending     {}                     -> {"receipts": ["<receipt JSON>", ...]}
+//                          the caller's receipts not yet countersigned (a
+//                          consumer that was offline catches up with this)
+//   receipt.countersign {"job_id", "receipt"}  -> {"state": "countersigned"}
+//
+// Any pinned peer may call these (no scope capability), but only about its
+// own jobs: others' do not exist. A countersigned receipt that is not the
+// one this provider signed, or whose signatures do not verify, is refused
+// with the reason, logged and audited; it never reaches the credits.
+//
+// Threading: handlers run on the event loop; SQLite and the job manager on
+// the pool. on_job_end runs on the job's runner thread (blocking).
+#pragma once
+
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "crypto/identity.h"
+#include "jobs/receipts/receipt_store.h"
+#include "jobs/metering/credits.h"
+#include "net/reach/peer_link.h"
+#include "jobs/provider/provider_service.h"
+#include "jobs/provider/remote_provider.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}  // namespace boost::asio
+
+namespace yonder::jobs::metering {
+
+class ReceiptsProvider {
+ public:
+  ReceiptsProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+                   jobs::provider::ProviderService& provider, jobs::provider::RemoteProvider& remote,
+                   const Identity& identity, jobs::receipts::ReceiptStore& store, Credits& credits);
+  void register_methods();
+  // A job ended (its final view): signs and stores its receipt. Blocking.
+  void on_job_end(const nlohmann::json& view);
+
+ private:
+  // The stored receipt of a finished job, made and stored now if missing.
+  Result<jobs::receipts::StoredReceipt> ensure(const nlohmann::json& view);
+  Result<nlohmann::json> countersign(const PublicKeyBytes& peer, const nlohmann::json& params);
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
+  reach::PeerLink& link_;
+  jobs::provider::ProviderService& provider_;
+  jobs::provider::RemoteProvider& remote_;
+  const Identity& identity_;
+  std::string self_id_;
+  jobs::receipts::ReceiptStore& store_;
+  Credits& credits_;
+  std::mutex mutex_;  // one ensure() at a time: a receipt is made once
+};
+
+}  // namespace yonder::jobs::metering

@@ -1,0 +1,163 @@
+// Mesh jobs that survive a provider (issue 10, "Fault tolerance"): the
+// consumer's supervisor for `yonder run --mesh --retries N`. A mesh job is
+// the user's job; an attempt is one run of it on one provider. The
+// supervisor places the job (MeshConsumer's lease), uploads and submits it
+// (RemoteConsumer's run path), binds the lease, then watches the provider's
+// job until it ends:
+//
+//   placing -> lease -> upload + run.submit -> mesh.bind -> running
+//     running --(run.inspect answers "ended", exit 0)--> succeeded
+//     running --(ended, non-zero exit, retries left)--> a new attempt elsewhere
+//     running --(no answer for mesh.provider_timeout_s)--> "lost": a new
+//              attempt elsewhere (at most mesh.max_requeues times)
+//
+// A requeue excludes the providers that lost or failed the job while any
+// other provider can take it. While an attempt runs, whatever the job keeps
+// in `checkpoint/` under its workspace is fetched every
+// mesh.checkpoint_interval_s into $YONDER_HOME/mesh-jobs/<id>/checkpoint/;
+// a new attempt starts from the original upload plus that folder (the
+// checkpoint contract: docs/cli.md, "Checkpoints and requeue").
+//
+// `replicas` K > 1 (`--replicas K`, BOINC-style redundant execution): K
+// replicas run at once on K distinct providers, each requeued or retried
+// on its own (never from a checkpoint: replicas stay independent). An
+// attempt that exits (any code) is that replica's answer. When all have
+// answered or given up, each answer's outputs and log come home into
+// $YONDER_HOME/mesh-jobs/<id>/replica-N and are digested here
+// (mesh/jobs/mesh_replicas.h), or judged by the "validator" command run in that
+// folder (exit 0 accepts); mesh::decide_quorum over the providers decides,
+// and a hash needs a strict majority of the K asked. The result names the
+// winning attempt (its outputs are the ones that come home) and every
+// replica's hash; each provider is recorded as agreed or outvoted in the
+// Verifications store (jobs/metering/verifications.h). No majority: the job fails
+// with "no quorum" and nobody is outvoted.
+//
+// A job is written to SQLite (mesh/jobs/mesh_job_store.h) before its id is
+// handed back, and every attempt before it is acted on; on start the
+// supervisor picks up the jobs a previous daemon left running (it watches
+// their provider job again, or places them again if they had none).
+//
+// Local routes:
+//   POST /v1/mesh/jobs {"job": JobRequest, "dir"?, "needs"?: lease body,
+//                       "retries"?: 0..100, "replicas"?: 1..9, "validator"?: CMD}
+//                                  -> the mesh job (id, state, attempts)
+//   GET  /v1/mesh/jobs[?all=1]     the mesh jobs (running ones; all)
+//   GET  /v1/mesh/jobs/inspect?id=ID   one, with its attempts and result
+//   POST /v1/mesh/jobs/stop {"mesh_job_id"}  stops the current attempt; no requeue
+//
+// Threading: everything on the event loop; SQLite and file copies on the
+// pool, their results posted back.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/server.h"
+#include "config/config.h"
+#include "mesh/jobs/mesh_job_store.h"
+#include "net/reach/peer_link.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}  // namespace boost::asio
+
+namespace yonder::jobs::consumer {
+class RemoteConsumer;
+}
+
+namespace yonder::jobs::files {
+class FetchConsumer;
+}
+
+namespace yonder::jobs::metering {
+class Verifications;
+}
+
+namespace yonder::mesh {
+
+class MeshConsumer;
+
+struct MeshJobSettings {
+  std::chrono::milliseconds provider_timeout{60'000};     // mesh.provider_timeout_s
+  uint32_t max_requeues = 3;                              // mesh.max_requeues
+  std::chrono::milliseconds checkpoint_interval{30'000};  // mesh.checkpoint_interval_s
+};
+Result<MeshJobSettings> mesh_job_settings_from_config(const config::Config& cfg);
+
+class MeshJobs {
+ public:
+  // `dir`: where jobs keep their checkpoints and staged uploads
+  // ($YONDER_HOME/mesh-jobs). The services outlive this object.
+  MeshJobs(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link, MeshConsumer& mesh,
+           jobs::consumer::RemoteConsumer& remote, jobs::files::FetchConsumer& fetch,
+           std::unique_ptr<MeshJobStore> store, std::string dir, MeshJobSettings settings);
+  ~MeshJobs();
+  // Picks up the jobs a previous run left unfinished (reads on the pool).
+  void start();
+  void add_routes(api::Router& router);
+  // Where replica outcomes are recorded (agreed / outvoted per provider);
+  // unset: not recorded. Must outlive this object.
+  void set_verifications(jobs::metering::Verifications* v) { verifications_ = v; }
+
+  struct Live;
+
+ private:
+  struct Slot;
+  struct Answer;
+  std::shared_ptr<Live> make_live(MeshJobRow row);
+  void create(const api::Request& req, api::Reply reply);
+  // Replica `r` (0 for a plain job): lease, upload + submit, watch.
+  void place(const std::shared_ptr<Live>& live, int r);
+  void submit(const std::shared_ptr<Live>& live, int r, const nlohmann::json& lease);
+  void watch(const std::shared_ptr<Live>& live, int r);
+  void tick(const std::shared_ptr<Live>& live, int r);
+  void sync_checkpoint(const std::shared_ptr<Live>& live, int r);
+  void attempt_ended(const std::shared_ptr<Live>& live, int r, const nlohmann::json& view);
+  void lost(const std::shared_ptr<Live>& live, int r);
+  // Places the replica again, or gives up on it when mesh.max_requeues is spent.
+  void requeue(const std::shared_ptr<Live>& live, int r);
+  void slot_gave_up(const std::shared_ptr<Live>& live, int r, const std::string& why);
+  // Replicas: once every one has answered (or given up), their outputs
+  // come home into replica-N folders, are digested (mesh/jobs/mesh_replicas.h)
+  // and the quorum decides (mesh::decide_quorum).
+  void maybe_verify(const std::shared_ptr<Live>& live);
+  void verify(const std::shared_ptr<Live>& live);
+  void gather(const std::shared_ptr<Live>& live, std::shared_ptr<std::vector<Answer>> answers, size_t i);
+  void read_log(const std::shared_ptr<Live>& live, std::shared_ptr<std::vector<Answer>> answers, size_t i,
+                uint64_t offset);
+  void digest(const std::shared_ptr<Live>& live, std::shared_ptr<std::vector<Answer>> answers, size_t i);
+  void decide(const std::shared_ptr<Live>& live, std::shared_ptr<std::vector<Answer>> answers);
+  void finish(const std::shared_ptr<Live>& live, const std::string& state, nlohmann::json result);
+  // Writes the job row and its attempts (in order, on the pool), then `then` on the loop.
+  void save(const std::shared_ptr<Live>& live, std::function<void()> then = nullptr);
+  nlohmann::json view(const Live& live) const;
+  static nlohmann::json result_of(const MeshAttempt& a);
+  std::string job_dir(const std::string& id) const { return dir_ + "/" + id; }
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool& pool_;
+  reach::PeerLink& link_;
+  MeshConsumer& mesh_;
+  jobs::consumer::RemoteConsumer& remote_;
+  jobs::files::FetchConsumer& fetch_;
+  std::shared_ptr<MeshJobStore> store_;
+  std::string dir_;
+  MeshJobSettings settings_;
+  jobs::metering::Verifications* verifications_ = nullptr;
+  std::map<std::string, std::shared_ptr<Live>> live_;  // running jobs by id
+  // Store writes run in order (a strand on the pool): a later save of a job
+  // never lands before an earlier one.
+  struct Writer;
+  std::unique_ptr<Writer> writer_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace yonder::mesh

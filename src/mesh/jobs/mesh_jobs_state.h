@@ -1,0 +1,73 @@
+// The supervisor's state for one mesh job (mesh/jobs/mesh_jobs.h), shared by
+// mesh_jobs.cpp (placing, watching, requeueing) and mesh_jobs_quorum.cpp
+// (gathering replicas' answers and deciding). Private to those two files.
+#pragma once
+
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mesh/jobs/mesh_jobs.h"
+
+namespace yonder::mesh {
+namespace asio = boost::asio;
+
+struct MeshJobs::Writer {
+  explicit Writer(asio::thread_pool& pool) : strand(asio::make_strand(pool)) {}
+  asio::strand<asio::thread_pool::executor_type> strand;
+};
+
+// One replica of the job (one for a plain mesh job): its attempts run one
+// after another, each on one provider.
+struct MeshJobs::Slot {
+  Slot(asio::io_context& io, int r) : replica(r), timer(io) {}
+  int replica;
+  asio::steady_timer timer;
+  int current = -1;  // index in row.attempts of the attempt in flight; -1: none
+  uint64_t lease_id = 0;
+  std::set<std::string> failed_on;  // providers that lost or failed it
+  bool allow_failed = false;        // nobody else could take it: try them again
+  uint32_t placement_failures = 0;
+  int inspecting = 0;    // the attempt number an inspect is in flight for
+  int fetching = 0;      // the attempt number a checkpoint fetch is in flight for
+  bool done = false;     // has its answer, or gave up
+  int answer = -1;       // index in row.attempts of the attempt that answered
+  bool waiting = false;  // to be placed once a sibling's placement is over
+  std::chrono::steady_clock::time_point last_answer, last_checkpoint;
+};
+
+struct MeshJobs::Live {
+  MeshJobRow row;
+  std::vector<std::unique_ptr<Slot>> slots;
+  size_t checkpoint_files = 0;  // in the last checkpoint synced
+  bool stopping = false;
+  bool verifying = false;
+  bool done = false;
+
+  int replicas() const { return static_cast<int>(slots.size()); }
+  MeshAttempt* attempt(const Slot& s) {
+    return s.current < 0 ? nullptr : &row.attempts[static_cast<size_t>(s.current)];
+  }
+};
+
+// One replica's answer while the quorum is being gathered.
+struct MeshJobs::Answer {
+  int replica = 0;
+  MeshAttempt attempt;
+  std::string folder;
+  std::string out, err;       // the job's stdout and stderr
+  std::string hash;           // "" when its outputs could not be had
+  std::optional<bool> valid;  // the validator's verdict
+  std::string problem;
+};
+
+}  // namespace yonder::mesh

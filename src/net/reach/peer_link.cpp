@@ -1,0 +1,586 @@
+#include "net/reach/peer_link.h"
+
+#include <algorithm>
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <boost/asio/io_context.hpp>
+#include <nlohmann/json.hpp>
+#include <sodium.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "discovery/lan_discovery.h"
+#include "portmap/port_mapper.h"
+#include "net/punch/signal.h"
+#include "relay/path_hint.h"
+#include "relay/server.h"
+#include "discovery/pair_key.h"
+#include "os/interfaces.h"
+
+namespace yonder::reach {
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    std::string item = s.substr(start, comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The capability a request method needs; nullopt: any pinned peer may call it.
+std::optional<Capability> capability_for(const std::string& method) {
+  auto prefix = method.substr(0, method.find('.'));
+  if (prefix == "run") return Capability::kRun;
+  if (prefix == "exec") return Capability::kExec;
+  if (prefix == "forward") return Capability::kForward;
+  if (prefix == "files") return Capability::kFiles;
+  if (prefix == "mesh") return Capability::kMesh;
+  return std::nullopt;
+}
+
+const char* capability_name(Capability c) {
+  switch (c) {
+    case Capability::kRun: return "run";
+    case Capability::kExec: return "exec";
+    case Capability::kForward: return "forward";
+    case Capability::kFiles: return "files";
+    case Capability::kMesh: return "mesh";
+  }
+  return "?";
+}
+
+}  // namespace
+
+// Applies the optional scope fields of a request body to `s` (also used by peer_routes.cpp).
+Status apply_scope_fields(const nlohmann::json& b, Scope& s) {
+  auto caps = [&](const char* field) -> Result<uint8_t> {
+    if (!b.contains(field)) return uint8_t{0};
+    if (!b[field].is_string()) return make_error(ErrorCode::kInvalidArgument, std::string(field) + " must be a string");
+    return parse_capabilities(b[field].get<std::string>());
+  };
+  if (b.contains("capabilities")) {
+    auto c = caps("capabilities");
+    if (!c) return std::move(c).error();
+    s.capabilities = *c;
+  }
+  auto add = caps("add");
+  if (!add) return std::move(add).error();
+  auto remove = caps("remove");
+  if (!remove) return std::move(remove).error();
+  s.capabilities = static_cast<uint8_t>((s.capabilities | *add) & ~*remove);
+  auto num = [&](const char* field, uint64_t max, auto& out) -> Status {
+    if (!b.contains(field)) return ok_status();
+    if (!b[field].is_number_unsigned() || b[field].get<uint64_t>() > max) {
+      return make_error(ErrorCode::kInvalidArgument, std::string(field) + " must be a non-negative number");
+    }
+    out = static_cast<std::remove_reference_t<decltype(out)>>(b[field].get<uint64_t>());
+    return ok_status();
+  };
+  YONDER_TRY(num("gpus", UINT16_MAX, s.gpus));
+  YONDER_TRY(num("vram_bytes", UINT64_MAX, s.vram_bytes));
+  YONDER_TRY(num("max_time_s", UINT32_MAX, s.max_time_s));
+  YONDER_TRY(num("max_jobs", UINT16_MAX, s.max_jobs));
+  YONDER_TRY(num("cpus_milli", UINT32_MAX, s.cpus_milli));
+  YONDER_TRY(num("memory_bytes", UINT64_MAX, s.memory_bytes));
+  YONDER_TRY(num("disk_bytes", UINT64_MAX, s.disk_bytes));
+  if (b.contains("egress")) {
+    if (!b["egress"].is_boolean()) return make_error(ErrorCode::kInvalidArgument, "egress must be true or false");
+    s.egress = b["egress"].get<bool>();
+  }
+  return ok_status();
+}
+
+Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, const Identity& identity,
+                                                   const config::Config& cfg, const config::Paths& paths,
+                                                   std::string name) {
+  auto store = peers::TrustStore::open(paths.database());
+  if (!store) return std::move(store).error();
+  std::unique_ptr<PeerLink> pl(new PeerLink(identity, std::move(*store), name, cfg.get("link.listen"),
+                                            cfg.get("link.advertise")));
+  link::LinkConfig lc;
+  lc.name = name;
+  lc.rate_burst = static_cast<double>(std::max<int64_t>(1, cfg.get_int("link.rate_burst")));
+  lc.rate_per_second = static_cast<double>(std::max<int64_t>(0, cfg.get_int("link.rate_per_second")));
+  lc.dead_after = std::chrono::seconds(std::clamp<int64_t>(cfg.get_int("link.dead_after_s"), 3, 3600));
+  pl->service_ = std::make_unique<link::LinkService>(io, identity, *pl, lc);
+  auto relays = RelayPaths::parse(cfg.get("link.relays"));
+  if (!relays) return std::move(relays).error();
+  PeerLink* self = pl.get();
+  RelayPaths::Hooks hooks;
+  hooks.peers = [self] {
+    std::vector<PublicKeyBytes> keys;
+    for (const auto& p : self->store_.peers()) {
+      if (!p.denied()) keys.push_back(p.key);
+    }
+    return keys;
+  };
+  hooks.rendezvous = [self] { return self->rendezvous_tokens(); };
+  hooks.signal = [self](const PublicKeyBytes& from, Bytes data, const std::string& from_host) {
+    self->on_signal(from, std::move(data), from_host);
+  };
+  pl->relays_ = std::make_unique<RelayPaths>(io, identity, *pl->service_, std::move(hooks));
+  pl->io_ = &io;
+  pl->lan_wanted_ = cfg.get_bool("link.lan_discovery");
+  pl->port_mapping_wanted_ = cfg.get_bool("link.port_mapping");
+  pl->relay_listen_ = cfg.get("relay.listen");
+  pl->port_mapping_state_ = {{"state", "off (link.port_mapping = false)"}};
+  // A peer reached through a relay learns of our mapped port at once.
+  pl->service_->on_established([self](const PublicKeyBytes& peer, const std::string& path) {
+    if (link::path_rank(path) > 2) self->send_path_hint(peer);
+    self->audit_relay_use(peer, path);
+    if (self->punch_) self->punch_->on_established(peer, path);
+    if (self->on_session_) self->on_session_(peer);
+  });
+  if (cfg.get_bool("link.hole_punching")) {
+    PunchPaths::Hooks ph;
+    ph.relays = [self] { return self->relays_->addresses(); };
+    ph.send_signal = [self](const PublicKeyBytes& peer, Bytes data, std::function<void(Status)> done, int rounds) {
+      self->relays_->send_signal(peer, std::move(data), std::move(done), rounds);
+    };
+    ph.pinned = [self](const PublicKeyBytes& key) {
+      const peers::PeerRecord* p = self->store_.find(key);
+      return p != nullptr && !p->denied();
+    };
+    pl->udp_listen_ = cfg.get("link.udp_listen");
+    pl->punch_hooks_ = std::move(ph);
+  }
+  pl->configured_relays_ = std::move(*relays);
+  pl->service_->set_carrier_dialer(
+      [self](const PublicKeyBytes& peer, const std::optional<ShareLink>& pairing,
+             std::function<void(Result<link::Carrier>)> done) { self->relays_->dial(peer, pairing, std::move(done)); });
+  return pl;
+}
+
+PeerLink::PeerLink(const Identity& identity, peers::TrustStore store, std::string name, std::string listen,
+                   std::string advertise)
+    : identity_(identity),
+      store_(std::move(store)),
+      name_(std::move(name)),
+      listen_(std::move(listen)),
+      advertise_(std::move(advertise)) {}
+
+PeerLink::~PeerLink() { stop(); }
+
+std::string PeerLink::lan_state() const { return lan_state_; }
+
+nlohmann::json PeerLink::port_mapping_state() const { return port_mapping_state_; }
+
+nlohmann::json PeerLink::relay_server_state() const {
+  if (!relay_server_) return {{"state", "off"}};
+  auto ep = relay_server_->local_endpoint();
+  auto g = relay_server_->gauges();
+  return {{"state", "on"},
+          {"address", ep.address().to_string() + ":" + std::to_string(ep.port())},
+          {"node_id", identity_.node_id().to_string()},
+          {"nodes", g.nodes},
+          {"pipes", g.pipes}};
+}
+
+// The router forwards our link port while yonderd runs (PortMapper renews
+// and removes it); the mapped address goes into share links and to peers
+// whose link runs through a relay, which then try it (path "mapped").
+void PeerLink::start_port_mapping() {
+  port_mapping_state_ = {{"state", "mapping"}};
+  std::weak_ptr<bool> alive = alive_;
+  boost::asio::io_context* io = io_;
+  port_mapper_ = std::make_unique<portmap::PortMapper>(
+      service_->port(), portmap::MapOptions{}, [this, alive, io](const portmap::PortMapperStatus& st) {
+        // The mapper's thread: hand the news to the event loop.
+        boost::asio::post(*io, [this, alive, st] {
+          if (alive.lock() && *alive.lock()) on_port_mapping(st);
+        });
+      });
+}
+
+void PeerLink::on_port_mapping(const portmap::PortMapperStatus& st) {
+  std::string before = port_mapping_state_.value("state", "") + port_mapping_state_.value("reason", "");
+  port_mapping_state_ = st.to_json();
+  if (st.state == portmap::MapState::kUnavailable && before != port_mapping_state_.value("state", "") + st.reason) {
+    spdlog::info("port mapping unavailable: {}", st.reason);
+  }
+  std::string was = mapped_;
+  mapped_.clear();
+  if (st.state == portmap::MapState::kMapped && st.mapping) {
+    mapped_ = st.mapping->external_ip + ":" + std::to_string(st.mapping->external_port);
+    port_mapping_state_["external"] = mapped_;
+    port_mapping_state_["protocol"] = st.mapping->protocol;
+  }
+  if (mapped_ == was) return;
+  if (!mapped_.empty()) {
+    spdlog::info("port mapping: the router forwards {} to this node's link port", mapped_);
+    // Peers on a relay path can move to it now.
+    for (const auto& s : service_->sessions()) {
+      if (s.established && !s.draining && link::path_rank(s.path) > 2) send_path_hint(s.peer);
+    }
+  }
+}
+
+void PeerLink::audit_relay_use(const PublicKeyBytes& peer, const std::string& path) {
+  if (path.rfind("relay", 0) != 0) {
+    relay_in_use_.erase(peer);
+    return;
+  }
+  auto [it, fresh] = relay_in_use_.try_emplace(peer, path);
+  if (!fresh && it->second == path) return;
+  it->second = path;
+  trust_event(NodeId(peer).to_string(), "trust.relay_use", path, nlohmann::json::object());
+}
+
+void PeerLink::send_path_hint(const PublicKeyBytes& peer) {
+  if (mapped_.empty() || !relays_) return;
+  relays_->send_signal(peer, relay::encode_path_hint(relay::PathHint{mapped_}));
+}
+
+void PeerLink::on_signal(const PublicKeyBytes& from, Bytes data, const std::string& from_host) {
+  const peers::PeerRecord* p = store_.find(from);
+  if (p == nullptr) return;  // the relay checks mutual declaration; we check the pin
+  if (punch::is_punch_signal(data)) {
+    if (punch_) punch_->on_signal(from, data);
+    return;
+  }
+  auto hint = relay::decode_path_hint(data);
+  if (!hint) {
+    spdlog::info("relay signal from {}: {}", p->id().short_form(), hint.error().message());
+    return;
+  }
+  // Only the side that keeps the link up dials (see the LAN candidates).
+  if (!hint->mapped || !p->granted_to_us) return;
+  // The rate limit first: a flood costs no more than a map lookup.
+  if (!hint_limits_[p->key].allow(std::chrono::steady_clock::now())) {
+    spdlog::info("peer {}: path hint to {} ignored: too many hints in a short time", p->id().short_form(), *hint->mapped);
+    return;
+  }
+  relay::HintDialContext ctx;
+  for (const auto& a : p->addresses) {
+    if (a.rfind("relay:", 0) != 0) ctx.peer_hosts.push_back(a.substr(0, a.rfind(':')));
+  }
+  if (!from_host.empty()) ctx.observed_hosts.push_back(from_host);
+  ctx.own_hosts = local_ipv4_hosts();
+  if (auto allowed = relay::check_hint_target(*hint->mapped, ctx); !allowed) {
+    spdlog::warn("peer {}: {}", p->id().short_form(), allowed.error().message());
+    return;
+  }
+  service_->try_path(p->key, *hint->mapped, "mapped");
+}
+
+void PeerLink::recheck() {
+  if (lan_) lan_->query_now();
+  // A held mapping is renewed on its own schedule; ask again only otherwise.
+  if (port_mapper_ && port_mapper_->status().state != portmap::MapState::kMapped) port_mapper_->refresh_now();
+}
+
+Status PeerLink::start() {
+  // Placeholder methods for capabilities whose features arrive in later
+  // issues: authorised like the real thing, then answered honestly.
+  for (const char* m : {"run.submit", "exec.open", "forward.open"}) {
+    if (service_->has_method(m)) continue;
+    service_->add_method(m, [m](const PublicKeyBytes&, const nlohmann::json&, link::RpcReply reply) {
+      reply(make_error(ErrorCode::kFailedPrecondition, std::string(m) + " is not available on this provider yet"));
+    });
+  }
+  service_->add_method("node.info", [this](const PublicKeyBytes&, const nlohmann::json&, link::RpcReply reply) {
+    reply(nlohmann::json{{"name", name_}, {"node_id", identity_.node_id().to_string()}});
+  });
+  if (!relay_listen_.empty()) {
+    // A relay for our own peers only: the key its TLS proves is ours, so
+    // peers pin it with our node id.
+    relay::RelayConfig rc;
+    rc.accept_node = [this](const PublicKeyBytes& key) {
+      const peers::PeerRecord* p = store_.find(key);
+      return key == identity_.public_key() || (p != nullptr && !p->denied());
+    };
+    relay_server_ = std::make_unique<relay::RelayServer>(*io_, identity_, rc);
+    if (auto st = relay_server_->listen(relay_listen_); !st) {
+      return Error(st.error()).with_context("relay.listen");
+    }
+    spdlog::info("relaying for paired peers on {}", relay_listen_);
+  }
+  // Our relays, and the relays of the providers we paired with.
+  for (const auto& r : configured_relays_) relays_->add(r);
+  for (const auto& p : store_.peers()) {
+    if (!p.granted_to_us || p.denied()) continue;
+    for (const auto& a : p.addresses) {
+      auto relay = relay_of_peer_address(a);
+      if (!relay) {
+        spdlog::warn("peer {}: stored relay address \"{}\" is malformed: {}; pair again to replace it",
+                     p.id().short_form(), a, relay.error().message());
+      } else if (*relay && (*relay)->key) {
+        relays_->add(RelaySpec{(*relay)->address, (*relay)->key, false});
+      } else if (*relay && !std::any_of(configured_relays_.begin(), configured_relays_.end(),
+                                        [&](const RelaySpec& c) { return c.address == (*relay)->address; })) {
+        // Stored from a v1 link, which carried no key: a relay we cannot check.
+        spdlog::info("peer {}: its relay {} came without a key (an old share link); not used: pin it with "
+                     "link.relays = {}@NODE_ID, or pair again with a new link",
+                     p.id().short_form(), (*relay)->address, (*relay)->address);
+      }
+    }
+  }
+  // Stay connected to the providers we paired with (reconnecting with backoff).
+  for (const auto& p : store_.peers()) {
+    if (p.granted_to_us && !p.denied() && !p.addresses.empty()) service_->keep_connected(p.key, p.addresses);
+  }
+  if (punch_hooks_) {
+    // Hole punching needs a relay for its signals; the socket is cheap, so
+    // it is there whenever relays may appear (a share link can name one).
+    uint16_t preferred = 0;
+    std::string host;
+    if (auto pos = listen_.rfind(':'); pos != std::string::npos) {
+      preferred = static_cast<uint16_t>(std::strtoul(listen_.c_str() + pos + 1, nullptr, 10));
+      host = listen_.substr(0, pos);
+      if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    }
+    punch_ = std::make_unique<PunchPaths>(*io_, identity_, *service_, std::move(*punch_hooks_), udp_listen_, host,
+                                          preferred);
+    punch_hooks_.reset();
+    if (auto st = punch_->start(); !st) {
+      if (!udp_listen_.empty()) return st;
+      spdlog::warn("hole punching is off: {}", st.error().message());
+      punch_.reset();
+    }
+  }
+  if (listen_.empty()) {
+    if (lan_wanted_) lan_state_ = "off (this node does not listen: link.listen is empty)";
+    return ok_status();
+  }
+  YONDER_TRY(service_->listen(listen_));
+  spdlog::info("peer links on {} (port {})", listen_, service_->port());
+  std::string host = listen_.substr(0, listen_.rfind(':'));
+  bool loopback = host.rfind("127.", 0) == 0 || host == "[::1]" || host == "localhost";
+  if (loopback) {
+    if (lan_wanted_) lan_state_ = "off (listening on loopback only)";
+    if (port_mapping_wanted_) port_mapping_state_ = {{"state", "off (listening on loopback only)"}};
+    return ok_status();
+  }
+  if (lan_wanted_) start_lan_discovery();
+  if (port_mapping_wanted_) start_port_mapping();
+  return ok_status();
+}
+
+namespace {
+
+std::vector<discovery::PairedPeer> lan_peers(const Identity& self, const std::vector<peers::PeerRecord>& records) {
+  std::vector<discovery::PairedPeer> out;
+  for (const auto& p : records) {
+    if (p.denied()) continue;
+    auto key = discovery::derive_pair_key(self, p.key);
+    if (key) out.push_back(discovery::PairedPeer{p.id(), *key});
+  }
+  return out;
+}
+
+}  // namespace
+
+// Paired peers announce themselves on the local network; a peer whose link
+// runs through a relay (or that has no link yet) is dialled on the LAN
+// address, and the link moves there (LinkService::try_path).
+void PeerLink::start_lan_discovery() {
+  discovery::LanDiscoveryOptions opts;
+  opts.link_port = service_->port();
+  auto lan = discovery::LanDiscovery::start(
+      *io_, identity_.public_key(), lan_peers(identity_, store_.peers()), opts,
+      [this](const discovery::LanCandidate& c) {
+        const peers::PeerRecord* p = store_.find(c.peer.public_key());
+        if (p == nullptr || c.port == 0) return;
+        // One side dials, or both would, and each would keep its own new
+        // session and drain the other's: the consumer (who keeps the link
+        // up), and between two nodes that grant each other, the lower key.
+        bool we_consume = p->granted_to_us.has_value();
+        bool they_consume = p->grant.capabilities != 0;
+        if (!we_consume || (they_consume && identity_.public_key() > p->key)) return;
+        std::string address = c.address + ":" + std::to_string(c.port);
+        for (const auto& s : service_->sessions()) {
+          // A direct path is as good as the LAN one: stay.
+          if (s.peer == p->key && s.established && !s.draining && link::path_rank(s.path) <= 1) return;
+        }
+        service_->try_path(p->key, address, "lan");
+      });
+  if (!lan) {
+    lan_state_ = "unavailable: " + lan.error().message();
+    spdlog::info("LAN discovery is off: {}", lan.error().message());
+    return;
+  }
+  lan_ = std::move(*lan);
+  std::string names;
+  for (const auto& i : lan_->interfaces()) names += (names.empty() ? "" : ", ") + i;
+  lan_state_ = "on (" + names + ")";
+}
+
+void PeerLink::stop() {
+  *alive_ = false;
+  if (relay_server_) relay_server_->stop();
+  lan_.reset();
+  if (port_mapper_) {
+    port_mapper_->stop();  // removes the mapping from the router
+    port_mapper_.reset();
+  }
+  if (punch_) punch_->stop();
+  if (relays_) relays_->stop();
+  if (service_) service_->stop();
+}
+
+nlohmann::json PeerLink::relay_status() const { return relays_ ? relays_->status() : nlohmann::json::array(); }
+
+void PeerLink::relay_peers_changed() {
+  if (relays_) relays_->refresh();
+  if (lan_) lan_->set_peers(lan_peers(identity_, store_.peers()));
+}
+
+std::vector<relay::Rendezvous> PeerLink::rendezvous_tokens() {
+  std::vector<relay::Rendezvous> out;
+  auto links = store_.links();
+  if (!links) return out;
+  int64_t now = unix_seconds(clock_.now());
+  for (const auto& l : *links) {
+    if (l.state(now) != "active" || out.size() >= relay::kMaxRendezvous) continue;
+    out.push_back(link_rendezvous_token(l.id, l.secret_hash));
+  }
+  return out;
+}
+
+size_t PeerLink::peer_count() const {
+  size_t n = 0;
+  for (const auto& p : store_.peers()) n += !p.denied();
+  return n;
+}
+
+std::vector<std::string> PeerLink::local_ipv4_hosts() {
+  std::vector<std::string> out;
+  if (auto ifs = os::ipv4_interfaces()) {
+    for (const auto& i : *ifs) out.push_back(i.address_text());
+  }
+  return out;
+}
+
+std::vector<std::string> PeerLink::advertised_addresses() const {
+  if (!advertise_.empty()) return split_list(advertise_);
+  std::string port = std::to_string(service_->port());
+  std::string host = listen_.substr(0, listen_.rfind(':'));
+  if (host != "0.0.0.0" && host != "[::]" && host != "::") return {host + ":" + port};
+  std::vector<std::string> out;
+  for (const auto& a : local_ipv4_hosts()) {
+    if (a.rfind("127.", 0) != 0) out.push_back(a + ":" + port);
+  }
+  out.push_back("127.0.0.1:" + port);  // the same machine, last
+  if (out.size() > 8) out.erase(out.begin() + 7, out.end() - 1);
+  return out;
+}
+
+Result<const peers::PeerRecord*> PeerLink::find_peer(const std::string& text) const {
+  const peers::PeerRecord* p = store_.find_by_text(text);
+  if (p == nullptr) {
+    return make_error(ErrorCode::kNotFound, "no paired peer \"" + text.substr(0, 80) +
+                                                "\" (or the name is ambiguous); `yonder peers` lists them");
+  }
+  return p;
+}
+
+link::KeyVerdict PeerLink::classify(const PublicKeyBytes& key) {
+  if (store_.find(key) != nullptr) return link::KeyVerdict::kPinned;
+  if (store_.any_redeemable(unix_seconds(clock_.now()))) return link::KeyVerdict::kPairingOnly;
+  return link::KeyVerdict::kReject;
+}
+
+Result<nlohmann::json> PeerLink::redeem(const LinkIdBytes& id, const LinkSecret& secret, const PublicKeyBytes& key,
+                                        const std::string& peer_name, const std::string& sas) {
+  peers::PeerRecord p;
+  p.key = key;
+  p.name = peer_name;
+  auto pinned = store_.redeem(id, secret, p, unix_seconds(clock_.now()));
+  if (!pinned) return std::move(pinned).error();
+  relay_peers_changed();  // a new peer to declare, maybe a used-up link's token to drop
+  trust_event(NodeId(key).to_string(), "trust.pair", hex_encode(id),
+              {{"name", peer_name.substr(0, 64)}, {"check_digits", sas}, {"scope", pinned->grant.summary()}});
+  nlohmann::json answer = {{"scope", scope_to_json(pinned->grant)}};
+  if (!provider_notice_.empty()) answer["notice"] = provider_notice_;
+  if (on_redeemed_) {
+    nlohmann::json extra = on_redeemed_(id, key, peer_name);
+    if (extra.is_object()) {
+      for (auto it = extra.begin(); it != extra.end(); ++it) answer.emplace(it.key(), it.value());
+    }
+  }
+  return answer;
+}
+
+Status PeerLink::authorize(const PublicKeyBytes& key, const std::string& method) {
+  auto refuse = [&](Error e) -> Status {
+    if (on_refused_) on_refused_(key, method, e);
+    return e;
+  };
+  const peers::PeerRecord* p = store_.find(key);
+  if (p == nullptr) {
+    return refuse(make_error(ErrorCode::kPermissionDenied, "this provider no longer accepts requests from this node"));
+  }
+  auto cap = capability_for(method);
+  if (cap && !p->grant.allows(*cap)) {
+    return refuse(make_error(ErrorCode::kPermissionDenied,
+                             std::string("not permitted: your scope on this provider does not include \"") +
+                                 capability_name(*cap) + "\" (it allows " + p->grant.capabilities_text() +
+                                 "); ask the provider to run `yonder allow` for you"));
+  }
+  return ok_status();
+}
+
+void PeerLink::seen(const PublicKeyBytes& key) { (void)store_.touch(key, unix_seconds(clock_.now())); }
+
+Result<PeerLink::Target> PeerLink::target(const std::string& id_or_name) const {
+  auto p = find_peer(id_or_name);
+  if (!p) return std::move(p).error();
+  return Target{(*p)->key, (*p)->id().to_string(), (*p)->name, (*p)->addresses,
+                (*p)->granted_to_us};  // "relay:" entries included
+}
+
+void PeerLink::call_within(const Target& t, const std::string& method, const nlohmann::json& params,
+                           std::chrono::milliseconds deadline, std::function<void(Result<nlohmann::json>)> done) {
+  struct Once {
+    explicit Once(boost::asio::io_context& io) : timer(io) {}
+    boost::asio::steady_timer timer;
+    std::function<void(Result<nlohmann::json>)> done;
+  };
+  auto once = std::make_shared<Once>(*io_);
+  once->done = std::move(done);
+  auto finish = [once](Result<nlohmann::json> r) {
+    if (!once->done) return;
+    auto d = std::move(once->done);
+    once->done = nullptr;
+    once->timer.cancel();
+    d(std::move(r));
+  };
+  once->timer.expires_after(deadline);
+  once->timer.async_wait([finish, name = t.name, method, deadline](boost::system::error_code ec) {
+    if (ec) return;
+    finish(make_error(ErrorCode::kUnavailable,
+                      "provider \"" + name.substr(0, 64) + "\" did not answer " + method + " within " +
+                          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(deadline).count()) +
+                          " s (it may be stopped or overloaded)"));
+  });
+  service_->call(t.key, t.addresses, method, params, finish);
+}
+
+std::vector<PeerLink::Target> PeerLink::targets() const {
+  std::vector<Target> out;
+  for (const auto& p : store_.peers()) {
+    if (!p.denied()) out.push_back(Target{p.key, p.id().to_string(), p.name, p.addresses, p.granted_to_us});
+  }
+  return out;
+}
+
+std::optional<Scope> PeerLink::grant_of(const PublicKeyBytes& key) const {
+  const peers::PeerRecord* p = store_.find(key);
+  if (p == nullptr) return std::nullopt;
+  return p->grant;
+}
+
+}  // namespace yonder::reach

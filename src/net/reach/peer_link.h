@@ -1,0 +1,190 @@
+// The node's side of the peer link: owns the trust store and the LinkService,
+// answers the link's policy questions (who is pinned, may this peer call
+// that), and serves the local API routes for sharing, pairing and peers:
+//   POST /v1/share, GET /v1/links, POST /v1/links/revoke, POST /v1/pair,
+//   GET /v1/peers, POST /v1/peers/deny, POST /v1/peers/scope,
+//   POST /v1/peers/ping, POST /v1/peers/speedtest, POST /v1/peers/call
+// Runs on the daemon's event loop.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "api/server.h"
+#include "base/clock.h"
+#include "config/config.h"
+#include "crypto/identity.h"
+#include "net/link/link_service.h"
+#include "net/reach/punch_paths.h"
+#include "net/reach/relay_paths.h"
+#include "peers/trust_store.h"
+#include "relay/path_hint.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace yonder::discovery {
+class LanDiscovery;
+}
+namespace yonder::relay {
+class RelayServer;
+}
+namespace yonder::portmap {
+class PortMapper;
+struct PortMapperStatus;
+}
+
+namespace yonder::reach {
+
+class PeerLink final : public link::TrustPolicy {
+ public:
+  static Result<std::unique_ptr<PeerLink>> create(boost::asio::io_context& io, const Identity& identity,
+                                                  const config::Config& cfg, const config::Paths& paths,
+                                                  std::string name);
+  ~PeerLink() override;
+
+  // Starts listening (link.listen); a no-op when it is empty.
+  Status start();
+  void stop();
+  void add_routes(api::Router& router);
+  link::LinkService& service() { return *service_; }
+  // For node features that talk to peers (remote jobs); event loop only.
+  struct Target {
+    PublicKeyBytes key{};
+    std::string node_id;
+    std::string name;
+    std::vector<std::string> addresses;
+    std::optional<Scope> granted_to_us;  // what it lets this node do; nullopt: nothing (it paired with us)
+  };
+  // A paired peer by node id, name or first group of its id.
+  Result<Target> target(const std::string& id_or_name) const;
+  // A request that must be answered within `deadline`: a peer that stopped
+  // answering (a stopped process keeps its connection open) gets
+  // kUnavailable naming it, instead of the link's own request timeout.
+  void call_within(const Target& t, const std::string& method, const nlohmann::json& params,
+                   std::chrono::milliseconds deadline, std::function<void(Result<nlohmann::json>)> done);
+  // Every paired peer that is not denied (the mesh asks each for its capacity).
+  std::vector<Target> targets() const;
+  // What this node grants `key` now; nullopt when it is not pinned (or denied).
+  std::optional<Scope> grant_of(const PublicKeyBytes& key) const;
+  size_t peer_count() const;
+  uint16_t port() const { return service_->port(); }
+  // The relays and what they see of this node (for netcheck).
+  nlohmann::json relay_status() const;
+  std::string lan_state() const;
+  nlohmann::json port_mapping_state() const;
+  nlohmann::json relay_server_state() const;
+  // netcheck looks again: LAN peers and the router are asked now.
+  void recheck();
+  // Adds the daemon's other reachability facts (LAN discovery, port
+  // mapping) to GET /v1/netcheck.
+  void on_netcheck(std::function<void(nlohmann::json&)> extra) { netcheck_extra_ = std::move(extra); }
+
+  // link::TrustPolicy
+  link::KeyVerdict classify(const PublicKeyBytes& key) override;
+  Result<nlohmann::json> redeem(const LinkIdBytes& id, const LinkSecret& secret, const PublicKeyBytes& key,
+                                const std::string& peer_name, const std::string& short_auth_string) override;
+  Status authorize(const PublicKeyBytes& key, const std::string& method) override;
+  void seen(const PublicKeyBytes& key) override;
+  // Called (event loop) for every request authorize() refuses, for the
+  // audit log; keep it short (post blocking work elsewhere).
+  using RefusalHook = std::function<void(const PublicKeyBytes& key, const std::string& method, const Error& why)>;
+  void on_refused(RefusalHook hook) { on_refused_ = std::move(hook); }
+
+  // Groups (mesh/groups/groups.h) build on pairing through these. Event loop only.
+  // Makes a share link from a POST /v1/share body (scope fields, expires_s,
+  // uses, label); the same answer as that route.
+  Result<nlohmann::json> share(const nlohmann::json& body);
+  // A share link was redeemed: `key` (named `name`) is pinned now, before
+  // the pairing is answered; the fields of the object returned are added to
+  // that answer (pair_ok).
+  using RedeemedHook =
+      std::function<nlohmann::json(const LinkIdBytes& id, const PublicKeyBytes& key, const std::string& name)>;
+  void on_redeemed(RedeemedHook hook) { on_redeemed_ = std::move(hook); }
+  // Changes of trust made here (a link created or revoked, a pairing with
+  // its check digits, deny, allow, a scope change), for the audit log:
+  // (actor: "local" or the peer's id, action "trust.*", subject, detail).
+  // Event loop; the hook must not block.
+  using TrustEventHook = std::function<void(const std::string& actor, const std::string& action,
+                                            const std::string& subject, nlohmann::json detail)>;
+  void on_trust_event(TrustEventHook hook) { on_trust_event_ = std::move(hook); }
+  // What a consumer that pairs here is told about how jobs run, with its
+  // scope (a Slurm provider: no container). Empty: nothing to say.
+  void set_provider_notice(std::string notice) { provider_notice_ = std::move(notice); }
+  // This node paired with `provider` (POST /v1/pair), which answered
+  // `answer` (pair_ok): `done(extra)` must follow, and `extra` goes into the
+  // route's answer as "groups".
+  using PairedHook = std::function<void(const PublicKeyBytes& provider, const nlohmann::json& answer,
+                                        std::function<void(nlohmann::json)> done)>;
+  void on_paired(PairedHook hook) { on_paired_ = std::move(hook); }
+  // A session with a pinned peer is established (after the path hooks).
+  void on_session(std::function<void(const PublicKeyBytes& peer)> hook) { on_session_ = std::move(hook); }
+
+ private:
+  PeerLink(const Identity& identity, peers::TrustStore store, std::string name, std::string listen,
+           std::string advertise);
+  std::vector<std::string> advertised_addresses() const;
+  // This host's IPv4 interface addresses (getifaddrs), loopback included.
+  static std::vector<std::string> local_ipv4_hosts();
+  nlohmann::json netcheck_json() const;
+  Result<const peers::PeerRecord*> find_peer(const std::string& text) const;
+
+  void relay_peers_changed();
+  void start_lan_discovery();
+  void start_port_mapping();
+  void on_port_mapping(const portmap::PortMapperStatus& status);
+  // Tells `peer` (through a relay) about a better path to us, if we have one.
+  void send_path_hint(const PublicKeyBytes& peer);
+  // Records `trust.relay_use` when a peer's link comes up over a relay it
+  // did not use last time (the operator sees which relays carried whom).
+  void audit_relay_use(const PublicKeyBytes& peer, const std::string& path);
+  // `from_host`: the sender's IP as the relay saw it ("" when it did not say).
+  void on_signal(const PublicKeyBytes& from, Bytes data, const std::string& from_host);
+  std::vector<relay::Rendezvous> rendezvous_tokens();
+
+  const Identity& identity_;
+  peers::TrustStore store_;
+  std::unique_ptr<RelayPaths> relays_;
+  std::unique_ptr<PunchPaths> punch_;  // null: link.hole_punching = false
+  std::string udp_listen_;
+  std::optional<PunchPaths::Hooks> punch_hooks_;  // until start() makes punch_
+  std::vector<RelaySpec> configured_relays_;
+  boost::asio::io_context* io_ = nullptr;
+  bool lan_wanted_ = false;
+  std::unique_ptr<discovery::LanDiscovery> lan_;
+  std::string lan_state_ = "off (link.lan_discovery = false)";
+  std::string relay_listen_;
+  std::unique_ptr<relay::RelayServer> relay_server_;
+  bool port_mapping_wanted_ = false;
+  std::unique_ptr<portmap::PortMapper> port_mapper_;
+  nlohmann::json port_mapping_state_;
+  std::string mapped_;  // "ip:port" the router forwards to our link port, while mapped
+  std::map<PublicKeyBytes, relay::HintRateLimit> hint_limits_;  // per paired peer; event loop only
+  // The relay path each peer's link last ran over, so the audit log records
+  // a change of relay, not every redial (event loop only).
+  std::map<PublicKeyBytes, std::string> relay_in_use_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::string name_;
+  std::string listen_;
+  std::string advertise_;
+  SystemClock clock_;
+  std::unique_ptr<link::LinkService> service_;
+  RefusalHook on_refused_;
+  RedeemedHook on_redeemed_;
+  TrustEventHook on_trust_event_;
+  std::string provider_notice_;
+  void trust_event(const std::string& actor, const std::string& action, const std::string& subject,
+                   nlohmann::json detail) {
+    if (on_trust_event_) on_trust_event_(actor, action, subject, std::move(detail));
+  }
+  PairedHook on_paired_;
+  std::function<void(const PublicKeyBytes&)> on_session_;
+  std::function<void(nlohmann::json&)> netcheck_extra_;
+};
+
+}  // namespace yonder::reach

@@ -1,0 +1,523 @@
+#include "net/reach/punch_paths.h"
+
+#include <utility>  // before Boost.Asio (GCC 12)
+
+#include <arpa/inet.h>
+
+#include <netinet/in.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+#include "net/link/link_service.h"
+#include "net/punch/nat_check.h"
+#include "net/punch/punch_packet.h"
+#include "net/punch/punch_session.h"
+#include "net/punch/signal.h"
+#include "net/quic/quic_endpoint.h"
+#include "os/interfaces.h"
+#include "relay/nat.h"
+
+namespace yonder::reach {
+namespace asio = boost::asio;
+using udp = asio::ip::udp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The punch code's view of the QUIC socket.
+class QuicPort final : public punch::DatagramPort {
+ public:
+  explicit QuicPort(std::weak_ptr<quic::QuicEndpoint> ep) : ep_(std::move(ep)) {}
+  void send_to(const udp::endpoint& to, ByteView bytes, std::optional<int> ttl) override {
+    if (auto ep = ep_.lock()) (void)ep->send_to(to, bytes, ttl);
+  }
+
+ private:
+  std::weak_ptr<quic::QuicEndpoint> ep_;
+};
+
+std::string endpoint_text(const udp::endpoint& e) {
+  if (e.address().is_v6()) return "[" + e.address().to_string() + "]:" + std::to_string(e.port());
+  return e.address().to_string() + ":" + std::to_string(e.port());
+}
+
+// This host's own IPv4 addresses (not loopback): the host candidates, for
+// peers on the same network.
+std::vector<asio::ip::address> host_addresses() {
+  std::vector<asio::ip::address> out;
+  auto ifs = os::ipv4_interfaces();
+  if (!ifs) return out;
+  for (const auto& i : *ifs) {
+    asio::ip::address_v4 a(i.address);
+    if (a.is_loopback() || a.is_unspecified()) continue;
+    out.emplace_back(a);
+    if (out.size() >= 4) break;
+  }
+  return out;
+}
+
+constexpr std::chrono::minutes kNatCheckMaxAge{5};
+constexpr std::chrono::seconds kFirstBackoff{10};
+constexpr int kOfferRetries = 12;
+constexpr std::chrono::milliseconds kOfferPause{250};
+constexpr std::chrono::minutes kMaxBackoff{10};
+
+}  // namespace
+
+struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
+  struct PeerPunch {
+    std::shared_ptr<punch::PunchSession> session;
+    bool initiator = false;
+    std::string state;  // punching, connecting, awaiting quic, punched, failed
+    std::string reason;
+    std::string remote;
+    double elapsed_ms = 0;
+    double punch_rtt_ms = 0;
+    int attempts = 0;
+    int failures = 0;
+    int offer_retries = 0;
+    Clock::time_point next_try{};
+  };
+
+  asio::io_context& io;
+  const Identity& identity;
+  link::LinkService& link;
+  Hooks hooks;
+  std::string listen;
+  std::string preferred_host;
+  uint16_t preferred_port;
+  std::shared_ptr<quic::QuicEndpoint> endpoint;
+  std::unique_ptr<QuicPort> port;
+  std::shared_ptr<punch::NatCheckSession> check;
+  std::optional<punch::NatCheckResult> nat;
+  Clock::time_point nat_at{};
+  std::vector<std::function<void()>> after_check;
+  std::map<PublicKeyBytes, PeerPunch> peers;
+  std::string off_reason;
+  bool stopped = false;
+
+  Impl(asio::io_context& i, const Identity& id, link::LinkService& l, Hooks h, std::string lst, std::string ph,
+       uint16_t pp)
+      : io(i), identity(id), link(l), hooks(std::move(h)), listen(std::move(lst)), preferred_host(std::move(ph)),
+        preferred_port(pp) {}
+
+  Status start() {
+    Result<std::shared_ptr<quic::QuicEndpoint>> ep = make_error(ErrorCode::kInternal, "unset");
+    if (!listen.empty()) {
+      auto addr = relay::parse_net_address(listen);
+      if (!addr) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          "link.udp_listen \"" + listen + "\" is not IP:PORT (e.g. 0.0.0.0:7850); fix it with "
+                          "`yonder config set link.udp_listen IP:PORT`, or leave it empty");
+      }
+      ep = quic::QuicEndpoint::bind(io.get_executor(), identity,
+                                    udp::endpoint(asio::ip::make_address(addr->ip), addr->port));
+      if (!ep) return Error(ep.error()).with_context("link.udp_listen " + listen);
+    } else {
+      // Where the link listens (a node that listens on one address opens
+      // its UDP port there only). Punching reaches other hosts by nature,
+      // so a link on loopback (or on all addresses) punches from all
+      // IPv4 addresses; the socket answers only punch probes of peers it
+      // signalled and QUIC handshakes of pinned keys.
+      boost::system::error_code bad;
+      auto host = asio::ip::make_address(preferred_host.empty() ? "0.0.0.0" : preferred_host, bad);
+      if (bad || !host.is_v4() || host.is_loopback()) host = asio::ip::address_v4::any();
+      ep = quic::QuicEndpoint::bind(io.get_executor(), identity, udp::endpoint(host, preferred_port));
+      if (!ep) ep = quic::QuicEndpoint::bind(io.get_executor(), identity, udp::endpoint(host, 0));
+      if (!ep) return Error(ep.error()).with_context("the UDP socket for hole punching");
+    }
+    endpoint = *ep;
+    port = std::make_unique<QuicPort>(endpoint);
+    std::weak_ptr<Impl> weak = weak_from_this();
+    endpoint->on_other_datagram([weak](const udp::endpoint& from, ByteView data) {
+      if (auto self = weak.lock()) self->on_datagram(from, data);
+    });
+    endpoint->listen(
+        [weak](const PublicKeyBytes& key) {
+          auto self = weak.lock();
+          return self && self->hooks.pinned(key);
+        },
+        [weak](std::shared_ptr<quic::QuicChannel> ch, PublicKeyBytes key) {
+          auto self = weak.lock();
+          if (!self) return ch->close();
+          self->adopt(std::move(ch), key, false);
+        });
+    spdlog::info("hole punching: UDP socket on {}", endpoint_text(endpoint->local_endpoint()));
+    // Know the NAT before the first offer comes or goes.
+    if (!stun_servers().empty()) run_check();
+    return ok_status();
+  }
+
+  void stop() {
+    stopped = true;
+    for (auto& [key, p] : peers) {
+      if (p.session) p.session->cancel();
+    }
+    peers.clear();
+    if (check) check->cancel();
+    check.reset();
+    if (endpoint) endpoint->close();
+  }
+
+  void on_datagram(const udp::endpoint& from, ByteView data) {
+    switch (punch::classify_datagram(data)) {
+      case punch::DatagramKind::kStun:
+        if (check) check->on_datagram(from, data);
+        return;
+      case punch::DatagramKind::kPunch: {
+        auto pkt = punch::decode_punch_packet(data);
+        if (!pkt) return;
+        for (auto& [key, p] : peers) {
+          if (p.session && p.session->session() == pkt->session) {
+            p.session->on_datagram(from, data);
+            return;
+          }
+        }
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  std::vector<udp::endpoint> stun_servers() const {
+    std::vector<udp::endpoint> out;
+    for (const auto& r : hooks.relays()) {
+      auto a = relay::parse_net_address(r);
+      if (!a) continue;  // a relay named by host name: its TCP side works, STUN needs an address
+      boost::system::error_code ec;
+      auto ip = asio::ip::make_address(a->ip, ec);
+      if (ec) continue;
+      out.emplace_back(ip, a->port);
+      if (out.size() >= 4) break;
+    }
+    return out;
+  }
+
+  // Runs `then` once this node's NAT is known (checking first when the
+  // last check is missing or old).
+  // A result that is merely old is used at once (and refreshed behind it):
+  // a responder must answer an offer without a STUN round trip first, or
+  // the initiator's round-trip estimate (offer -> answer), which times the
+  // punch, is off by that much and the probes of one side reach the other
+  // side's NAT before that side has opened its mapping.
+  void with_nat(std::function<void()> then) {
+    if (nat) {
+      if (Clock::now() - nat_at >= kNatCheckMaxAge) run_check();
+      return then();
+    }
+    after_check.push_back(std::move(then));
+    run_check();
+  }
+
+  void run_check() {
+    if (check || !endpoint) return;
+    auto servers = stun_servers();
+    if (servers.empty()) {
+      punch::NatCheckResult r;
+      r.why = "no relay with a numeric address to ask (link.relays): cannot learn this node's public UDP address";
+      finish_check(r);
+      return;
+    }
+    punch::NatCheckConfig cfg;
+    cfg.servers = std::move(servers);
+    std::weak_ptr<Impl> weak = weak_from_this();
+    check = punch::NatCheckSession::start(io, *port, cfg, [weak](const punch::NatCheckResult& r) {
+      auto self = weak.lock();
+      if (!self || self->stopped) return;
+      // The session calls back from its own timer or datagram handler: let
+      // it unwind before it is dropped.
+      asio::post(self->io, [weak, r] {
+        if (auto s = weak.lock()) s->finish_check(r);
+      });
+    });
+  }
+
+  void finish_check(const punch::NatCheckResult& r) {
+    check.reset();
+    nat = r;
+    nat_at = Clock::now();
+    spdlog::info("hole punching: NAT {}{}{}", punch::nat_kind_name(r.nat), r.why.empty() ? "" : ": ", r.why);
+    auto waiting = std::move(after_check);
+    after_check.clear();
+    for (auto& f : waiting) f();
+  }
+
+  std::vector<punch::Candidate> candidates() const {
+    std::vector<punch::Candidate> out;
+    uint16_t local_port = endpoint->local_endpoint().port();
+    if (nat && nat->public_address) out.push_back({*nat->public_address, punch::CandidateKind::kServerReflexive});
+    for (const auto& a : host_addresses()) {
+      if (out.size() >= punch::kMaxCandidates) break;
+      udp::endpoint e(a, local_port);
+      if (nat && nat->public_address && *nat->public_address == e) continue;
+      out.push_back({e, punch::CandidateKind::kHost});
+    }
+    return out;
+  }
+
+  std::shared_ptr<punch::PunchSession> new_session(const PublicKeyBytes& peer, punch::Role role) {
+    punch::PuncherConfig cfg;
+    cfg.role = role;
+    cfg.self_key = identity.public_key();
+    cfg.peer_key = peer;
+    cfg.candidates = candidates();
+    cfg.nat = nat ? nat->nat : punch::NatKind::kUnknown;
+    std::weak_ptr<Impl> weak = weak_from_this();
+    bool initiator = role == punch::Role::kInitiator;
+    auto session = punch::PunchSession::create(
+        io, *port, cfg,
+        [weak, peer, initiator](Bytes b) {
+          auto self = weak.lock();
+          if (!self) return;
+          bool offer = false;
+          if (auto sig = punch::decode_punch_signal(b)) offer = std::holds_alternative<punch::Offer>(*sig);
+          Bytes copy = b;
+          self->hooks.send_signal(
+              peer, std::move(b),
+              [weak, peer, initiator, offer, copy = std::move(copy)](Status st) {
+                if (st || !initiator || !offer) return;
+                // Not delivered (the peer's declaration may still be on its way
+                // to the relay): start over with a fresh offer a moment later,
+                // so the offer -> answer time that times the punch stays true.
+                if (auto s2 = weak.lock()) s2->offer_undelivered(peer, st.error().message(), copy);
+              },
+              1);
+        },
+        [weak, peer](const punch::PunchOutcome& o) {
+          // Called from inside the session: act after it returns.
+          auto self = weak.lock();
+          if (!self) return;
+          asio::post(self->io, [weak, peer, o] {
+            if (auto s = weak.lock()) s->on_outcome(peer, o);
+          });
+        });
+    PeerPunch& p = peers[peer];
+    if (p.session && p.session != session) p.session->cancel();
+    p.session = session;
+    p.initiator = role == punch::Role::kInitiator;
+    p.state = "punching";
+    p.reason.clear();
+    return session;
+  }
+
+  void offer_undelivered(const PublicKeyBytes& peer, const std::string& why, const Bytes& offer) {
+    auto it = peers.find(peer);
+    if (stopped || it == peers.end()) return;
+    if (it->second.state == "failed") {
+      // We gave up at once (our NAT is symmetric): the offer still tells the
+      // peer why, for its `yonder peers`; deliver it when the relay can.
+      hooks.send_signal(peer, offer, nullptr, kOfferRetries);
+      return;
+    }
+    if (!it->second.session || it->second.state != "punching") return;
+    PeerPunch& p = it->second;
+    auto session = p.session;
+    if (++p.offer_retries > kOfferRetries) {
+      session->cancel();
+      failed(peer, "the relay did not deliver the hole-punching offer: " + why);
+      return;
+    }
+    session->cancel();
+    p.session.reset();
+    auto timer = std::make_shared<asio::steady_timer>(io, kOfferPause);
+    std::weak_ptr<Impl> weak = weak_from_this();
+    timer->async_wait([weak, timer, peer](boost::system::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || self->stopped) return;
+      auto again = self->peers.find(peer);
+      if (again == self->peers.end() || again->second.session) return;  // something else started one
+      self->new_session(peer, punch::Role::kInitiator)->start();
+    });
+  }
+
+  void on_established(const PublicKeyBytes& peer, const std::string& path) {
+    if (stopped || !endpoint) return;
+    int rank = link::path_rank(path);
+    auto it = peers.find(peer);
+    if (rank == link::path_rank("punched")) {
+      PeerPunch& p = peers[peer];
+      p.state = "punched";
+      p.reason.clear();
+      p.failures = 0;
+      return;
+    }
+    if (rank < link::path_rank("punched")) {
+      if (it != peers.end() && it->second.session && !it->second.session->finished()) it->second.session->cancel();
+      return;
+    }
+    // On a relay: the smaller key starts the punch; the other answers its offer.
+    if (!punch::initiator_is_self(identity.public_key(), peer)) return;
+    if (it != peers.end()) {
+      PeerPunch& p = it->second;
+      if (p.session && !p.session->finished() && (p.state == "punching" || p.state == "connecting")) return;
+      if (Clock::now() < p.next_try) return;
+    }
+    std::weak_ptr<Impl> weak = weak_from_this();
+    with_nat([weak, peer] {
+      auto self = weak.lock();
+      if (!self || self->stopped) return;
+      spdlog::info("hole punching: trying a direct path to {}", NodeId(peer).short_form());
+      self->peers[peer].offer_retries = 0;
+      self->new_session(peer, punch::Role::kInitiator)->start();
+    });
+  }
+
+  void on_signal(const PublicKeyBytes& from, ByteView data) {
+    if (stopped || !endpoint || !hooks.pinned(from)) return;
+    auto sig = punch::decode_punch_signal(data);
+    if (!sig) {
+      spdlog::info("hole punching: a bad signal from {}: {}", NodeId(from).short_form(), sig.error().message());
+      return;
+    }
+    auto it = peers.find(from);
+    bool running = it != peers.end() && it->second.session && !it->second.session->finished();
+    if (std::holds_alternative<punch::Offer>(*sig) &&
+        (!running || it->second.initiator)) {
+      // A responder for a new exchange (a retry's offer goes to the running one).
+      std::weak_ptr<Impl> weak = weak_from_this();
+      punch::PunchSignal s = *sig;
+      with_nat([weak, from, s] {
+        auto self = weak.lock();
+        if (!self || self->stopped) return;
+        auto session = self->new_session(from, punch::Role::kResponder);
+        session->start();
+        session->on_signal(s);
+      });
+      return;
+    }
+    if (running) it->second.session->on_signal(*sig);
+  }
+
+  void on_outcome(const PublicKeyBytes& peer, const punch::PunchOutcome& o) {
+    // Sessions end cancelled only when we replace or drop them on purpose.
+    if (stopped || o.failure == punch::PunchFailure::kCancelled) return;
+    PeerPunch& p = peers[peer];
+    p.elapsed_ms = std::chrono::duration<double, std::milli>(o.elapsed).count();
+    p.attempts = o.attempts;
+    if (!o.punched()) {
+      failed(peer, o.reason);
+      return;
+    }
+    p.remote = endpoint_text(o.remote);
+    p.punch_rtt_ms = std::chrono::duration<double, std::milli>(o.rtt).count();
+    spdlog::info("hole punching: punched a path to {} at {} in {:.0f} ms", NodeId(peer).short_form(), p.remote,
+                 p.elapsed_ms);
+    if (!p.initiator) {
+      p.state = "awaiting quic";  // the initiator connects; our listener adopts it
+      return;
+    }
+    p.state = "connecting";
+    std::weak_ptr<Impl> weak = weak_from_this();
+    endpoint->connect(o.remote, peer, [weak, peer](Result<std::shared_ptr<quic::QuicChannel>> ch) {
+      auto self = weak.lock();
+      if (!self || self->stopped) {
+        if (ch) (*ch)->close();
+        return;
+      }
+      if (!ch) {
+        self->failed(peer, "the punched path did not carry QUIC: " + ch.error().message());
+        return;
+      }
+      self->adopt(std::move(*ch), peer, true);
+    });
+  }
+
+  void failed(const PublicKeyBytes& peer, const std::string& why) {
+    PeerPunch& p = peers[peer];
+    p.state = "failed";
+    p.reason = why;
+    p.failures++;
+    auto backoff = kFirstBackoff * (1 << std::min(p.failures - 1, 6));
+    p.next_try = Clock::now() + std::min<Clock::duration>(backoff, kMaxBackoff);
+    spdlog::info("hole punching: no direct path to {}: {}", NodeId(peer).short_form(), why);
+  }
+
+  void adopt(std::shared_ptr<quic::QuicChannel> ch, const PublicKeyBytes& peer, bool dialer) {
+    std::string path = ch->path_string();
+    std::weak_ptr<Impl> weak = weak_from_this();
+    link.adopt_channel(std::move(ch), peer, dialer, path, [weak, peer](Status st) {
+      auto self = weak.lock();
+      if (!self) return;
+      if (!st) self->failed(peer, "the link did not start on the punched path: " + st.error().message());
+    });
+  }
+
+  nlohmann::json status() const {
+    nlohmann::json j;
+    if (!endpoint) {
+      j["state"] = off_reason.empty() ? "off" : off_reason;
+      return j;
+    }
+    j["state"] = "on";
+    j["local"] = endpoint_text(endpoint->local_endpoint());
+    j["gso"] = endpoint->gso_enabled();
+    if (check) j["checking"] = true;
+    if (!nat) {
+      j["nat"] = "unknown";
+      j["punching"] = "not checked yet";
+      return j;
+    }
+    j["nat"] = punch::nat_kind_name(nat->nat);
+    if (!nat->why.empty()) j["why"] = nat->why;
+    if (nat->public_address) j["public"] = endpoint_text(*nat->public_address);
+    nlohmann::json servers = nlohmann::json::array();
+    for (const auto& s : nat->servers) {
+      servers.push_back({{"server", endpoint_text(s.server)},
+                         {"mapped", s.mapped ? nlohmann::json(endpoint_text(*s.mapped)) : nlohmann::json()}});
+    }
+    j["servers"] = servers;
+    switch (nat->nat) {
+      case punch::NatKind::kPunchable:
+        j["punching"] = "possible: the NAT keeps one public port for every destination";
+        break;
+      case punch::NatKind::kSymmetric:
+        j["punching"] = "not possible: the NAT picks a new public port per destination (links stay on the relay)";
+        break;
+      default:
+        j["punching"] = "unknown (tried anyway): two relays at different addresses are needed to tell";
+        break;
+    }
+    return j;
+  }
+
+  nlohmann::json peer_state(const PublicKeyBytes& peer) const {
+    auto it = peers.find(peer);
+    if (it == peers.end()) return nullptr;
+    const PeerPunch& p = it->second;
+    nlohmann::json j{{"state", p.state}, {"attempts", p.attempts}};
+    if (!p.reason.empty()) j["reason"] = p.reason;
+    if (!p.remote.empty()) j["remote"] = p.remote;
+    if (p.elapsed_ms > 0) j["elapsed_ms"] = p.elapsed_ms;
+    if (p.punch_rtt_ms > 0) j["probe_rtt_ms"] = p.punch_rtt_ms;
+    return j;
+  }
+};
+
+PunchPaths::PunchPaths(asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks,
+                       std::string listen, std::string preferred_host, uint16_t preferred_port)
+    : impl_(std::make_shared<Impl>(io, identity, link, std::move(hooks), std::move(listen), std::move(preferred_host),
+                                   preferred_port)) {}
+
+PunchPaths::~PunchPaths() { stop(); }
+
+Status PunchPaths::start() { return impl_->start(); }
+void PunchPaths::stop() {
+  if (!impl_->stopped) impl_->stop();
+}
+void PunchPaths::on_established(const PublicKeyBytes& peer, const std::string& path) {
+  impl_->on_established(peer, path);
+}
+void PunchPaths::on_signal(const PublicKeyBytes& from, ByteView data) { impl_->on_signal(from, data); }
+void PunchPaths::recheck(std::function<void()> done) {
+  if (!impl_->endpoint || impl_->stopped) return done();
+  impl_->after_check.push_back(std::move(done));
+  impl_->run_check();
+}
+nlohmann::json PunchPaths::status() const { return impl_->status(); }
+nlohmann::json PunchPaths::peer_state(const PublicKeyBytes& peer) const { return impl_->peer_state(peer); }
+
+}  // namespace yonder::reach

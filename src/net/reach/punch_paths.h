@@ -1,0 +1,86 @@
+// Hole-punched direct paths (issue 7): when the link to a paired peer runs
+// through a relay, the two nodes punch a UDP path through their NATs and
+// move the link onto a QUIC connection over it.
+//
+// One UDP socket (a quic::QuicEndpoint, link.udp_listen) carries everything:
+//   - STUN to the relays' UDP ports (same number as their TCP port): this
+//     node's public UDP mapping and whether its NAT keeps one mapping for
+//     every destination (punchable) or makes one per destination
+//     (symmetric: stay on the relay);
+//   - the punch probes (punch::PunchSession, coordinated through relay
+//     signals: offer, answer, go);
+//   - the QUIC connection, client on the side that initiated the punch
+//     (the smaller key), whose TLS pins the peer's raw key exactly as the
+//     TCP carrier pins its certificate key.
+// The QUIC channel becomes a link session (LinkService::adopt_channel) with
+// path "punched quic IP:PORT"; the relayed session drains (its running
+// streams finish on it), so nothing running breaks. If the direct path dies
+// (the QUIC idle timeout, or the mux's keepalive), the link redials through
+// the relay as always, and a later relayed session tries punching again
+// (with backoff after failures).
+//
+// Event loop only.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/bytes.h"
+#include "base/error.h"
+#include "crypto/identity.h"
+#include "net/link/link_service.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace yonder::reach {
+
+class PunchPaths {
+ public:
+  struct Hooks {
+    std::function<std::vector<std::string>()> relays;                  // HOST:PORT of every relay
+    // Through one relay; `rounds` 1: no retry (RelayPaths::send_signal);
+    // `done` hears whether a relay took it.
+    std::function<void(const PublicKeyBytes&, Bytes, std::function<void(Status)> done, int rounds)> send_signal;
+    std::function<bool(const PublicKeyBytes&)> pinned;                  // paired and not denied
+  };
+
+  // `listen`: "IP:PORT" for the UDP socket; empty: `preferred_host` (the
+  // link's listening address; "" for all) on `preferred_port` when it is
+  // free, else any port.
+  PunchPaths(boost::asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks,
+             std::string listen, std::string preferred_host, uint16_t preferred_port);
+  ~PunchPaths();
+  PunchPaths(const PunchPaths&) = delete;
+  PunchPaths& operator=(const PunchPaths&) = delete;
+
+  Status start();
+  void stop();
+
+  // A session to `peer` is up on `path` (LinkService::on_established).
+  void on_established(const PublicKeyBytes& peer, const std::string& path);
+  // A relay signal that is_punch_signal.
+  void on_signal(const PublicKeyBytes& from, ByteView data);
+  // netcheck asks again: a fresh NAT check; `done` once it has an answer
+  // (at once when hole punching is off).
+  void recheck(std::function<void()> done);
+
+  // For GET /v1/netcheck: the UDP socket, public mapping, NAT kind, why.
+  nlohmann::json status() const;
+  // For GET /v1/peers: the last punch to `peer` (state, reason, times); null if none.
+  nlohmann::json peer_state(const PublicKeyBytes& peer) const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace yonder::reach
