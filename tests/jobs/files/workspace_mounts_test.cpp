@@ -18,7 +18,7 @@
 #include "os/loop_mount.h"
 #include "support/temp_dir.h"
 
-namespace yonder::node {
+namespace yonder::jobs::files {
 namespace {
 
 using yonder::testing::TempDir;
@@ -48,7 +48,7 @@ class WorkspaceMountsTest : public ::testing::Test {
 };
 
 TEST_F(WorkspaceMountsTest, AReaderAfterTheExecutorUnmountedStillSeesTheFiles) {
-  jobs::files::WorkspaceMounts mounts(jobs());
+  WorkspaceMounts mounts(jobs());
   auto first = mounts.acquire("j1");  // while the job runs: the executor's mount
   ASSERT_TRUE(first.ok()) << first.error().to_string();
   EXPECT_EQ(read_all(*first + "/square.txt"), "64\n");
@@ -108,7 +108,7 @@ TEST_F(WorkspaceMountsTest, AFileSystemKeptAliveElsewhereIsMountedAgainNotReadSt
 
   ASSERT_TRUE(os::unmount(workspace()).ok());  // the job ended
   ASSERT_FALSE(os::is_mount_point(workspace()));
-  jobs::files::WorkspaceMounts mounts(jobs());
+  WorkspaceMounts mounts(jobs());
   auto r = mounts.acquire("j1");
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(read_all(*r + "/square.txt"), "64\n");
@@ -126,7 +126,7 @@ TEST_F(WorkspaceMountsTest, AFileSystemKeptAliveElsewhereIsMountedAgainNotReadSt
 // mount leaves (it once stayed for good, "cleaning up failed"), the reader
 // reads on, and the next reader gets the same files.
 TEST_F(WorkspaceMountsTest, AnUnmountWhileAReaderHasFilesOpenLetsTheReaderFinish) {
-  jobs::files::WorkspaceMounts mounts(jobs());
+  WorkspaceMounts mounts(jobs());
   auto first = mounts.acquire("j1");
   ASSERT_TRUE(first.ok()) << first.error().to_string();
   std::ifstream open_file(*first + "/square.txt");
@@ -148,7 +148,7 @@ TEST_F(WorkspaceMountsTest, AnUnmountWhileAReaderHasFilesOpenLetsTheReaderFinish
 }
 
 TEST_F(WorkspaceMountsTest, TheExecutorsMountIsLeftToTheExecutor) {
-  jobs::files::WorkspaceMounts mounts(jobs());
+  WorkspaceMounts mounts(jobs());
   ASSERT_TRUE(mounts.acquire("j1").ok());
   mounts.release("j1");
   EXPECT_TRUE(os::is_mount_point(workspace()));  // not ours to unmount
@@ -162,7 +162,7 @@ TEST_F(WorkspaceMountsTest, TheExecutorsMountIsLeftToTheExecutor) {
 TEST_F(WorkspaceMountsTest, ASameProviderRequeueLeavesTheRunningJobsFilesAlone) {
   ASSERT_TRUE(os::unmount(workspace()).ok());  // the first run ended
   bool runs = false;
-  jobs::files::WorkspaceMounts mounts(jobs(), [&](const std::string& id) { return id == "j1" && runs; });
+  WorkspaceMounts mounts(jobs(), [&](const std::string& id) { return id == "j1" && runs; });
   auto fetch = mounts.acquire("j1");
   ASSERT_TRUE(fetch.ok()) << fetch.error().to_string();
   ASSERT_TRUE(os::is_mount_point(workspace()));
@@ -184,7 +184,7 @@ TEST_F(WorkspaceMountsTest, ASameProviderRequeueLeavesTheRunningJobsFilesAlone) 
 TEST_F(WorkspaceMountsTest, ARemovedWorkspaceIsNotFound) {
   ASSERT_TRUE(os::unmount(workspace()).ok());
   std::filesystem::remove(image());
-  jobs::files::WorkspaceMounts mounts(jobs());
+  WorkspaceMounts mounts(jobs());
   auto r = mounts.acquire("j1");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kNotFound);
@@ -192,4 +192,4 @@ TEST_F(WorkspaceMountsTest, ARemovedWorkspaceIsNotFound) {
 }
 
 }  // namespace
-}  // namespace yonder::node
+}  // namespace yonder::jobs::files
