@@ -23,6 +23,7 @@ scripts/build-test-image.sh  # the executor tests' image (docker import; no regi
 export YONDER_REQUIRE_DOCKER=1
 export YONDER_REQUIRE_PODMAN=1  # setup.sh installed podman: the Podman executor tests must run (they start their own service)
 export YONDER_REQUIRE_SLURM=1  # services.sh started scripts/slurm.sh's cluster: the Slurm tests must run
+export YONDER_REQUIRE_NETNS=1  # CI runs as root: the NAT-lab and other network-namespace tests must run, not skip
 
 # --- building a stage behind the previous stage's tests
 # The tests spend much of their time waiting on dockerd, Slurm and sockets,

@@ -14,6 +14,7 @@
 #include "crypto/identity.h"
 #include "discovery/pair_key.h"
 #include "support/nat_lab.h"
+#include "support/netns_env.h"
 #include "support/subprocess.h"
 
 namespace yonder::discovery {
@@ -54,7 +55,7 @@ struct Node {
 class LanDiscoveryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (auto why = enter_private_netns()) GTEST_SKIP() << *why;
+    YONDER_REQUIRE_NETNS_OR_SKIP(enter_private_netns());
   }
   void start(Node& n, std::vector<PairedPeer> peers) {
     LanDiscoveryOptions options{.link_port = n.link_port, .interfaces = {"lo"}};

@@ -33,6 +33,7 @@
 #include "support/job_node.h"
 #include "support/loopback_client.h"
 #include "support/nat_lab.h"
+#include "support/netns_env.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -48,10 +49,7 @@ constexpr const char* kAddress = "10.231.0.1";
 // Namespaces left by a killed run are removed by the next one.
 class TestNetns {
  public:
-  static std::optional<std::string> unavailable_reason() {
-    if (::geteuid() != 0) return "needs root to make a network namespace (ip netns)";
-    return std::nullopt;
-  }
+  static std::optional<std::string> unavailable_reason() { return netns_unavailable_reason(); }
   TestNetns() : name_("yonder-apitls-" + std::to_string(::getpid())) {
     reap();
     ip({"netns", "add", name_});
@@ -215,7 +213,7 @@ Env tls_env(const TestCertificate& c, const std::string& listen) {
 }
 
 TEST(ApiTls, NonLoopbackBindServesHttpsOnly) {
-  if (auto why = TestNetns::unavailable_reason()) GTEST_SKIP() << *why;
+  YONDER_REQUIRE_NETNS_OR_SKIP(TestNetns::unavailable_reason());
   TempDir dir;
   TestNetns netns;
   TestCertificate cert(dir);

@@ -44,6 +44,7 @@
 #include "support/job_node.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -58,19 +59,6 @@ class Faults : public ::testing::Test {
 };
 
 constexpr const char* kImage = "yonder-test/busybox:1";
-
-// Asks `ready` again and again (short, growing pauses) until it holds or
-// `timeout` passes; whether it held.
-bool eventually(const std::function<bool()>& ready, std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  auto pause = 5ms;
-  while (!ready()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(200));
-  }
-  return true;
-}
 
 // A child whose stdout and stderr the test reads as they come (stdin is
 // /dev/null); killed with SIGKILL if still running at the end.
@@ -254,7 +242,7 @@ TEST_F(Faults, ProviderKilledMidJobAndRestarted) {
     // A ends while nobody watches (Docker's wait is the event), B gets to its second wait.
     auto waited = run({"/usr/bin/env", "docker", "wait", "yonder-" + a});
     EXPECT_EQ(waited.out, "7\n") << waited.err;
-    EXPECT_TRUE(eventually([&] { return std::filesystem::exists(workspace_of(studio, b) + "/half"); }, 60s));
+    EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(workspace_of(studio, b) + "/half"); }, 60s));
   });
   touch(workspace_of(studio, b) + "/go2");
 
@@ -327,7 +315,8 @@ TEST_F(Faults, ConsumerKilledMidUploadResumes) {
   uint64_t sent = 0;
   {
     BackgroundProcess first(args, laptop.env());
-    ASSERT_TRUE(eventually([&] { return (sent = upload_sent(laptop)) >= kSize / 4; }, 120s)) << "the upload never got going";
+    ASSERT_TRUE(wait_until([&] { return (sent = upload_sent(laptop)) >= kSize / 4; }, 120s))
+        << "the upload never got going";
     ::kill(first.pid(), SIGKILL);
     laptop.crash_and_restart();
     first.wait();
@@ -445,7 +434,7 @@ TEST_F(Faults, SqliteSurvivesKillsDuringWrites) {
     });
     // Killed at a different point each round: after 2 to 10 acknowledged writes.
     int target = 2 + (round * 5) % 9;
-    EXPECT_TRUE(eventually([&] { return acks >= target; }, 60s)) << "round " << round;
+    EXPECT_TRUE(wait_until([&] { return acks >= target; }, 60s)) << "round " << round;
     studio.crash_and_restart([&] {
       stop = true;
       for (auto& w : writers) w.join();
@@ -465,7 +454,7 @@ TEST_F(Faults, SqliteSurvivesKillsDuringWrites) {
   for (const auto* ids : {&acked.local_jobs, &acked.remote_jobs}) {
     for (const auto& id : *ids) {
       json view;
-      EXPECT_TRUE(eventually(
+      EXPECT_TRUE(wait_until(
           [&] {
             view = api(studio, "GET", "/v1/provider/jobs?id=" + id).body;
             std::string s = view.value("state", "");
@@ -534,7 +523,7 @@ TEST_F(Faults, DiskFullOnTheStateFolder) {
   auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c", script});
   ASSERT_EQ(d.exit_code, 0) << d.err;
   std::string job = d.out.substr(0, d.out.find('\n'));
-  ASSERT_TRUE(eventually([&] { return provider_stdout(studio, job).find("line 19\n") != std::string::npos; }, 60s));
+  ASSERT_TRUE(wait_until([&] { return provider_stdout(studio, job).find("line 19\n") != std::string::npos; }, 60s));
 
   ASSERT_TRUE(disk.fill(home + "/filler"));
   // Writes fail, each saying which folder is full and what to do; or, where
@@ -578,7 +567,7 @@ TEST_F(Faults, DiskFullOnTheStateFolder) {
   // Room again: the output held back is written, the job settles, nothing is lost.
   std::filesystem::remove(home + "/filler");
   json view;
-  ASSERT_TRUE(eventually(
+  ASSERT_TRUE(wait_until(
       [&] {
         view = api(studio, "GET", "/v1/provider/jobs?id=" + job).body;
         return view.value("state", "") == "exited";

@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <vector>
 
 #include "support/docker_env.h"
 #include "support/job_node.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -48,25 +48,31 @@ std::string all_content(const std::string& dir) {
 
 // Waits until the job's output contains `text` (bounded).
 bool wait_for_output(const Node& node, const std::string& id, const std::string& text) {
-  for (int i = 0; i < 300; ++i) {
-    if (node.yonder({"logs", id}).out.find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
+  return wait_until(
+      [&] {
+        return node.yonder({"logs", id}).out.find(text) != std::string::npos;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100));
 }
 
 // Audit entries of `action` on `provider` for `subject`, waiting (bounded)
 // until `ok` accepts one; returns it (null if none came).
 json wait_for_audit(const Node& provider, const std::string& action, const std::string& subject,
                     const std::function<bool(const json&)>& ok) {
-  for (int i = 0; i < 50; ++i) {
-    json audit = provider.yonder_json({"audit"});
-    for (const auto& e : audit["entries"]) {
-      if (e["action"] == action && e["subject"] == subject && ok(e)) return e;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return nullptr;
+  json found = nullptr;
+  wait_until(
+      [&] {
+        json audit = provider.yonder_json({"audit"});
+        for (const auto& e : audit["entries"]) {
+          if (e["action"] == action && e["subject"] == subject && ok(e)) {
+            found = e;
+            return true;
+          }
+        }
+        return false;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100));
+  return found;
 }
 
 TEST_F(Files, CpOutOfAndIntoARunningJobNeverFollowsTheJobsLinks) {

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "crypto/identity.h"
 #include "crypto/node_id.h"
@@ -19,6 +18,7 @@
 #include "support/job_node.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -34,12 +34,8 @@ json members(const Node& node) {
 
 // Polls `check` until it holds or 30 s pass; the last state goes into the failure.
 bool eventually(const std::function<bool(std::string&)>& check) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   std::string last;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (check(last)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  if (wait_until([&] { return check(last); }, std::chrono::seconds(30), std::chrono::milliseconds(50))) return true;
   ADD_FAILURE() << "timed out; last state: " << last;
   return false;
 }

@@ -16,12 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "support/docker_env.h"
 #include "support/job_node.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -52,18 +52,18 @@ std::string read_file(const std::string& path) {
 
 // `yonder array status ID --json` once `ready` says so (bounded).
 json status_when(const Node& node, const std::string& id, const std::function<bool(const json&)>& ready,
-                 const std::string& what, int tries = 1800) {
+                 const std::string& what, std::chrono::seconds timeout = std::chrono::seconds(300)) {
   json last;
-  for (int i = 0; i < tries; ++i) {
-    auto r = node.yonder({"array", "status", id, "--json"});
-    auto j = json::parse(r.out, nullptr, false);
-    if (j.is_object()) {
-      last = j;
-      if (ready(last)) return last;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ADD_FAILURE() << "the array never got " << what << "; last: " << last.dump();
+  bool got = wait_until(
+      [&] {
+        auto r = node.yonder({"array", "status", id, "--json"});
+        auto j = json::parse(r.out, nullptr, false);
+        if (!j.is_object()) return false;
+        last = j;
+        return ready(last);
+      },
+      timeout, std::chrono::milliseconds(100));
+  if (!got) ADD_FAILURE() << "the array never got " << what << "; last: " << last.dump();
   return last;
 }
 

@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "store/database.h"
@@ -22,6 +21,7 @@
 #include "support/job_node.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -64,33 +64,36 @@ std::string read_file(const std::string& path) {
 // daemon's supervisor works in the background).
 json mesh_job_when(const Node& node, const std::function<bool(const json&)>& ready, const std::string& what) {
   json last;
-  for (int i = 0; i < 600; ++i) {
-    auto r = node.yonder({"mesh", "jobs", "--all", "--json"});
-    auto j = json::parse(r.out, nullptr, false);
-    if (j.is_object() && j["jobs"].is_array() && j["jobs"].size() == 1) {
-      last = j["jobs"][0];
-      if (ready(last)) return last;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ADD_FAILURE() << "the mesh job never got " << what << "; last: " << last.dump();
+  bool got = wait_until(
+      [&] {
+        auto r = node.yonder({"mesh", "jobs", "--all", "--json"});
+        auto j = json::parse(r.out, nullptr, false);
+        if (!j.is_object() || !j["jobs"].is_array() || j["jobs"].size() != 1) return false;
+        last = j["jobs"][0];
+        return ready(last);
+      },
+      std::chrono::seconds(120), std::chrono::milliseconds(100));
+  if (!got) ADD_FAILURE() << "the mesh job never got " << what << "; last: " << last.dump();
   return last;
 }
 
 json receipt_of(const Node& node, const std::string& job, const std::string& state) {
   json found;
-  for (int i = 0; i < 100; ++i) {
-    auto r = node.yonder({"receipts", "--verify", "--json"});
-    auto j = json::parse(r.out, nullptr, false);
-    if (j.is_object()) {
-      for (const auto& v : j["receipts"]) {
-        if (v["job_id"] == job) found = v;
-      }
-    }
-    if (!found.is_null() && found["state"] == state) return found;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  bool got = wait_until(
+      [&] {
+        auto r = node.yonder({"receipts", "--verify", "--json"});
+        auto j = json::parse(r.out, nullptr, false);
+        if (j.is_object()) {
+          for (const auto& v : j["receipts"]) {
+            if (v["job_id"] == job) found = v;
+          }
+        }
+        return !found.is_null() && found["state"] == state;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100));
+  if (!got) {
+    ADD_FAILURE() << "no " << state << " receipt of job " << job << " on " << node.home() << "; last: " << found.dump();
   }
-  ADD_FAILURE() << "no " << state << " receipt of job " << job << " on " << node.home() << "; last: " << found.dump();
   return found;
 }
 

@@ -17,6 +17,7 @@
 #include "support/job_node.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -246,13 +247,14 @@ TEST_F(MeshRun, AGroupJobGoesToTheGroupsProviderEvenWhenAnotherRanksHigher) {
 // Polls `mesh --cached` on `node` (no asking) until `check` holds for the
 // provider `name` or 30 s pass; the last state goes into the failure.
 bool cached_eventually(const Node& node, const std::string& name, const std::function<bool(const json&)>& check) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   json last;
-  while (std::chrono::steady_clock::now() < deadline) {
-    last = provider_named(node.yonder_json({"mesh", "--cached"}), name);
-    if (!last.is_null() && check(last)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  bool held = wait_until(
+      [&] {
+        last = provider_named(node.yonder_json({"mesh", "--cached"}), name);
+        return !last.is_null() && check(last);
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(50));
+  if (held) return true;
   ADD_FAILURE() << "timed out; last: " << last.dump();
   return false;
 }

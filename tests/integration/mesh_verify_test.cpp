@@ -7,6 +7,7 @@
 // (The clique case is tests/node/reputation_test.cpp, against real stores.)
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -16,6 +17,7 @@
 #include "support/job_node.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -83,12 +85,13 @@ TEST_F(MeshVerify, APassedBenchmarkGivesStandingThatPlacementPrefers) {
   // The receipt is fetched and countersigned when the job's end is seen;
   // each `yonder receipts` also sweeps for it (an event, not a timer).
   std::string receipt_state;
-  for (int i = 0; i < 100 && receipt_state != "countersigned"; ++i) {
+  EXPECT_TRUE(wait_until([&] {
     json receipts = laptop.yonder_json({"receipts"});
     for (const auto& r : receipts["receipts"]) {
       if (r.value("job_id", "") == job_id) receipt_state = r.value("state", "");
     }
-  }
+    return receipt_state == "countersigned";
+  })) << "the benchmark job's receipt was never countersigned";
   EXPECT_EQ(receipt_state, "countersigned") << laptop.yonder({"receipts"}).out;
 
   // Standing: shown per provider, nonzero for the checked one only.
@@ -101,8 +104,14 @@ TEST_F(MeshVerify, APassedBenchmarkGivesStandingThatPlacementPrefers) {
   // Each provider answered mesh.opinions; beta's holds the benchmark job's
   // receipt, signed by both once our countersignature (sent after we stored
   // it) has reached beta: ask again until it has.
-  for (int i = 0; i < 50 && b["opinions"]["receipts"] != 1; ++i)
-    b = provider_named(laptop.yonder_json({"mesh"}), "beta");
+  EXPECT_TRUE(wait_until(
+      [&] {
+        if (b["opinions"]["receipts"] == 1) return true;
+        b = provider_named(laptop.yonder_json({"mesh"}), "beta");
+        return b["opinions"]["receipts"] == 1;
+      },
+      std::chrono::seconds(60)))
+      << "beta never held the countersigned receipt";
   EXPECT_EQ(b["opinions"]["receipts"], 1) << b.dump();
   EXPECT_EQ(b["opinions"]["dropped"], 0) << b.dump();
   EXPECT_EQ(a["opinions"]["receipts"], 0) << a.dump();

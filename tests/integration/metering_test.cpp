@@ -17,6 +17,7 @@
 #include "support/job_node.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -35,18 +36,21 @@ class Metering : public ::testing::Test {
 // bounded wait).
 json receipt_of(const Node& node, const std::string& job, const std::string& state) {
   json found;
-  for (int i = 0; i < 100; ++i) {
-    auto r = node.yonder({"receipts", "--verify", "--json"});
-    auto j = json::parse(r.out, nullptr, false);
-    if (j.is_object()) {
-      for (const auto& v : j["receipts"]) {
-        if (v["job_id"] == job) found = v;
-      }
-    }
-    if (!found.is_null() && (state.empty() || found["state"] == state)) return found;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  bool got = wait_until(
+      [&] {
+        auto r = node.yonder({"receipts", "--verify", "--json"});
+        auto j = json::parse(r.out, nullptr, false);
+        if (j.is_object()) {
+          for (const auto& v : j["receipts"]) {
+            if (v["job_id"] == job) found = v;
+          }
+        }
+        return !found.is_null() && (state.empty() || found["state"] == state);
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100));
+  if (!got) {
+    ADD_FAILURE() << "no " << state << " receipt of job " << job << " on " << node.home() << "; last: " << found.dump();
   }
-  ADD_FAILURE() << "no " << state << " receipt of job " << job << " on " << node.home() << "; last: " << found.dump();
   return found;
 }
 

@@ -34,6 +34,7 @@
 #include "support/nat_lab.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -87,16 +88,6 @@ DaemonStarter in_lab(const NatLab& lab, std::string node) {
   return [&lab, node](const Env& env) { return lab.daemon_in(node, env); };
 }
 
-// Polls `ok` every 50 ms until it holds or `deadline` passes.
-bool poll_until(const std::function<bool()>& ok, std::chrono::seconds deadline) {
-  auto end = Clock::now() + deadline;
-  while (Clock::now() < end) {
-    if (ok()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return ok();
-}
-
 // The provider (b1, listening nowhere) and the consumer (a1), paired
 // through the relay: the relay is their only path.
 struct RelayedPair {
@@ -109,25 +100,25 @@ struct RelayedPair {
     auto share = studio.yonder_json({"share", "--scope", "run,files"});
     auto r = laptop.yonder({"pair", share["link"].get<std::string>()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    bool up = poll_until(
+    bool up = wait_until(
         [&] {
           auto peers = laptop.yonder_json({"peers"});
           return peers.contains("peers") && !peers["peers"].empty() && peers["peers"][0].value("connected", false) &&
                  peers["peers"][0].value("path_kind", "") == "relay";
         },
-        30s);
+        30s, 50ms);
     ASSERT_TRUE(up) << laptop.yonder({"peers"}).out;
   }
   // The consumer's only job (the one `yonder run` started).
   std::string job_id() const {
     std::string id;
-    poll_until(
+    wait_until(
         [&] {
           auto ps = laptop.yonder_json({"ps", "--all"});
           if (ps.is_object() && ps["jobs"].size() == 1) id = ps["jobs"][0].value("job_id", "");
           return !id.empty();
         },
-        60s);
+        60s, 50ms);
     return id;
   }
   // The provider's own API (its unix socket, with its token).
@@ -242,16 +233,16 @@ TEST_F(NetworkFaults, RelayKilledMidTransfer) {
   // 1. The relay dies mid-upload: the consumer retries, and the provider
   // asks only for the rest.
   json up;
-  bool mid = poll_until(
+  bool mid = wait_until(
       [&] {
         up = upload_in_flight(p.laptop);
         return up.value("phase", "") == "sending" && up.value("sent_bytes", 0) >= (1 << 20);
       },
-      60s);
+      60s, 50ms);
   ASSERT_TRUE(mid) << up.dump() << "\n" << run_cmd.output();
   EXPECT_LT(up.value("sent_bytes", 0), 5 << 20) << "the upload was nearly over before the relay was killed";
   p.relay.kill();
-  bool retrying = poll_until([&] { return upload_in_flight(p.laptop).value("phase", "") == "retrying"; }, 30s);
+  bool retrying = wait_until([&] { return upload_in_flight(p.laptop).value("phase", "") == "retrying"; }, 30s, 50ms);
   EXPECT_TRUE(retrying) << upload_in_flight(p.laptop).dump() << "\n" << run_cmd.output();
   p.relay.start();
 
@@ -268,7 +259,7 @@ TEST_F(NetworkFaults, RelayKilledMidTransfer) {
   ASSERT_FALSE(job.empty());
   uint64_t before = p.relay.carried();
   LiveProcess cp({program_path("yonder"), "cp", "--json", big, job + ":inbox"}, p.laptop.env());
-  bool copying = poll_until([&] { return p.relay.carried() >= before + (1 << 20); }, 60s);
+  bool copying = wait_until([&] { return p.relay.carried() >= before + (1 << 20); }, 60s, 50ms);
   ASSERT_TRUE(copying) << cp.output();
   p.relay.kill();
   p.relay.start();

@@ -18,6 +18,7 @@
 #include "net/link/tls_context.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -78,7 +79,10 @@ TEST(PeerLink, PairingHappyPath) {
   EXPECT_EQ(paired["summary"], "run,exec; 2 GPUs, 20 GiB VRAM, 2h, 1 job, no egress");
   std::string sas = paired["short_auth_string"];
   EXPECT_EQ(sas.size(), 11u);
-  // The provider shows the same string for this session.
+  // The provider shows the same string for this session (it logs it just
+  // after its answer, so the line may land after `pair` returned).
+  EXPECT_TRUE(wait_until([&] { return studio.daemon().log().find(sas) != std::string::npos; }))
+      << "the provider never logged the short authentication string " << sas;
   EXPECT_NE(studio.daemon().log().find(sas), std::string::npos) << studio.daemon().log();
 
   auto on_studio = studio.peers();
@@ -140,13 +144,15 @@ TEST(PeerLink, ExpiredTamperedTruncatedRevokedLinksGiveDistinctMessages) {
 
   // Expiry: a one-second link, used once the provider itself lists it expired.
   std::string short_lived = studio.share({"--expires", "1s"});
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  bool expired = false;
-  while (!expired && std::chrono::steady_clock::now() < deadline) {
-    json links = studio.yonder_json({"links"})["links"];
-    for (const auto& l : links) expired = expired || l["state"] == "expired";
-  }
-  ASSERT_TRUE(expired);
+  json links;
+  bool expired = wait_until([&] {
+    links = studio.yonder_json({"links"})["links"];
+    for (const auto& l : links) {
+      if (l["state"] == "expired") return true;
+    }
+    return false;
+  });
+  ASSERT_TRUE(expired) << links.dump();
   auto late = laptop.yonder({"pair", short_lived});
   EXPECT_NE(late.exit_code, 0);
   EXPECT_NE(late.err.find("expired"), std::string::npos) << late.err;
@@ -255,12 +261,13 @@ TEST(PeerLink, DenyClosesAnOpenStreamWithinASecond) {
     return std::make_pair(r, std::chrono::steady_clock::now());
   });
   // Wait until the studio sees the stream.
-  bool open = false;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!open && std::chrono::steady_clock::now() < deadline) {
-    for (const auto& p : studio.peers()) open = open || p["streams"].get<int>() > 0;
-  }
-  ASSERT_TRUE(open);
+  bool open = wait_until([&] {
+    for (const auto& p : studio.peers()) {
+      if (p["streams"].get<int>() > 0) return true;
+    }
+    return false;
+  });
+  ASSERT_TRUE(open) << studio.peers().dump();
   auto denied = studio.yonder({"deny", "laptop"});
   auto denied_at = std::chrono::steady_clock::now();
   ASSERT_EQ(denied.exit_code, 0) << denied.err;

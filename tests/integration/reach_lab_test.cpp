@@ -22,7 +22,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <thread>
 
 #include "support/docker_env.h"
 #include "support/job_node.h"
@@ -31,6 +30,7 @@
 #include "support/nat_lab.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -95,14 +95,14 @@ DaemonStarter in_lab(const NatLab& lab, std::string node) {
 // The consumer's view of its only peer, polled until `ok` holds (or 30 s).
 json wait_peer(const Node& node, const std::function<bool(const json&)>& ok) {
   json last;
-  for (int i = 0; i < 300; ++i) {
-    auto peers = node.yonder_json({"peers"});
-    if (peers.contains("peers") && !peers["peers"].empty()) {
-      last = peers["peers"][0];
-      if (ok(last)) return last;
-    }
-    std::this_thread::sleep_for(100ms);
-  }
+  wait_until(
+      [&] {
+        auto peers = node.yonder_json({"peers"});
+        if (!peers.contains("peers") || peers["peers"].empty()) return false;
+        last = peers["peers"][0];
+        return ok(last);
+      },
+      30s, 100ms);
   return last;
 }
 
@@ -200,11 +200,13 @@ TEST_P(ReachLabNats, PairAndRunAJobThroughTheRelayWithNoInboundPort) {
   auto expect_nat = [&](const Node& node, NatMode mode, const std::string& nat_key) {
     json nc;
     std::string want = mode == NatMode::kPreserving ? "port_preserving" : "symmetric";
-    for (int i = 0; i < 100; ++i) {
-      nc = node.yonder_json({"netcheck"});
-      if (nc.value("nat", "") == want) break;
-      std::this_thread::sleep_for(100ms);
-    }
+    EXPECT_TRUE(wait_until(
+        [&] {
+          nc = node.yonder_json({"netcheck"});
+          return nc.value("nat", "") == want;
+        },
+        60s, 100ms))
+        << "netcheck never saw the NAT as " << want;
     EXPECT_EQ(nc.value("nat", ""), want) << nc.dump();
     EXPECT_EQ(nc.value("public_addr", "").rfind(lab.address(nat_key) + ":", 0), 0u) << nc.dump();
   };
@@ -381,11 +383,13 @@ TEST_F(ReachLab, ARelayedLinkMovesToAMappedPortWhileLogsFollow) {
 
   LabGateway gateway(lab, "nat-a");
   // Each netcheck makes the provider ask the router again at once.
-  for (int i = 0; i < 150; ++i) {
-    nc = studio.yonder_json({"netcheck"});
-    if (port_mapping(nc).value("state", "") == "mapped") break;
-    std::this_thread::sleep_for(200ms);
-  }
+  EXPECT_TRUE(wait_until(
+      [&] {
+        nc = studio.yonder_json({"netcheck"});
+        return port_mapping(nc).value("state", "") == "mapped";
+      },
+      60s, 200ms))
+      << "the provider never mapped a port on the gateway";
   ASSERT_EQ(port_mapping(nc).value("state", ""), "mapped") << nc.dump() << "\ngateway:\n" << gateway.log();
   std::string mapped = port_mapping(nc).value("external", "");
   EXPECT_EQ(mapped.rfind(lab.address("nat-a") + ":", 0), 0u) << nc.dump();
@@ -501,11 +505,14 @@ TEST_F(ReachLab, ConeNatsPunchADirectPathAndEveryCommandRunsOverQuic) {
                           "exec httpd -f -p 8080 -h /tmp/www"});
   ASSERT_EQ(d.exit_code, 0) << d.err;
   std::string id = d.out.substr(0, d.out.find('\n'));
-  for (int i = 0; i < 100; ++i) {
-    auto ps = laptop.yonder_json({"ps"});
-    if (ps.is_object() && !ps["jobs"].empty() && ps["jobs"][0]["state"] == "running") break;
-    std::this_thread::sleep_for(100ms);
-  }
+  json ps;
+  EXPECT_TRUE(wait_until(
+      [&ps, &consumer = laptop] {
+        ps = consumer.yonder_json({"ps"});
+        return ps.is_object() && !ps["jobs"].empty() && ps["jobs"][0]["state"] == "running";
+      },
+      30s, 100ms))
+      << ps.dump();
   // exec's stream comes through a port of the consumer daemon's loopback, in a1.
   auto piped = lab.run_in("a1", {program_path("yonder"), "exec", "-i", id, "--", "sh", "-c", "read x; echo got $x; exit 3"},
                           laptop.env(), "quic\n");

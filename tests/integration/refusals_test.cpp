@@ -13,13 +13,13 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "jobs/consumer/consumer_jobs.h"
 #include "support/docker_env.h"
 #include "support/job_node.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -36,28 +36,33 @@ constexpr const char* kImage = "yonder-test/busybox:1";
 // The audit entry by `actor` for `action` whose refusal mentions `reason`
 // (bounded wait: entries are written just after the reply).
 json refusal(const Node& provider, const std::string& actor, const std::string& action, const std::string& reason) {
-  for (int i = 0; i < 50; ++i) {
-    json audit = provider.yonder_json({"audit", "-n", "1000"});
-    for (const auto& e : audit["entries"]) {
-      if (e["actor"] == actor && e["action"] == action && e["detail"].is_object() &&
-          e["detail"].value("refused", "").find(reason) != std::string::npos) {
-        return e;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return nullptr;
+  json found = nullptr;
+  wait_until(
+      [&] {
+        json audit = provider.yonder_json({"audit", "-n", "1000"});
+        for (const auto& e : audit["entries"]) {
+          if (e["actor"] == actor && e["action"] == action && e["detail"].is_object() &&
+              e["detail"].value("refused", "").find(reason) != std::string::npos) {
+            found = e;
+            return true;
+          }
+        }
+        return false;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100));
+  return found;
 }
 
 bool wait_running(const Node& node, const std::string& id) {
-  for (int i = 0; i < 100; ++i) {
-    auto ps = node.yonder_json({"ps"});
-    for (const auto& j : ps["jobs"]) {
-      if (j["job_id"] == id && j["state"] == "running") return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
+  return wait_until(
+      [&] {
+        auto ps = node.yonder_json({"ps"});
+        for (const auto& j : ps["jobs"]) {
+          if (j["job_id"] == id && j["state"] == "running") return true;
+        }
+        return false;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100));
 }
 
 TEST_F(Refusals, EachRefusalIsExplainedAndAudited) {

@@ -285,21 +285,33 @@ TEST_F(RemoteJobs, DenyWithStopJobsEndsThePeersJobsAndOnlyTheirs) {
   os::HttpRequestOptions o;
   o.bearer_token = api_token(studio.home());
   json jobs;
-  bool settled = false;
-  for (int i = 0; i < 600 && !settled; ++i) {
-    auto listed = os::unix_http_request(studio.home() + "/yonderd.sock", "GET", "/v1/provider/jobs", "", o);
-    ASSERT_TRUE(listed.ok()) << listed.error().to_string();
-    jobs = json::parse(listed->body, nullptr, false);
-    ASSERT_TRUE(jobs.is_array()) << listed->body;
-    settled = true;
-    for (const auto& j : jobs) {
-      std::string state = j["state"];
-      bool live = state == "queued" || state == "starting" || state == "running";
-      if (j["job_id"] == kept) EXPECT_TRUE(live && !j.contains("stopping")) << j.dump();
-      else if (live) settled = false;
-    }
-    if (!settled) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  std::string unlisted;  // why the provider's jobs could not be listed: stops the wait
+  bool settled = wait_until(
+      [&] {
+        auto listed = os::unix_http_request(studio.home() + "/yonderd.sock", "GET", "/v1/provider/jobs", "", o);
+        if (!listed.ok()) {
+          unlisted = listed.error().to_string();
+          return true;
+        }
+        jobs = json::parse(listed->body, nullptr, false);
+        if (!jobs.is_array()) {
+          unlisted = listed->body;
+          return true;
+        }
+        bool all_ended = true;
+        for (const auto& j : jobs) {
+          std::string state = j["state"];
+          bool live = state == "queued" || state == "starting" || state == "running";
+          if (j["job_id"] == kept) {
+            EXPECT_TRUE(live && !j.contains("stopping")) << j.dump();
+          } else if (live) {
+            all_ended = false;
+          }
+        }
+        return all_ended;
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(50));
+  ASSERT_TRUE(unlisted.empty()) << unlisted;
   EXPECT_TRUE(settled) << jobs.dump();
   // The leaver's pin is gone: its next request is refused.
   EXPECT_NE(leaver.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "true"}).exit_code, 0);
@@ -321,16 +333,19 @@ TEST_F(RemoteJobs, TheAuditLogRecordsRefusedAndCompletedRuns) {
   // Entries are written on the provider's pool after the reply; the job's
   // end a moment after the consumer saw it. Bounded wait for both.
   json refused, ended, submitted;
-  for (int i = 0; i < 50 && ended.is_null(); ++i) {
-    auto audit = studio.yonder_json({"audit", "--verify"});
-    EXPECT_TRUE(audit["verify"]["ok"].get<bool>()) << audit.dump();
-    for (const auto& e : audit["entries"]) {
-      if (e["actor"] == tablet_id && e["detail"].contains("refused")) refused = e;
-      if (e["actor"] == laptop_id && e["action"] == "run.submit") submitted = e;
-      if (e["actor"] == laptop_id && e["action"] == "run.end") ended = e;
-    }
-    if (ended.is_null()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  EXPECT_TRUE(wait_until(
+      [&] {
+        auto audit = studio.yonder_json({"audit", "--verify"});
+        EXPECT_TRUE(audit["verify"]["ok"].get<bool>()) << audit.dump();
+        for (const auto& e : audit["entries"]) {
+          if (e["actor"] == tablet_id && e["detail"].contains("refused")) refused = e;
+          if (e["actor"] == laptop_id && e["action"] == "run.submit") submitted = e;
+          if (e["actor"] == laptop_id && e["action"] == "run.end") ended = e;
+        }
+        return !ended.is_null();
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100)))
+      << "no run.end entry for the laptop's job";
   ASSERT_FALSE(refused.is_null());
   EXPECT_EQ(refused["action"], "run.submit");
   EXPECT_NE(refused["detail"]["refused"].get<std::string>().find("does not include \"run\""), std::string::npos);
@@ -444,12 +459,17 @@ TEST_F(RemoteJobs, AnUploadCutByACrashResumesWhereItStopped) {
                                    "--upload", work, "--", "sha256sum", "big.bin"};
   BackgroundProcess bg(args, laptop.env());
   uint64_t sent = 0;
-  for (int i = 0; i < 6000 && sent < kSize / 4; ++i) {
-    auto t = laptop.yonder({"transfers", "--json"});
-    auto j = json::parse(t.out, nullptr, false);
-    if (j.is_object() && j.contains("transfers") && !j["transfers"].empty()) sent = j["transfers"][0].value("sent_bytes", uint64_t{0});
-    if (sent < kSize / 4) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  // Asked often (every 5 ms) so the provider is killed well before the upload ends.
+  wait_until(
+      [&] {
+        auto t = laptop.yonder({"transfers", "--json"});
+        auto j = json::parse(t.out, nullptr, false);
+        if (j.is_object() && j.contains("transfers") && !j["transfers"].empty()) {
+          sent = j["transfers"][0].value("sent_bytes", uint64_t{0});
+        }
+        return sent >= kSize / 4;
+      },
+      std::chrono::seconds(120), std::chrono::milliseconds(5));
   ASSERT_GE(sent, kSize / 4) << "the upload never got going";
   ASSERT_LT(sent, kSize) << "the upload finished before the provider could be stopped";
   studio.crash_and_restart();
@@ -476,16 +496,19 @@ TEST_F(RemoteJobs, LogsSinceLeavesOutEarlierOutput) {
                           "echo early; while [ ! -f go ]; do sleep 0.05; done; echo late"});
   ASSERT_EQ(d.exit_code, 0) << d.err;
   std::string id = d.out.substr(0, d.out.find('\n'));
-  for (int i = 0; i < 200 && laptop.yonder({"logs", id}).out != "early\n"; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  std::string early;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        early = laptop.yonder({"logs", id}).out;
+        return early == "early\n";
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(50)))
+      << early;
   ASSERT_EQ(laptop.yonder({"logs", id}).out, "early\n");
   // --since has whole seconds: start from the next one, and let it begin
   // before the job goes on.
   auto next_second = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count() + 1;
-  while (std::chrono::system_clock::now().time_since_epoch() < std::chrono::seconds(next_second)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::seconds(next_second)));
   std::string go = dir / "go";
   std::ofstream(go) << "";
   ASSERT_EQ(laptop.yonder({"cp", go, id + ":."}).exit_code, 0);
@@ -551,15 +574,17 @@ TEST_F(RemoteJobs, RunBringsTheJobsOutputsHome) {
   EXPECT_NE(missing.err.find("has no \"nope\""), std::string::npos) << missing.err;
 
   // The fetches are audited, with the bytes sent.
-  bool fetched = false;
-  for (int i = 0; i < 50 && !fetched; ++i) {
-    json audit = studio.yonder_json({"audit"});
-    for (const auto& e : audit["entries"]) {
-      fetched = fetched || (e["action"] == "run.fetch" && e["subject"] == id && e["detail"].value("bytes_out", 0) == 2);
-    }
-    if (!fetched) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_TRUE(fetched);
+  json audit;
+  bool fetched = wait_until(
+      [&] {
+        audit = studio.yonder_json({"audit"});
+        for (const auto& e : audit["entries"]) {
+          if (e["action"] == "run.fetch" && e["subject"] == id && e["detail"].value("bytes_out", 0) == 2) return true;
+        }
+        return false;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100));
+  EXPECT_TRUE(fetched) << audit.dump();
 }
 
 }  // namespace

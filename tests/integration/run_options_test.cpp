@@ -24,6 +24,7 @@
 #include "support/live_process.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
+#include "support/wait_until.h"
 
 namespace yonder::testing {
 namespace {
@@ -170,11 +171,13 @@ TEST_F(RunOptions, ForwardWhileAttachedAndRemovedWhenTheJobEnds) {
 
   // nc may not listen yet: a connection made before is closed unanswered.
   std::string answer;
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (answer.empty() && std::chrono::steady_clock::now() < deadline) {
-    answer = round_trip(port, "hi\n").value_or("");
-    if (answer.empty()) std::this_thread::sleep_for(100ms);
-  }
+  EXPECT_TRUE(wait_until(
+      [&] {
+        answer = round_trip(port, "hi\n").value_or("");
+        return !answer.empty();
+      },
+      20s, 100ms))
+      << "the job's nc never answered";
   EXPECT_EQ(answer, "hello from the job\n");
 
   EXPECT_EQ(run_cli.wait(60s), 0) << run_cli.output();
@@ -232,12 +235,15 @@ TEST_F(RunOptions, SigintDuringTheUploadCancelsAndSubmitsNothing) {
                                    "echo", "should-not-run"}),
                       laptop.env());
   // Wait (on the daemon's own report) until bytes are moving.
-  bool sending = false;
-  for (int i = 0; i < 3000 && !sending; ++i) {
-    auto t = laptop.yonder_json({"transfers"});
-    for (const auto& x : t["transfers"]) sending = sending || x.value("sent_bytes", uint64_t{0}) > 0;
-    if (!sending) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  bool sending = wait_until(
+      [&] {
+        auto t = laptop.yonder_json({"transfers"});
+        for (const auto& x : t["transfers"]) {
+          if (x.value("sent_bytes", uint64_t{0}) > 0) return true;
+        }
+        return false;
+      },
+      60s, 10ms);
   ASSERT_TRUE(sending) << run_cli.output();
   run_cli.signal(SIGINT);
   EXPECT_EQ(run_cli.wait(60s), 130) << run_cli.output();

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "support/job_node.h"
 #include "support/temp_dir.h"
@@ -21,14 +20,14 @@ using nlohmann::json;
 // `node`'s view of its relay, polled until `ok` holds (bounded).
 json wait_relay(const Node& node, const std::function<bool(const json&)>& ok) {
   json last;
-  for (int i = 0; i < 300; ++i) {
-    auto nc = node.yonder_json({"netcheck"});
-    if (nc.contains("relays") && !nc["relays"].empty()) {
-      last = nc["relays"][0];
-      if (ok(last)) return last;
-    }
-    std::this_thread::sleep_for(100ms);
-  }
+  wait_until(
+      [&] {
+        auto nc = node.yonder_json({"netcheck"});
+        if (!nc.contains("relays") || nc["relays"].empty()) return false;
+        last = nc["relays"][0];
+        return ok(last);
+      },
+      30s, 100ms);
   return last;
 }
 

@@ -16,6 +16,8 @@
 #include <string>
 #include <thread>
 
+#include "support/netns_env.h"
+
 namespace yonder::os {
 namespace {
 
@@ -91,7 +93,7 @@ class NamespacedServer {
 };
 
 TEST(Netns, ConnectsToALoopbackPortInsideAnotherNamespace) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root (CAP_SYS_ADMIN) to make and join network namespaces";
+  YONDER_REQUIRE_NETNS_OR_SKIP(::yonder::testing::netns_unavailable_reason());
   NamespacedServer server;
   ASSERT_TRUE(server.ok());
 

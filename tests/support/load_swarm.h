@@ -2,7 +2,7 @@
 // test and bench (issue 11). Each session is a consumer as the provider sees
 // it: its own Ed25519 identity, paired through a share link, its own TLS
 // session over loopback, speaking the same run.* link methods a consumer
-// yonderd speaks (node/remote_provider.h). A hundred yonderd processes would
+// yonderd speaks (jobs/provider/remote_provider.h). A hundred yonderd processes would
 // cost a 2-core CI machine more than the provider under test; this costs one
 // thread per Swarm.
 //

@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "support/netns_env.h"
 #include "support/subprocess.h"
 
 namespace yonder::testing {
@@ -48,7 +49,8 @@ const char* nat_mode_name(NatMode mode);
 class NatLab {
  public:
   // Why the lab cannot be built here (not root), or nothing. The one reason
-  // a test may skip; a lab that fails to come up as root fails the test.
+  // a test may skip (and with YONDER_REQUIRE_NETNS=1 not even that); a lab
+  // that fails to come up as root fails the test.
   static std::optional<std::string> unavailable_reason();
 
   // Brings the lab up (natlab.sh up); throws std::runtime_error with the
@@ -103,10 +105,6 @@ std::string ip_program();
 
 }  // namespace yonder::testing
 
-// Skips the test, saying why, when the lab cannot be built here (not root).
-#define YONDER_SKIP_WITHOUT_NAT_LAB()                                             \
-  do {                                                                            \
-    if (auto yonder_lab_why_ = ::yonder::testing::NatLab::unavailable_reason()) { \
-      GTEST_SKIP() << *yonder_lab_why_;                                           \
-    }                                                                             \
-  } while (0)
+// Skips the test, saying why, when the lab cannot be built here (not root);
+// fails instead with YONDER_REQUIRE_NETNS=1 (support/netns_env.h).
+#define YONDER_SKIP_WITHOUT_NAT_LAB() YONDER_REQUIRE_NETNS_OR_SKIP(::yonder::testing::NatLab::unavailable_reason())

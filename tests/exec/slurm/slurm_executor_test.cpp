@@ -16,11 +16,11 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "support/slurm_env.h"
+#include "support/wait_until.h"
 
 namespace yonder::exec::slurm {
 namespace {
@@ -84,12 +84,13 @@ class SlurmExecutorTest : public ::testing::Test {
   // Polls the cluster (it has no events) until `pred` holds for the task.
   TaskState await_state(const TaskHandle& h, const std::function<bool(TaskState)>& pred) {
     TaskState s = TaskState::kMissing;
-    for (int i = 0; i < 600; ++i) {
-      auto st = executor_->inspect(h);
-      if (st && pred(st->state)) return st->state;
-      if (st) s = st->state;
-      std::this_thread::sleep_for(100ms);
-    }
+    testing::wait_until(
+        [&] {
+          auto st = executor_->inspect(h);
+          if (st) s = st->state;
+          return st && pred(st->state);
+        },
+        60s, 100ms);
     return s;
   }
 
@@ -146,11 +147,13 @@ TEST_F(SlurmExecutorTest, ThreeOneGpuJobsOnTwoGpusRunTwoAtATime) {
   EXPECT_EQ(executor_->inspect(jobs[2])->state, TaskState::kCreated);
   // Slurm gives a job its reason on its next scheduling pass ("None" until then).
   std::string why;
-  for (int i = 0; i < 200; ++i) {
-    why = testing::slurm_command({"squeue", "-h", "-j", jobs[2].task_id, "-o", "%T %r"});
-    if (why != "PENDING None\n") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  EXPECT_TRUE(testing::wait_until(
+      [&] {
+        why = testing::slurm_command({"squeue", "-h", "-j", jobs[2].task_id, "-o", "%T %r"});
+        return why != "PENDING None\n";
+      },
+      30s, 50ms))
+      << "Slurm never gave the third job a reason: " << why;
   EXPECT_EQ(why, "PENDING Resources\n");
   release(jobs[0]);
   ASSERT_TRUE(executor_->wait(jobs[0], {}).ok());
