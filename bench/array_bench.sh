@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Array jobs (issue 12): how many trivial tasks per second the consumer
+# Array jobs: how many trivial tasks per second the consumer
 # drives over loopback providers with `yonder run --mesh --array`, side by
 # side in one run with the same tasks submitted one `yonder run --on` at a
 # time, and with 8 `yonder run --on` at once (xargs -P 8). The scheduler's

@@ -1,4 +1,4 @@
-// The dashboard's cost on yonderd with a long job history (issue 8): a
+// The dashboard's cost on yonderd with a long job history: a
 // consumer node whose job store holds --jobs finished jobs (default 1,000,
 // written through ConsumerJobStore, the store the daemon reads), then
 // --cycles refreshes of the Jobs tab as web/dashboard/app.js makes them

@@ -9,7 +9,7 @@
 //
 // Measured A B C, A B C, ... over --pairs rounds (default 7), reporting the
 // ratios B/A and C/A per round and their medians, because this machine's
-// speed drifts by tens of percent over minutes. Goal (issue 4): B/A <= 1.05.
+// speed drifts by tens of percent over minutes. Goal: B/A <= 1.05.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// Load on one provider (issue 11), with figures: the scenario of
+// Load on one provider, with figures: the scenario of
 // tests/integration/load_test.cpp (support/load_scenario.h: --sessions
 // consumer sessions, --jobs `echo job-i` jobs through the real dockerd, a
 // slow reader on a chatty job, another peer's round trips), side by side

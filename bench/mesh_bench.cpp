@@ -1,4 +1,4 @@
-// Mesh benchmarks (issue 10), one core, no I/O:
+// Mesh benchmarks, one core, no I/O:
 //  1. placement: placements per second and latency percentiles against a
 //     snapshot of P providers for J queued jobs (goal at 10,000 providers and
 //     100,000 jobs: >= 100,000 placements/s, p99 <= 1 ms), with the
@@ -8,7 +8,7 @@
 //     rumour mongering over an in-memory network with a manual clock, with
 //     and without message loss, over several seeds.
 //
-//  3. arrays (issue 12): the consumer's bookkeeping per task of an array
+//  3. arrays: the consumer's bookkeeping per task of an array
 //     (mesh::ArrayRun: next, started, finished) for T tasks over 50
 //     providers with a limit of 64, against placing each task through the
 //     PlacementIndex: the scheduler's own overhead per task.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reach in the NAT lab (issue 7), side by side in one run:
+# Reach in the NAT lab, side by side in one run:
 #
 #   time to direct   from a consumer's pairing (both nodes online, the link
 #                    up through a relay) to the link running on a punched

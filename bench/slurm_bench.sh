@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Overhead of a trivial job through Yonder on a Slurm provider (issue 9),
+# Overhead of a trivial job through Yonder on a Slurm provider,
 # side by side with sbatch directly on the same cluster, ratio printed:
 #
 #   yonder run --on cluster --no-upload -- true    (consumer -> provider

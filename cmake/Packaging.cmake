@@ -1,4 +1,4 @@
-# Installing Yonder (issue 11): `cmake --install BUILD [--prefix DIR]` and a
+# Installing Yonder: `cmake --install BUILD [--prefix DIR]` and a
 # .deb through CPack (`cpack --config BUILD/CPackConfig.cmake`; README
 # "Install"). Completion scripts and man pages are generated at build time by
 # the programs just built, from their own CLI11 definitions (src/release).
@@ -77,7 +77,7 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 include(CPack)
 
-# The Must show of issue 11: the .deb on a clean Debian 12 (scripts/deb-test.sh;
+# The .deb installs on a clean Debian 12 and its service answers (scripts/deb-test.sh;
 # cold, it builds the root file system once per machine, then about 30 s).
 if(NOT YONDER_SANITIZER_BUILD)
   add_test(NAME deb_install_test COMMAND ${PROJECT_SOURCE_DIR}/scripts/deb-test.sh ${PROJECT_BINARY_DIR})

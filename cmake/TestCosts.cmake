@@ -1,5 +1,5 @@
 # What each long test takes, in seconds of the asan stage here (its ctest
-# timing data, issue 11): ctest starts the costliest first, so a 2-core run
+# timing data): ctest starts the costliest first, so a 2-core run
 # does not end waiting on one of them. A clean clone (CI) has no timing data
 # of its own; once a build directory has some, ctest goes by that instead.
 # Tests not listed cost 0 (they are short). Refresh from

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/deb-test.sh [BUILD_DIR]: the .deb installs on a clean Debian 12 root
-# file system, the service starts and `yonder status` answers (issue 11).
+# file system, the service starts and `yonder status` answers.
 #
 #   1. cpack in BUILD_DIR (default build/dev): packs what is built, compiles nothing
 #   2. a minimal bookworm root file system (debootstrap --variant=minbase) with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long fuzzing runs of every fuzz target (issue 11: at least a million
+# Long fuzzing runs of every fuzz target (at least a million
 # executions each), with a one-line result per target at the end.
 #
 # Each target runs coverage-guided under clang's libFuzzer (the `fuzz`

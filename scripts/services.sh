@@ -37,7 +37,7 @@ else
 fi
 echo "services: Docker API $(docker version --format '{{.Server.APIVersion}}')"
 
-# The Slurm backend's cluster (issue 9): its own daemons, ports and folder
+# The Slurm backend's cluster: its own daemons, ports and folder
 # (/run/yonder-slurm), no containers, so it leaves dockerd alone.
 if command -v slurmctld >/dev/null && command -v slurmd >/dev/null; then
   "$(cd "$(dirname "$0")" && pwd)/slurm.sh" start

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real one-node Slurm cluster for the Slurm executor's tests (issue 9),
+# A real one-node Slurm cluster for the Slurm executor's tests,
 # from Debian 12's packages (slurmctld, slurmd, slurm-client, munge):
 #
 #   scripts/slurm.sh start    write the configuration, start munged, slurmctld

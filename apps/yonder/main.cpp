@@ -2,19 +2,19 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "cli/array_commands.h"
+#include "cli/audit_command.h"
 #include "cli/commands.h"
+#include "cli/credits_commands.h"
 #include "cli/dashboard_command.h"
 #include "cli/doctor.h"
-#include "cli/exit_codes.h"
 #include "cli/exec_command.h"
+#include "cli/exit_codes.h"
 #include "cli/forward_commands.h"
-#include "cli/audit_command.h"
-#include "cli/credits_commands.h"
-#include "cli/mesh_commands.h"
-#include "cli/mesh_job_commands.h"
-#include "cli/array_commands.h"
 #include "cli/group_commands.h"
 #include "cli/job_commands.h"
+#include "cli/mesh_commands.h"
+#include "cli/mesh_job_commands.h"
 #include "cli/peer_commands.h"
 #include "cli/progress.h"
 #include "release/app_flags.h"
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   cfg_show->add_flag("--json", json, "Machine-readable output");
   auto* cfg_docs = cfg->add_subcommand("docs", "Print the settings reference as Markdown");
 
-  // --- sharing, pairing, peers (issue 3)
+  // --- sharing, pairing, peers
   ShareArgs share_args;
   auto* share = app.add_subcommand("share", "Print a signed share link (and QR code) that lets someone pair with this node");
   share->add_option("--expires", share_args.expires, "How long the link works (default 1h; e.g. 30m, 2h, 1d)");
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
   call->add_option("params", call_params, "JSON object");
   call->group("Debugging");
 
-  // Remote jobs (issue 5).
+  // Remote jobs.
   RunArgs run_args;
   auto* run = app.add_subcommand("run", "Run a command on a provider: yonder run --on PEER --image IMG -- CMD ...");
   run->add_option("-f,--file", run_args.job_file, "Job file (TOML) with these options; flags given here win (docs/cli.md)");
@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
                         "or refutes the GPU model it advertises");
   mesh_verify->add_flag("--cpu{cpu}", mesh_verify_check, "The CPU check only (mesh.benchmark_image)");
   mesh_verify->add_flag("--json", json, "Machine-readable output");
-  // --- array jobs (issue 12)
+  // --- array jobs
   std::string array_id;
   bool array_all = false, array_failed = false;
   auto* array = app.add_subcommand("array", "Array jobs started with `yonder run --mesh --array`");
@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
   auto* array_cancel = array->add_subcommand("cancel", "Start nothing more and stop the running tasks");
   array_cancel->add_option("id", array_id, "Array id (or its start)")->required();
   array_cancel->add_flag("--json", json, "Machine-readable output");
-  // --- groups (issue 10)
+  // --- groups
   GroupArgs group_args;
   auto* group = app.add_subcommand("group", "Groups of nodes with a signed membership list gossiped among them");
   group->require_subcommand(1);
@@ -329,7 +329,7 @@ int main(int argc, char** argv) {
     c->add_flag("--json", json, "Machine-readable output");
   }
 
-  // --- release (issue 11): completions and the man page, from this very definition
+  // --- release: completions and the man page, from this very definition
   std::string completion_shell;
   auto* completion = app.add_subcommand("completion", "Print a shell completion script: bash, zsh or fish (docs/cli.md)");
   completion->add_option("shell", completion_shell, "bash, zsh or fish")

@@ -1,4 +1,4 @@
-// Array jobs from the command line (issue 12): `yonder run --mesh --array
+// Array jobs from the command line: `yonder run --mesh --array
 // 0-N[%LIMIT]` (or `--array-file FILE`, one task per line) hands the array
 // to the daemon (mesh/jobs/mesh_arrays.h) and follows it with a progress line
 // until every task is done or failed; `yonder array status|list|retry|cancel`.

@@ -11,8 +11,8 @@
 #include "cli/exit_codes.h"
 #include "cli/shown.h"
 #include "gpu/inventory.h"
-#include "state/node_state.h"
 #include "os/terminal.h"
+#include "state/node_state.h"
 
 namespace yonder::cli {
 namespace {

@@ -1,5 +1,5 @@
 // `yonder credits [--json]` and `yonder receipts [--json] [--verify]`: the
-// node's metering (issue 10, docs/cli.md). Both first fetch receipts this
+// node's metering (docs/cli.md). Both first fetch receipts this
 // node is still missing from its providers (GET /v1/credits, /v1/receipts).
 #pragma once
 

@@ -1,5 +1,5 @@
 // `yonder group create|invite|join|members|leave|remove|label|admin|list`: groups
-// of nodes with a signed, gossiped membership list (issue 10, docs/cli.md;
+// of nodes with a signed, gossiped membership list (docs/cli.md;
 // the daemon's side is mesh/groups/groups.h).
 #pragma once
 

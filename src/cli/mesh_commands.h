@@ -1,4 +1,4 @@
-// The mesh from the command line (issue 10): `yonder mesh` (the capacity
+// The mesh from the command line: `yonder mesh` (the capacity
 // of the providers this node is paired with) and the placement step of
 // `yonder run --mesh` (cli/job_commands.cpp calls mesh_lease, then submits
 // to the chosen provider through the usual run path, then mesh_bind).

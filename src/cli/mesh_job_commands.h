@@ -1,4 +1,4 @@
-// Mesh jobs from the command line (issue 10, fault tolerance): `yonder run
+// Mesh jobs from the command line: `yonder run
 // --mesh --retries N` hands the job to the daemon's supervisor
 // (mesh/jobs/mesh_jobs.h) and follows it: the output of the current attempt as
 // it comes, a line on stderr when the job moves to another provider (lost

@@ -1,4 +1,4 @@
-// Commands for sharing, pairing and peers (issue 3). Each returns an exit
+// Commands for sharing, pairing and peers. Each returns an exit
 // code from exit_codes.h.
 #pragma once
 

@@ -21,7 +21,7 @@ constexpr std::array kSettings = {
                 "Where jobs run: the local Docker engine, a Slurm cluster, or nowhere (consumer only)."},
     SettingSpec{"docker.socket", T::kString, "/var/run/docker.sock", "/var/run/docker.sock", "YONDER_DOCKER_SOCKET",
                 "", "Docker Engine API socket (Podman's compatible socket works too)."},
-    // Slurm backend (issue 9): a provider in front of a lab's cluster.
+    // Slurm backend: a provider in front of a lab's cluster.
     SettingSpec{"slurm.workdir_root", T::kString, "", "$YONDER_HOME/slurm", "YONDER_SLURM_WORKDIR_ROOT", "",
                 "Folder for Slurm jobs' workspaces, scripts and output; every cluster node must see it at the same path."},
     SettingSpec{"slurm.partition", T::kString, "", "the cluster's default", "YONDER_SLURM_PARTITION", "",
@@ -37,7 +37,7 @@ constexpr std::array kSettings = {
     SettingSpec{"gpu.inventory", T::kString, "nvml", "nvml", "YONDER_GPU_INVENTORY", "",
                 "GPU inventory: `nvml`, `nvml:/path/to/libnvidia-ml.so.1`, or `fake:N` (tests only: N fake GPUs, "
                 "clearly labelled FAKE)."},
-    // Provider executor and jobs (issue 4).
+    // Provider executor and jobs.
     SettingSpec{"executor.image_allowlist", T::kString,
                 "docker.io/library/python,docker.io/library/debian,docker.io/library/ubuntu,docker.io/pytorch/pytorch,"
                 "nvcr.io/nvidia/*",
@@ -93,7 +93,7 @@ constexpr std::array kSettings = {
     SettingSpec{"outputs.max_mib", T::kInt, "4096", "4096", "", "",
                 "Most data (MiB; holes in sparse files do not count) one fetch of a job's outputs brings home without "
                 "asking, as for outputs.max_files. The target folder's free space is checked whatever this says."},
-    // Metering and credits (issue 10): receipts of finished jobs feed them (`yonder credits`).
+    // Metering and credits: receipts of finished jobs feed them (`yonder credits`).
     SettingSpec{"credits.starting_allowance", T::kInt, "3600", "3600", "", "",
                 "Credit (reference GPU-seconds) a peer starts with, so newcomers are served before they could "
                 "contribute; a peer's balance is this plus what it gave minus what it took."},
@@ -221,7 +221,7 @@ constexpr std::array kSettings = {
                 "PEM private key of api.tls_cert (unencrypted; keep it mode 0600). Read when yonderd starts."},
     SettingSpec{"api.login_code_ttl_s", T::kInt, "60", "60", "YONDER_API_LOGIN_CODE_TTL_S", "",
                 "Seconds a one-time dashboard login URL from `yonder dashboard` stays valid."},
-    // Release (issue 11): the .deb's yonderd.service sets it, so members of the group yonder control the daemon.
+    // Packaging: the .deb's yonderd.service sets it, so members of the group yonder control the daemon.
     SettingSpec{"api.group_access", T::kBool, "false", "false", "YONDER_API_GROUP_ACCESS", "",
                 "Let members of yonderd's group use the local API: the socket is made mode 0660 and the API token "
                 "0640 (the state folder must let the group in, e.g. mode 0710). Anyone who can use the API "

@@ -35,7 +35,7 @@ bool is_valid_env_name(std::string_view name) {
 
 bool is_reserved_env(std::string_view name) {
   std::string u = upper(name);
-  // An array task's index and parameter line (issue 12) are the consumer's
+  // An array task's index and parameter line are the consumer's
   // to give: they select nothing on the provider.
   if (u.rfind(kArrayPrefix, 0) == 0) return false;
   for (auto n : kReservedNames) {

@@ -1,4 +1,4 @@
-// The known-answer benchmark (issue 10): a job whose answer the consumer
+// The known-answer benchmark: a job whose answer the consumer
 // can check without trusting the provider. Pure: builds the job's program
 // and computes the answer it must print; the node runs it through the
 // ordinary remote-job path (mesh/consumer/mesh_benchmark.h).

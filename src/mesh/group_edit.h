@@ -1,4 +1,4 @@
-// Editing a group's membership list (issue 10, groups): the owner's or an
+// Editing a group's membership list: the owner's or an
 // admin's next version after a create, an invite redeemed, a leave, a
 // removal or a label change. Pure: no I/O, no clock; the caller signs the
 // result (sign_membership) and gossips it (mesh/groups/groups.h).

@@ -1,6 +1,5 @@
-// Verification outcomes and the opinions a node shares with its peers
-// (issue 10): what reputation (reputation.h) is computed from, besides
-// receipts.
+// Verification outcomes and the opinions a node shares with its peers:
+// what reputation (reputation.h) is computed from, besides receipts.
 //
 // A verification is one check a consumer (the reporter) made of a provider:
 // a replica compared with the others (`replica`: agreed | outvoted, see

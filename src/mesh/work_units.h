@@ -1,4 +1,4 @@
-// Array jobs (issue 12): the pure bookkeeping of one array of independent
+// Array jobs: the pure bookkeeping of one array of independent
 // tasks spread over the mesh. No I/O, no clock (every call takes now_ms).
 //
 // The driver (the consumer's daemon, or a simulation) asks `next()` what to

@@ -22,37 +22,37 @@
 #include "config/config.h"
 #include "gpu/inventory.h"
 #include "jobs/audit/audit_routes.h"
+#include "jobs/consumer/consumer_jobs.h"
+#include "jobs/consumer/remote_consumer.h"
 #include "jobs/files/fetch_consumer.h"
 #include "jobs/files/fetch_provider.h"
 #include "jobs/files/files_consumer.h"
 #include "jobs/files/files_provider.h"
-#include "jobs/sessions/forward_consumer.h"
-#include "jobs/sessions/forward_provider.h"
-#include "jobs/sessions/host_forward.h"
-#include "node/logging.h"
-#include "node/metrics_routes.h"
-#include "net/reach/peer_link.h"
-#include "jobs/provider/provider_service.h"
-#include "jobs/consumer/remote_consumer.h"
-#include "jobs/provider/remote_provider.h"
 #include "jobs/files/upload_provider.h"
 #include "jobs/metering/credits.h"
 #include "jobs/metering/receipts_consumer.h"
 #include "jobs/metering/receipts_provider.h"
+#include "jobs/metering/verifications.h"
+#include "jobs/provider/provider_service.h"
+#include "jobs/provider/remote_provider.h"
+#include "jobs/receipts/receipt_store.h"
+#include "jobs/sessions/forward_consumer.h"
+#include "jobs/sessions/forward_provider.h"
+#include "jobs/sessions/host_forward.h"
+#include "mesh/consumer/mesh_benchmark.h"
 #include "mesh/consumer/mesh_consumer.h"
+#include "mesh/consumer/mesh_opinions.h"
+#include "mesh/groups/groups.h"
 #include "mesh/jobs/mesh_arrays.h"
 #include "mesh/jobs/mesh_jobs.h"
 #include "mesh/provider/mesh_provider.h"
-#include "mesh/groups/groups.h"
-#include "mesh/consumer/mesh_benchmark.h"
-#include "mesh/consumer/mesh_opinions.h"
-#include "jobs/metering/verifications.h"
-#include "jobs/receipts/receipt_store.h"
-#include "jobs/consumer/consumer_jobs.h"
-#include "state/node_state.h"
-#include "release/version.h"
+#include "net/reach/peer_link.h"
+#include "node/logging.h"
+#include "node/metrics_routes.h"
 #include "os/files.h"
 #include "os/terminal.h"
+#include "release/version.h"
+#include "state/node_state.h"
 
 namespace yonder::node {
 namespace asio = boost::asio;
@@ -102,7 +102,7 @@ int run_daemon(const DaemonOptions& options) {
   std::string node_id = identity->node_id().to_string();
   std::string socket_path = cfg->get("api.socket");
   if (socket_path.empty()) socket_path = paths->default_socket();
-  // --- local API access (issue 8): the token every request needs, the loopback TCP listener.
+  // --- local API access: the token every request needs, the loopback TCP listener.
   // HTTPS on the TCP listener when api.tls_cert/api.tls_key are set (required off loopback).
   std::shared_ptr<api::ApiTls> api_tls;
   if (!cfg->get("api.tls_cert").empty() || !cfg->get("api.tls_key").empty()) {
@@ -137,14 +137,14 @@ int run_daemon(const DaemonOptions& options) {
     io.stop();
   };
 
-  // --- peer link (issue 3): trust store, TLS listener, pairing, peer routes.
+  // --- peer link: trust store, TLS listener, pairing, peer routes.
   auto created_link = reach::PeerLink::create(io, *identity, *cfg, *paths, name);
   if (!created_link) return fail(Error(created_link.error()).with_context("peer link"));
   peer_link = std::move(*created_link);
   if (auto st = peer_link->start(); !st) return fail(st.error());
   // --- end peer link
 
-  // --- provider executor (issue 4): Docker executor, job manager, /v1/provider routes.
+  // --- provider executor: Docker executor, job manager, /v1/provider routes.
   auto created_provider = jobs::provider::ProviderService::create(*cfg, *paths, **inventory, node_id);
   if (!created_provider) return fail(Error(created_provider.error()).with_context("provider jobs"));
   std::unique_ptr<jobs::provider::ProviderService> provider = std::move(*created_provider);
@@ -153,9 +153,9 @@ int run_daemon(const DaemonOptions& options) {
 
   api::Router router;
   peer_link->add_routes(router);
-  provider->add_routes(router, io, pool);  // issue 4
+  provider->add_routes(router, io, pool);
   peer_link->set_provider_notice(provider->isolation_notice());
-  // --- remote jobs (issue 5): run.* link methods (provider side), /v1/jobs routes (consumer side).
+  // --- remote jobs: run.* link methods (provider side), /v1/jobs routes (consumer side).
   jobs::provider::RemoteProvider remote_provider(io, pool, *peer_link, *provider, paths->home + "/uploads");
   remote_provider.register_methods();
   auto audit_log = audit::AuditLog::open(paths->database());
@@ -203,7 +203,7 @@ int run_daemon(const DaemonOptions& options) {
   jobs::sessions::ForwardConsumer forward_consumer(io, pool, *peer_link, remote_consumer.store());
   forward_consumer.add_routes(router);
   // --- end remote jobs
-  // --- metering (issue 10): receipts at every job's end, both sides; credits; tit-for-tat queue order.
+  // --- metering: receipts at every job's end, both sides; credits; tit-for-tat queue order.
   auto receipt_store = jobs::receipts::ReceiptStore::open(paths->database());
   if (!receipt_store) return fail(receipt_store.error());
   auto credit_params = jobs::metering::credit_params_from_config(*cfg);
@@ -226,7 +226,7 @@ int run_daemon(const DaemonOptions& options) {
   receipts_consumer.add_routes(router);
   receipts_consumer.start(std::chrono::seconds(std::max<int64_t>(0, cfg->get_int("credits.fetch_interval_s"))));
   // --- end metering
-  // --- mesh (issue 10): signed advertisements, leases (provider side), `yonder mesh` and --mesh placement (consumer side).
+  // --- mesh: signed advertisements, leases (provider side), `yonder mesh` and --mesh placement (consumer side).
   auto mesh_settings = mesh::mesh_settings_from_config(*cfg);
   if (!mesh_settings) return fail(mesh_settings.error());
   mesh::MeshProvider mesh_provider(io, pool, *peer_link, *provider, **inventory, *identity, *mesh_settings,
@@ -252,19 +252,16 @@ int run_daemon(const DaemonOptions& options) {
                            std::move(*mesh_job_store), paths->home + "/mesh-jobs", *mesh_job_settings);
   mesh_jobs.add_routes(router);
   mesh_jobs.start();
-  // Array jobs (issue 12): each task attempt is a mesh job, created through
-  // the mesh job routes in-process (a router of their own: the main one
-  // moves into the API server).
-  api::Router array_task_routes;
-  mesh_jobs.add_routes(array_task_routes);
-  mesh::RouterTaskRunner array_runner(array_task_routes);
+  // Array jobs: each task attempt is a mesh job, created, followed and
+  // stopped through the supervisor's own calls.
+  mesh::MeshJobsRunner array_runner(mesh_jobs);
   auto array_store = mesh::MeshArrayStore::open(paths->database());
   if (!array_store) return fail(array_store.error());
   mesh::MeshArrays mesh_arrays(io, pool, array_runner, fetch_consumer, std::move(*array_store));
   mesh_arrays.add_routes(router);
   mesh_arrays.start();
   // --- end mesh
-  // --- groups (issue 10): signed membership lists in SQLite, invites as share links, gossip on the links.
+  // --- groups: signed membership lists in SQLite, invites as share links, gossip on the links.
   auto group_store = mesh::GroupStore::open(paths->database());
   if (!group_store) return fail(group_store.error());
   mesh::Groups groups(*peer_link, *identity, name, std::move(*group_store));
@@ -273,7 +270,7 @@ int run_daemon(const DaemonOptions& options) {
   groups.add_routes(router);
   mesh_consumer.set_groups(&groups);  // `run --mesh --group G`, `yonder mesh --group G`
   // --- end groups
-  // --- reputation and verification (issue 10): checks recorded and signed (verifications), mesh.opinions,
+  // --- reputation and verification: checks recorded and signed (verifications), mesh.opinions,
   // EigenTrust fed to placement, the known-answer benchmark (`yonder mesh verify`).
   auto verifications = jobs::metering::Verifications::open(paths->database(), *identity);
   if (!verifications) return fail(verifications.error());
@@ -327,13 +324,13 @@ int run_daemon(const DaemonOptions& options) {
     // Let the reply go out before the loop stops.
     asio::post(io, shutdown);
   });
-  add_metrics_routes(router, io, pool, *peer_link, remote_consumer.store());  // issue 8
+  add_metrics_routes(router, io, pool, *peer_link, remote_consumer.store());
 
   server = std::make_unique<api::LocalApiServer>(io, socket_path, std::move(router), api_auth,
                                                  api::ServerLimits{16 * 1024, 1 << 20,
                                                                    static_cast<int>(cfg->get_int("api.request_timeout_s"))});
   if (auto st = server->start(); !st) return fail(st.error());
-  if (cfg->get_bool("api.group_access")) {  // issue 11: the .deb's service; members of its group use the CLI
+  if (cfg->get_bool("api.group_access")) {  // the .deb's service: members of its group use the CLI
     for (auto [file, mode] : {std::pair{socket_path, 0660}, std::pair{paths->api_token_file(), 0640}}) {
       if (::chmod(file.c_str(), static_cast<mode_t>(mode)) != 0) {
         return fail(make_error(ErrorCode::kPermissionDenied, "api.group_access: cannot chmod " + file + ": " +
@@ -342,7 +339,7 @@ int run_daemon(const DaemonOptions& options) {
     }
   }
   ::unlink(paths->api_url_file().c_str());  // a previous run's, whatever this one listens on
-  if (*api_listen) {  // issue 8: the same API on loopback TCP
+  if (*api_listen) {  // the same API on loopback TCP
     auto port = server->listen_tcp((*api_listen)->host, (*api_listen)->port, api_tls);
     if (!port && (cfg->source("api.listen") != config::Source::kDefault ||
                   port.error().code() != ErrorCode::kAlreadyExists)) {
@@ -372,7 +369,7 @@ int run_daemon(const DaemonOptions& options) {
   }
   io.run();
   pool.join();
-  provider->shutdown();  // issue 4: stops watching jobs; their containers keep running
+  provider->shutdown();  // stops watching jobs; their containers keep running
   server.reset();
   if (api_auth.tcp_port() > 0) ::unlink(paths->api_url_file().c_str());
   spdlog::info("stopped");

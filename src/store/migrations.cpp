@@ -97,7 +97,7 @@ CREATE TABLE job_gpu_leases (
 CREATE INDEX job_gpu_leases_by_job ON job_gpu_leases (job_id);
 )sql";
 
-// v5: metering receipts (issue 10), one per finished job, kept by both the
+// v5: metering receipts, one per finished job, kept by both the
 // provider and the consumer. receipt_json is the mesh receipt's wire form
 // (mesh/receipt.h); state: 'signed' (provider-signed, the countersignature
 // has not arrived), 'countersigned' (both signatures), 'refused' (did not
@@ -117,7 +117,7 @@ CREATE TABLE receipts (
 ) STRICT;
 )sql";
 
-// v6: groups (issue 10). One row per group this node belongs to, holding
+// v6: groups. One row per group this node belongs to, holding
 // the newest membership list it accepted (mesh/membership.h wire form) and
 // the owner key pinned when it joined; group_invites remembers which share
 // links are invites into which group (mesh/groups/groups.h).
@@ -138,7 +138,7 @@ CREATE TABLE group_invites (
 ) STRICT;
 )sql";
 
-// v7: mesh jobs (issue 10) on the consumer that submits them: the job as
+// v7: mesh jobs on the consumer that submits them: the job as
 // asked (spec: request, upload folder, needs, retries, replicas), where it
 // stands, and one row per attempt on a provider (mesh/jobs/mesh_jobs.h). A job is
 // written here before its id is handed back, so a restarted daemon picks it
@@ -168,7 +168,7 @@ CREATE TABLE mesh_job_attempts (
 ) STRICT;
 )sql";
 
-// v8: verification outcomes (issue 10): one row per check this node made
+// v8: verification outcomes: one row per check this node made
 // of a provider (jobs/metering/verifications.h): a replica compared by quorum or a
 // known-answer benchmark. signed_json is the row signed by this node
 // (mesh/verification.h), handed to peers as evidence for reputation.
@@ -187,7 +187,7 @@ CREATE INDEX verifications_by_provider ON verifications (provider_id, at_ms);
 CREATE INDEX verifications_by_time ON verifications (at_ms);
 )sql";
 
-// v9: array jobs (issue 12): one row per array on the consumer
+// v9: array jobs: one row per array on the consumer
 // (mesh/jobs/mesh_array_store.h): the request, the tasks' states
 // (mesh::ArrayRun as JSON) and the mesh jobs running its attempts.
 constexpr std::string_view kV9 = R"sql(

@@ -319,7 +319,7 @@ TEST(BlockedByOs, RecognisesNvidiaSmiWording) {
 namespace yonder::gpu {
 namespace {
 
-// Per-process accounting (issue 4) through the stub's nvmlProcessInfo_t.
+// Per-process accounting through the stub's nvmlProcessInfo_t.
 TEST(NvmlInventory, StubReportsComputeProcessesPerDevice) {
   auto processes = make_nvml_inventory(NVML_STUB_TWO_GPUS_PATH)->processes();
   ASSERT_TRUE(processes.ok()) << processes.error().to_string();

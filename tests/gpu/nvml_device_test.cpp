@@ -87,7 +87,7 @@ TEST(NvmlDevice, ReportMatchesThisMachine) {
 namespace yonder::gpu {
 namespace {
 
-// Per-process accounting (issue 4, VRAM limits) against the real driver.
+// Per-process accounting (for VRAM limits) against the real driver.
 TEST(NvmlDevice, ProcessesMatchThisMachine) {
   auto inventory = make_nvml_inventory();
   InventoryReport report = inventory->probe();

@@ -189,7 +189,7 @@ STUB_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device,
 #endif
 
 #if defined(NVML_STUB_TWO_GPUS)
-/* Per-process accounting (issue 4): two processes on the first GPU, one of
+/* Per-process accounting: two processes on the first GPU, one of
  * whose memory NVML cannot tell (NVML_VALUE_NOT_AVAILABLE), none on the
  * second. The layout is nvmlProcessInfo_t v2/v3. */
 typedef struct {

@@ -107,8 +107,8 @@ TEST(Metering, TheConsumerRefusesReceiptsThatDoNotMatchTheJob) {
   refused(good, cpu_job, "for a job that asked for no GPU");
 }
 
-// What the consumer saw of a 4 s job on 4 GPUs that exited 3 (the issue's
-// numbers): submitted at t, running at t+1 s, ended at t+5 s.
+// What the consumer saw of a 4 s job on 4 GPUs that exited 3: submitted at
+// t, running at t+1 s, ended at t+5 s.
 constexpr UnixMs kSubmit = 1'800'000'000'000;
 ConsumerJobFacts seen_four_seconds(const Identity& consumer, const Identity& provider, const std::string& job) {
   ConsumerJobFacts f;

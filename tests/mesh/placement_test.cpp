@@ -162,7 +162,7 @@ TEST(Placement, AConfirmedGpuClaimNeverLowersAProvidersPlace) {
   EXPECT_GT(moved_up, 20u);  // the term matters often enough to be seen
 }
 
-// The forged inventory of issue 29: a provider claiming 64 H100s that no
+// A forged inventory: a provider claiming 64 H100s that no
 // GPU check has confirmed, against an honest provider with one confirmed
 // GPU, everything else equal: the honest one is asked first.
 TEST(Placement, AnUnconfirmedInventoryRanksBelowAConfirmedOne) {

@@ -133,11 +133,11 @@ TEST(Reputation, OneReceiptAddsAtMostTheCap) {
   EXPECT_DOUBLE_EQ(t.normalised(boastful.public_key()), 0.0);
 }
 
-// The case: a consumer ran 4 jobs of 4 s on 4 GPUs on each of two
-// providers; the liar signed each as 2,380 GPU-seconds and exit 0 (they
-// exited 3). Countersigned as they came, the liar's receipts would capture
-// placement; judged against what the consumer saw, they are disputes, and
-// every job goes to the honest provider.
+// A provider that lies about usage: a consumer ran 4 jobs of 4 s on 4 GPUs
+// on each of two providers; the liar signed each as 2,380 GPU-seconds and
+// exit 0 (they exited 3). Countersigned as they came, the liar's receipts
+// would capture placement; judged against what the consumer saw, they are
+// disputes, and every job goes to the honest provider.
 TEST(Reputation, PlacementIsNotCapturedByForgedReceipts) {
   auto me = identity(1), honest = identity(2), liar = identity(3);
   const UnixMs submit = kTrustNow;

@@ -1,4 +1,4 @@
-// Array jobs (issue 12), the pure core: a seeded, deterministic simulation
+// Array jobs, the pure core: a seeded, deterministic simulation
 // of 10,000 tasks over 50 providers of mixed speed, some flaky, one very
 // slow, one leaving mid-run; plus the range parser and persistence.
 #include <gtest/gtest.h>

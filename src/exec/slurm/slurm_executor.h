@@ -1,4 +1,4 @@
-// The Slurm backend of exec::Executor (issue 9): a provider in front of a
+// The Slurm backend of exec::Executor: a provider in front of a
 // lab's existing cluster. Yonder does not schedule the cluster; it hands each
 // job to Slurm's queue with sbatch and follows it:
 //

@@ -24,9 +24,9 @@
 #include <string>
 
 #include "api/server.h"
-#include "net/reach/peer_link.h"
 #include "jobs/files/transfers.h"
 #include "jobs/files/upload_consumer.h"
+#include "net/reach/peer_link.h"
 
 namespace boost::asio {
 class io_context;

@@ -12,7 +12,6 @@
 
 #include "crypto/random_id.h"
 #include "jobs/consumer/consumer_jobs.h"
-#include "api/in_process.h"
 #include "transfer/tree_extract.h"
 #include "transfer/tree_fetch.h"
 
@@ -47,7 +46,7 @@ struct Fetch {
   std::string job_id, dir, tmp, base;  // base: what "changed" is judged against (default dir)
   std::unique_ptr<transfer::TreeExtractor> x;
   std::shared_ptr<link::Tunnel> tunnel;
-  Reply reply;
+  api::Answer reply;
   bool done = false;
   std::string transfer_id;
   std::shared_ptr<TransferProgress> progress;  // once the provider has said how much comes
@@ -68,32 +67,28 @@ FetchConsumer::FetchConsumer(asio::io_context& io, asio::thread_pool& pool, reac
 }
 
 void FetchConsumer::add_routes(api::Router& router) {
-  router.add("POST", "/v1/jobs/fetch", [this](const Request& req, Reply reply) { fetch(req, std::move(reply)); });
+  router.add("POST", "/v1/jobs/fetch",
+             [this](const Request& req, Reply reply) { fetch_into(api::body_json(req), api::answer_with(std::move(reply))); });
 }
 
-void FetchConsumer::fetch_into(const nlohmann::json& body, std::function<void(Result<nlohmann::json>)> answer) {
-  fetch(api::local_post("/v1/jobs/fetch", body), api::reply_to(std::move(answer)));
-}
-
-void FetchConsumer::fetch(const Request& req, Reply reply) {
-  auto body = nlohmann::json::parse(req.body, nullptr, false);
+void FetchConsumer::fetch_into(nlohmann::json body, api::Answer reply) {
   if (!body.is_object() || !body.contains("job_id") || !body["job_id"].is_string() || !body.contains("dir") ||
       !body["dir"].is_string()) {
-    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "fetch needs {\"job_id\", \"dir\"}")));
+    return reply(make_error(ErrorCode::kInvalidArgument, "fetch needs {\"job_id\", \"dir\"}"));
   }
   std::string dir = body["dir"];
   if (dir.empty() || dir[0] != '/') {
-    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"dir\" must be an absolute path")));
+    return reply(make_error(ErrorCode::kInvalidArgument, "\"dir\" must be an absolute path"));
   }
   nlohmann::json paths = nlohmann::json::array();
   if (body.contains("paths")) {
     if (!body["paths"].is_array() || body["paths"].size() > kFetchConsumerMaxPaths) {
-      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"paths\" must be a list of at most 256")));
+      return reply(make_error(ErrorCode::kInvalidArgument, "\"paths\" must be a list of at most 256"));
     }
     for (const auto& p : body["paths"]) {
-      if (!p.is_string()) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"paths\" must be strings")));
+      if (!p.is_string()) return reply(make_error(ErrorCode::kInvalidArgument, "\"paths\" must be strings"));
       auto n = transfer::normalize_request_path(p.get<std::string>());
-      if (!n) return reply(Response::error(n.error()));
+      if (!n) return reply(n.error());
       paths.push_back(n->empty() ? "." : *n);
     }
   }
@@ -103,7 +98,7 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
   // budget (the free space still bounds them).
   if (body.contains("outputs_limit")) {
     if (body["outputs_limit"] != "off") {
-      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"outputs_limit\" can only be \"off\"")));
+      return reply(make_error(ErrorCode::kInvalidArgument, "\"outputs_limit\" can only be \"off\""));
     }
     f->budget.lifted = true;
   }
@@ -116,14 +111,14 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
   // task's input folder).
   if (body.contains("base")) {
     if (!body["base"].is_string() || body["base"].get<std::string>().empty() || body["base"].get<std::string>()[0] != '/') {
-      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"base\" must be an absolute path")));
+      return reply(make_error(ErrorCode::kInvalidArgument, "\"base\" must be an absolute path"));
     }
     f->base = body["base"];
   }
   f->reply = std::move(reply);
   if (body.contains("transfer_id") && body["transfer_id"].is_string()) f->transfer_id = body["transfer_id"];
   // Ends the transfer's progress whichever way the fetch ends.
-  f->reply = [this, f = f.get(), inner = std::move(f->reply)](Response r) {
+  f->reply = [this, f = f.get(), inner = std::move(f->reply)](Result<nlohmann::json> r) {
     if (f->progress && transfers_ != nullptr) transfers_->end(f->progress);
     f->progress.reset();
     inner(std::move(r));
@@ -178,7 +173,7 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
         asio::post(pool_, [this, ff, e = std::move(e)]() mutable {
           ff->x.reset();
           if (!ff->tmp.empty()) remove_tree(ff->tmp);
-          asio::post(io_, [ff, e = std::move(e)] { ff->reply(Response::error(e)); });
+          asio::post(io_, [ff, e = std::move(e)] { ff->reply(e); });
         });
       };
       if (!prepared) return fail(f, std::move(prepared).error());
@@ -236,7 +231,7 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
                                                                 : Result<transfer::MovedOutputs>(finished.error());
                 remove_tree(ff->tmp);
                 asio::post(io_, [ff, finished = std::move(finished), moved = std::move(moved)] {
-                  if (!moved) return ff->reply(Response::error(moved.error()));
+                  if (!moved) return ff->reply(moved.error());
                   nlohmann::json out = {{"files", moved->files},
                                         {"replaced", moved->replaced},
                                         {"bytes", finished->value("bytes", uint64_t{0})},
@@ -246,7 +241,7 @@ void FetchConsumer::fetch(const Request& req, Reply reply) {
                   if (ff->dry_run) out["dry_run"] = true;
                   std::string why = transfer::describe(moved->skipped);
                   if (!why.empty()) out["left_out_why"] = why;
-                  ff->reply(Response::json(200, out));
+                  ff->reply(nlohmann::json(out));
                 });
               });
             };

@@ -33,10 +33,11 @@
 
 #include <memory>
 
+#include "api/answer.h"
 #include "api/server.h"
 #include "config/config.h"
-#include "net/reach/peer_link.h"
 #include "jobs/files/transfers.h"
+#include "net/reach/peer_link.h"
 #include "transfer/outputs_policy.h"
 
 namespace boost::asio {
@@ -55,15 +56,15 @@ class FetchConsumer {
   FetchConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
                 std::shared_ptr<jobs::consumer::ConsumerJobStore> store, const config::Config& cfg);
   void add_routes(api::Router& router);
-  // POST /v1/jobs/fetch as a C++ call (mesh/jobs/mesh_jobs.h): `body` as the
-  // route takes it; `answer` (event loop) gets its answer.
-  void fetch_into(const nlohmann::json& body, std::function<void(Result<nlohmann::json>)> answer);
+  // Brings a job's files home: `body` is what POST /v1/jobs/fetch takes
+  // ({"job_id", "dir", "paths"?, "base"?, "outputs_limit"?, "transfer_id"?});
+  // `answer` (event loop) gets what the route answers. The route and the
+  // mesh's own fetches (mesh/jobs) both call this.
+  void fetch_into(nlohmann::json body, api::Answer answer);
   // Where fetches report their progress ("transfer_id" in the request).
   void set_transfers(Transfers* t) { transfers_ = t; }
 
  private:
-  void fetch(const api::Request& req, api::Reply reply);
-
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
   reach::PeerLink& link_;

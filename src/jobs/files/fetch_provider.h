@@ -25,10 +25,10 @@
 #include <string>
 
 #include "config/config.h"
-#include "net/reach/peer_link.h"
+#include "jobs/files/workspace_mounts.h"
 #include "jobs/provider/provider_service.h"
 #include "jobs/provider/remote_provider.h"
-#include "jobs/files/workspace_mounts.h"
+#include "net/reach/peer_link.h"
 
 namespace boost::asio {
 class io_context;

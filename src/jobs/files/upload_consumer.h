@@ -33,8 +33,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "net/reach/peer_link.h"
 #include "jobs/files/transfers.h"
+#include "net/reach/peer_link.h"
 
 namespace boost::asio {
 class io_context;

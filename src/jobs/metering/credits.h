@@ -1,4 +1,4 @@
-// The node's credits (issue 10): a mesh::Ledger rebuilt from the receipts
+// The node's credits: a mesh::Ledger rebuilt from the receipts
 // both sides countersigned (jobs/receipts/receipt_store.h), the per-peer
 // report behind GET /v1/credits, and the provider's tit-for-tat queue order
 // (mesh::order_queue) for ProviderJobs::set_queue_order.

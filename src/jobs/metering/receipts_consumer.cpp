@@ -11,8 +11,8 @@
 
 #include "base/clock.h"
 #include "jobs/consumer/consumer_jobs.h"
-#include "mesh/metering.h"
 #include "jobs/metering/verifications.h"
+#include "mesh/metering.h"
 
 namespace yonder::jobs::metering {
 namespace asio = boost::asio;

@@ -1,4 +1,4 @@
-// The consumer's side of metering (issue 10). When a job submitted from
+// The consumer's side of metering. When a job submitted from
 // here ends (RemoteConsumer sees it), its receipt is fetched from the
 // provider (receipt.get), checked against what this node knows of the job
 // (mesh::check_receipt_for_job: its own key, the job id, the provider's key
@@ -36,8 +36,8 @@
 
 #include "api/server.h"
 #include "crypto/identity.h"
-#include "jobs/receipts/receipt_store.h"
 #include "jobs/metering/credits.h"
+#include "jobs/receipts/receipt_store.h"
 #include "net/reach/peer_link.h"
 
 namespace boost::asio {

@@ -1,4 +1,4 @@
-// The provider's side of metering (issue 10): when a job a peer ran here
+// The provider's side of metering: when a job a peer ran here
 // ends, its receipt is built from the job's record (mesh/metering.h),
 // signed and written to SQLite before the end is visible to anyone (the
 // job manager's end hook runs under its lock); the consumer fetches it and
@@ -24,11 +24,11 @@
 #include <nlohmann/json.hpp>
 
 #include "crypto/identity.h"
-#include "jobs/receipts/receipt_store.h"
 #include "jobs/metering/credits.h"
-#include "net/reach/peer_link.h"
 #include "jobs/provider/provider_service.h"
 #include "jobs/provider/remote_provider.h"
+#include "jobs/receipts/receipt_store.h"
+#include "net/reach/peer_link.h"
 
 namespace boost::asio {
 class io_context;

@@ -1,4 +1,4 @@
-// Verification outcomes this node recorded about providers (issue 10), in
+// Verification outcomes this node recorded about providers, in
 // SQLite (the `verifications` table): one row per check, signed by this
 // node's key when it is recorded (mesh/verification.h), so the same row
 // can be handed to peers (`mesh.opinions`) as evidence for reputation.

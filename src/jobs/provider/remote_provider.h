@@ -30,8 +30,8 @@
 
 #include "config/config.h"
 #include "jobs/audit/audit_log.h"
-#include "net/reach/peer_link.h"
 #include "jobs/provider/provider_service.h"
+#include "net/reach/peer_link.h"
 
 namespace boost::asio {
 class io_context;

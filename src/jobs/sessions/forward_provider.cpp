@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "crypto/node_id.h"
-#include "jobs/sessions/tcp_pipe.h"
-#include "jobs/provider/provider_jobs.h"
 #include "jobs/protocol/exec_frames.h"
+#include "jobs/provider/provider_jobs.h"
+#include "jobs/sessions/tcp_pipe.h"
 
 namespace yonder::jobs::sessions {
 namespace asio = boost::asio;

@@ -30,9 +30,9 @@
 #include <memory>
 
 #include "exec/executor.h"
-#include "net/reach/peer_link.h"
 #include "jobs/provider/provider_service.h"
 #include "jobs/provider/remote_provider.h"
+#include "net/reach/peer_link.h"
 
 namespace boost::asio {
 class io_context;

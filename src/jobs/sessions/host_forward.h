@@ -22,8 +22,8 @@
 #include <set>
 #include <string>
 
-#include "net/reach/peer_link.h"
 #include "jobs/provider/remote_provider.h"
+#include "net/reach/peer_link.h"
 
 namespace boost::asio {
 class io_context;

@@ -8,11 +8,11 @@
 #include <boost/asio/post.hpp>
 
 #include "base/bytes.h"
+#include "jobs/consumer/remote_consumer.h"
+#include "jobs/metering/verifications.h"
 #include "mesh/advertisement.h"
 #include "mesh/benchmark.h"
 #include "mesh/consumer/mesh_opinions.h"
-#include "jobs/consumer/remote_consumer.h"
-#include "jobs/metering/verifications.h"
 
 namespace yonder::mesh {
 namespace asio = boost::asio;

@@ -1,4 +1,4 @@
-// The known-answer benchmark (issue 10): this node, as a consumer, checks a
+// The known-answer benchmark: this node, as a consumer, checks a
 // provider by running a job whose answer it knows (mesh/benchmark.h: a
 // seeded matrix product mod a prime, checked against the answer computed
 // here) through the ordinary remote-job path (RemoteConsumer::submit; the

@@ -8,12 +8,12 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include "api/answer.h"
 #include "mesh/advertisement.h"
 #include "mesh/capacity.h"
-#include "mesh/lease.h"
 #include "mesh/consumer/mesh_opinions.h"
-#include "api/in_process.h"
 #include "mesh/groups/groups.h"
+#include "mesh/lease.h"
 
 namespace yonder::mesh {
 namespace asio = boost::asio;
@@ -98,15 +98,6 @@ Result<mesh::Advertisement> verified_advertisement(const nlohmann::json& m, cons
   return ad;
 }
 
-Result<uint64_t> body_uint(const nlohmann::json& b, const char* key, uint64_t def, uint64_t max) {
-  if (!b.contains(key)) return def;
-  if (!b[key].is_number_unsigned() || b[key].get<uint64_t>() > max) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      std::string("\"") + key + "\" must be a whole number up to " + std::to_string(max));
-  }
-  return b[key].get<uint64_t>();
-}
-
 }  // namespace
 
 struct MeshConsumer::Held {
@@ -147,7 +138,9 @@ void MeshConsumer::add_routes(api::Router& router) {
     refresh(both);
     opinions_->refresh(both);
   });
-  router.add("POST", "/v1/mesh/lease", [this](const Request& req, Reply reply) { lease(req, std::move(reply)); });
+  router.add("POST", "/v1/mesh/lease", [this](const Request& req, Reply reply) {
+    lease_for(api::body_json(req), api::answer_with(std::move(reply)));
+  });
   auto lease_route = [this](const char* method) {
     return [this, method](const Request& req, Reply reply) {
       auto b = nlohmann::json::parse(req.body, nullptr, false);
@@ -155,7 +148,7 @@ void MeshConsumer::add_routes(api::Router& router) {
           !b["lease_id"].is_number_unsigned()) {
         return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "the body needs \"provider\" and \"lease_id\"")));
       }
-      lease_call(b["provider"].get<std::string>(), b, std::move(reply), method);
+      lease_call(b["provider"].get<std::string>(), b, api::answer_with(std::move(reply)), method);
     };
   };
   router.add("POST", "/v1/mesh/bind", lease_route("mesh.bind"));
@@ -371,37 +364,36 @@ mesh::Snapshot MeshConsumer::snapshot(mesh::UnixMs now) const {
   return s;
 }
 
-void MeshConsumer::lease(const Request& req, Reply reply) {
-  auto b = nlohmann::json::parse(req.body, nullptr, false);
-  if (!b.is_object()) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "the body must be a JSON object")));
+void MeshConsumer::lease_for(nlohmann::json b, api::Answer reply) {
+  if (!b.is_object()) return reply(make_error(ErrorCode::kInvalidArgument, "the body must be a JSON object"));
   mesh::JobRequest job;
-  auto gpus = body_uint(b, "gpus", 1, mesh::kMaxGpusPerProvider);
-  auto vram = body_uint(b, "vram_bytes", 0, uint64_t{1} << 50);
-  auto cap = body_uint(b, "min_capability", 0, 9999);
+  auto gpus = api::body_uint(b, "gpus", 1, mesh::kMaxGpusPerProvider);
+  auto vram = api::body_uint(b, "vram_bytes", 0, uint64_t{1} << 50);
+  auto cap = api::body_uint(b, "min_capability", 0, 9999);
   for (auto* r : {&gpus, &vram, &cap}) {
-    if (!*r) return reply(Response::error(r->error()));
+    if (!*r) return reply(r->error());
   }
-  if (*gpus == 0) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "a mesh job needs at least one GPU")));
+  if (*gpus == 0) return reply(make_error(ErrorCode::kInvalidArgument, "a mesh job needs at least one GPU"));
   job.gpus = static_cast<uint32_t>(*gpus);
   job.vram_bytes = *vram;
   job.min_capability = static_cast<uint32_t>(*cap);
   if (b.contains("labels")) {
-    if (!b["labels"].is_object()) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"labels\" must be an object")));
+    if (!b["labels"].is_object()) return reply(make_error(ErrorCode::kInvalidArgument, "\"labels\" must be an object"));
     std::string text;
     for (auto it = b["labels"].begin(); it != b["labels"].end(); ++it) {
-      if (!it->is_string()) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "label values must be strings")));
+      if (!it->is_string()) return reply(make_error(ErrorCode::kInvalidArgument, "label values must be strings"));
       text += it.key() + "=" + it->get<std::string>() + ",";
     }
     auto labels = mesh::parse_labels(text);
-    if (!labels) return reply(Response::error(labels.error()));
+    if (!labels) return reply(labels.error());
     job.labels = std::move(*labels);
   }
   // The group's display name, for the "nothing feasible" error.
   std::string group_name;
   if (b.contains("group")) {
-    if (!b["group"].is_string()) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"group\" must be a string")));
+    if (!b["group"].is_string()) return reply(make_error(ErrorCode::kInvalidArgument, "\"group\" must be a string"));
     auto g = group_list(b["group"].get<std::string>());
-    if (!g) return reply(Response::error(g.error()));
+    if (!g) return reply(g.error());
     job.group = g->group_id;
     group_name = g->name;
   }
@@ -409,7 +401,7 @@ void MeshConsumer::lease(const Request& req, Reply reply) {
   std::set<std::string> exclude;
   if (b.contains("exclude")) {
     if (!b["exclude"].is_array() || b["exclude"].size() > 256) {
-      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"exclude\" must be a list of node ids")));
+      return reply(make_error(ErrorCode::kInvalidArgument, "\"exclude\" must be a list of node ids"));
     }
     for (const auto& e : b["exclude"]) {
       if (e.is_string()) exclude.insert(e.get<std::string>());
@@ -430,7 +422,7 @@ void MeshConsumer::lease(const Request& req, Reply reply) {
       for (const auto& v : snap.providers) fresh += mesh::advertisement_fresh(v.ad, now) ? 1 : 0;
       mesh::JobRequest named = job;
       if (named.group) named.group = group_name;
-      return reply(Response::error(mesh::nothing_feasible(named, fresh)));
+      return reply(mesh::nothing_feasible(named, fresh));
     }
     nlohmann::json plan_json = nlohmann::json::array();
     for (const auto& c : plan.ranked) {
@@ -457,9 +449,9 @@ void MeshConsumer::lease(const Request& req, Reply reply) {
       if (i >= plan.ranked.size()) {
         std::string why;
         for (const auto& r : *refusals) why += (why.empty() ? "" : "; ") + r.value("name", "") + ": " + r.value("reason", "");
-        return reply(Response::error(make_error(
+        return reply(make_error(
             ErrorCode::kUnavailable, "every provider that could run it refused a lease (" + why +
-                                         "); try again later, or ask for less (`yonder mesh` shows what is free)")));
+                                         "); try again later, or ask for less (`yonder mesh` shows what is free)"));
       }
       const Known& k = known_.at(plan.ranked[i].provider);
       reach::PeerLink::Target t = k.target;
@@ -507,7 +499,7 @@ void MeshConsumer::lease(const Request& req, Reply reply) {
             held_[t.node_id + "/" + std::to_string(m->lease_id)] = held;
             renew_later(held);
             spdlog::info("mesh: {} leased {} device(s) to us (lease {})", t.name, m->devices.size(), m->lease_id);
-            reply(Response::json(200, {{"provider", {{"node_id", t.node_id}, {"name", t.name}}},
+            reply(nlohmann::json({{"provider", {{"node_id", t.node_id}, {"name", t.name}}},
                                        {"lease_id", m->lease_id},
                                        {"devices", m->devices},
                                        {"expires_at_ms", m->expires_at_ms},
@@ -523,20 +515,15 @@ void MeshConsumer::lease(const Request& req, Reply reply) {
   });
 }
 
-void MeshConsumer::lease_for(const nlohmann::json& needs, std::function<void(Result<nlohmann::json>)> answer) {
-  lease(api::local_post("/v1/mesh/lease", needs), api::reply_to(std::move(answer)));
-}
-
 void MeshConsumer::bind_lease(const std::string& provider, uint64_t lease_id, const std::string& job_id,
                               std::function<void(Result<nlohmann::json>)> answer) {
-  lease_call(provider, {{"provider", provider}, {"lease_id", lease_id}, {"job_id", job_id}},
-             api::reply_to(std::move(answer)), "mesh.bind");
+  lease_call(provider, {{"provider", provider}, {"lease_id", lease_id}, {"job_id", job_id}}, std::move(answer),
+             "mesh.bind");
 }
 
 void MeshConsumer::release_lease(const std::string& provider, uint64_t lease_id,
                                  std::function<void(Result<nlohmann::json>)> answer) {
-  lease_call(provider, {{"provider", provider}, {"lease_id", lease_id}}, api::reply_to(std::move(answer)),
-             "mesh.release");
+  lease_call(provider, {{"provider", provider}, {"lease_id", lease_id}}, std::move(answer), "mesh.release");
 }
 
 void MeshConsumer::renew_later(std::shared_ptr<Held> held) {
@@ -574,19 +561,20 @@ void MeshConsumer::forget(const std::string& key) {
   held_.erase(it);
 }
 
-void MeshConsumer::lease_call(const std::string& provider, const nlohmann::json& body, Reply reply, const char* method) {
+void MeshConsumer::lease_call(const std::string& provider, const nlohmann::json& body, api::Answer reply,
+                              const char* method) {
   auto t = link_.target(provider);
-  if (!t) return reply(Response::error(t.error()));
+  if (!t) return reply(t.error());
   uint64_t lease_id = body["lease_id"].get<uint64_t>();
   std::string key = t->node_id + "/" + std::to_string(lease_id);
   auto answer = [this, alive = alive_, key, reply](Result<nlohmann::json> r) {
     if (!*alive) return;
     forget(key);  // bound or released: no more renewals from here
-    reply(r ? Response::json(200, *r) : Response::error(r.error()));
+    reply(std::move(r));
   };
   if (std::string(method) == "mesh.bind") {
     if (!body.contains("job_id") || !body["job_id"].is_string()) {
-      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "the body needs \"job_id\"")));
+      return reply(make_error(ErrorCode::kInvalidArgument, "the body needs \"job_id\""));
     }
     link_.service().call(t->key, t->addresses, "mesh.bind", {{"lease_id", lease_id}, {"job_id", body["job_id"]}}, answer);
     return;

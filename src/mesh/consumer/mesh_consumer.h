@@ -1,4 +1,4 @@
-// The consumer's side of the mesh (issue 10): the capacity of the providers
+// The consumer's side of the mesh: the capacity of the providers
 // this node is paired with, placement of a job on them, and the lease that
 // books the chosen provider's devices until the job is submitted.
 //
@@ -48,10 +48,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/answer.h"
 #include "api/server.h"
+#include "jobs/metering/credits.h"
 #include "mesh/membership.h"
 #include "mesh/placement.h"
-#include "jobs/metering/credits.h"
 #include "mesh/provider/mesh_provider.h"
 #include "net/reach/peer_link.h"
 
@@ -87,13 +88,13 @@ class MeshConsumer {
   // refreshes opinions along with the advertisements. Unset: 0 for all.
   void set_opinions(MeshOpinions* opinions) { opinions_ = opinions; }
 
-  // The routes as C++ calls (mesh/jobs/mesh_jobs.h); `answer` on the event loop
-  // gets what the route would answer. `needs` is the lease route's body,
-  // which may also name "exclude": node ids not to place on.
-  void lease_for(const nlohmann::json& needs, std::function<void(Result<nlohmann::json>)> answer);
-  void bind_lease(const std::string& provider, uint64_t lease_id, const std::string& job_id,
-                  std::function<void(Result<nlohmann::json>)> answer);
-  void release_lease(const std::string& provider, uint64_t lease_id, std::function<void(Result<nlohmann::json>)> answer);
+  // Leases, as the routes serve them and mesh jobs (mesh/jobs) call them;
+  // `answer` (event loop) gets what the route answers. `needs` is the lease
+  // route's body ({"gpus", "vram_bytes", "min_capability", "labels",
+  // "group"}), which may also name "exclude": node ids not to place on.
+  void lease_for(nlohmann::json needs, api::Answer answer);
+  void bind_lease(const std::string& provider, uint64_t lease_id, const std::string& job_id, api::Answer answer);
+  void release_lease(const std::string& provider, uint64_t lease_id, api::Answer answer);
 
   // What this node knows of one provider.
   struct Known {
@@ -114,8 +115,7 @@ class MeshConsumer {
   nlohmann::json capacity_json(mesh::UnixMs now, const mesh::Membership* only = nullptr) const;
   mesh::Snapshot snapshot(mesh::UnixMs now) const;
   Result<mesh::Membership> group_list(const std::string& name_or_id) const;
-  void lease(const api::Request& req, api::Reply reply);
-  void lease_call(const std::string& provider, const nlohmann::json& params, api::Reply reply, const char* method);
+  void lease_call(const std::string& provider, const nlohmann::json& params, api::Answer reply, const char* method);
   void renew_later(std::shared_ptr<Held> held);
   void forget(const std::string& key);
 

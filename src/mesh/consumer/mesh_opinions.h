@@ -1,4 +1,4 @@
-// Reputation for placement (issue 10): EigenTrust (mesh/reputation.h) over
+// Reputation for placement: EigenTrust (mesh/reputation.h) over
 // the group's receipts and verification outcomes, computed by this node.
 //
 // A node knows its own evidence: the receipts it countersigned or had
@@ -48,13 +48,13 @@
 
 #include "api/server.h"
 #include "crypto/identity.h"
+#include "jobs/metering/verifications.h"
 #include "jobs/receipts/receipt_store.h"
 #include "mesh/gpu_claims.h"
 #include "mesh/membership.h"
 #include "mesh/reputation.h"
 #include "mesh/verification.h"
 #include "net/reach/peer_link.h"
-#include "jobs/metering/verifications.h"
 
 namespace boost::asio {
 class io_context;

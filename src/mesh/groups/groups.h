@@ -1,4 +1,4 @@
-// Groups (issue 10): named sets of nodes with a membership list signed by
+// Groups: named sets of nodes with a membership list signed by
 // the group's owner or an admin (mesh/membership.h), kept in SQLite
 // (group_store.h) and gossiped among the members over their peer links.
 //
@@ -58,8 +58,8 @@
 
 #include "api/server.h"
 #include "crypto/identity.h"
-#include "mesh/membership.h"
 #include "mesh/groups/group_store.h"
+#include "mesh/membership.h"
 #include "net/reach/peer_link.h"
 
 namespace yonder::mesh {

@@ -19,7 +19,6 @@
 #include "crypto/node_id.h"
 #include "crypto/random_id.h"
 #include "jobs/files/fetch_consumer.h"
-#include "api/in_process.h"
 #include "transfer/tree_pack.h"
 
 namespace yonder::mesh {
@@ -49,23 +48,18 @@ const nlohmann::json* last_attempt(const nlohmann::json& view) {
 
 }  // namespace
 
-void RouterTaskRunner::create_job(nlohmann::json body, std::function<void(Result<nlohmann::json>)> done) {
-  router_.dispatch(api::local_post("/v1/mesh/jobs", body), api::reply_to(std::move(done)));
+void MeshJobsRunner::create_job(nlohmann::json body, std::function<void(Result<nlohmann::json>)> done) {
+  jobs_.create(std::move(body), std::move(done));
 }
 
-void RouterTaskRunner::inspect_job(const std::string& id, std::function<void(Result<nlohmann::json>)> done) {
-  api::Request req;
-  req.method = "GET";
-  req.path = "/v1/mesh/jobs/inspect";
-  req.query = "id=" + id;  // hex: nothing to escape
-  router_.dispatch(req, api::reply_to(std::move(done)));
+void MeshJobsRunner::inspect_job(const std::string& id, std::function<void(Result<nlohmann::json>)> done) {
+  jobs_.inspect(id, std::move(done));
 }
 
-void RouterTaskRunner::stop_job(const std::string& id) {
-  router_.dispatch(api::local_post("/v1/mesh/jobs/stop", {{"mesh_job_id", id}}),
-                   api::reply_to([id](Result<nlohmann::json> r) {
-                     if (!r) spdlog::info("array: stopping mesh job {}: {}", id.substr(0, 12), r.error().message());
-                   }));
+void MeshJobsRunner::stop_job(const std::string& id) {
+  jobs_.stop(id, [id](Result<nlohmann::json> r) {
+    if (!r) spdlog::info("array: stopping mesh job {}: {}", id.substr(0, 12), r.error().message());
+  });
 }
 
 struct MeshArrays::Live {
@@ -572,7 +566,8 @@ void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, co
         if (nothing && !second_look) {
           // Nothing came. A task that made no files is rare, and a provider
           // can answer from a workspace it has not finished putting away
-          // (see the notes on issue 11): look once more, 2 s later.
+          // (an ended job's image still being unmounted): look once more,
+          // 2 s later.
           auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(2));
           timer->async_wait([this, alive, live, task, job_id, timer](boost::system::error_code) {
             if (*alive) bring_home(live, task, job_id, true);

@@ -1,4 +1,4 @@
-// Array jobs over the mesh (issue 12): the consumer's driver for
+// Array jobs over the mesh: the consumer's driver for
 // `yonder run --mesh --array 0-N[%LIMIT]` (and `--array-file`). Each task
 // attempt is one mesh job (mesh/jobs/mesh_jobs.h: placement, lease, upload,
 // watch, requeue after a lost provider) with YONDER_ARRAY_INDEX (and
@@ -46,8 +46,10 @@
 
 #include "api/server.h"
 #include "base/error.h"
-#include "mesh/work_units.h"
 #include "mesh/jobs/mesh_array_store.h"
+#include "mesh/jobs/mesh_jobs.h"
+#include "mesh/jobs/mesh_jobs.h"
+#include "mesh/work_units.h"
 
 namespace boost::asio {
 class io_context;
@@ -60,8 +62,9 @@ class FetchConsumer;
 
 namespace yonder::mesh {
 
-// What the array needs from the mesh job supervisor (mesh/jobs/mesh_jobs.h),
-// as C++ calls; answers on the event loop.
+// What the array needs from the mesh job supervisor (mesh_jobs.h), as C++
+// calls; answers on the event loop. An interface, so the array's tests can
+// run it over a scripted supervisor.
 class MeshTaskRunner {
  public:
   virtual ~MeshTaskRunner() = default;
@@ -73,17 +76,16 @@ class MeshTaskRunner {
   virtual void stop_job(const std::string& id) = 0;
 };
 
-// The runner through this daemon's own routes (dispatched in-process, no
-// HTTP): POST /v1/mesh/jobs, GET /v1/mesh/jobs/inspect, POST /v1/mesh/jobs/stop.
-class RouterTaskRunner final : public MeshTaskRunner {
+// The runner over this daemon's mesh job supervisor, by direct calls.
+class MeshJobsRunner final : public MeshTaskRunner {
  public:
-  explicit RouterTaskRunner(const api::Router& router) : router_(router) {}
+  explicit MeshJobsRunner(MeshJobs& jobs) : jobs_(jobs) {}
   void create_job(nlohmann::json body, std::function<void(Result<nlohmann::json>)> done) override;
   void inspect_job(const std::string& id, std::function<void(Result<nlohmann::json>)> done) override;
   void stop_job(const std::string& id) override;
 
  private:
-  const api::Router& router_;
+  MeshJobs& jobs_;
 };
 
 class MeshArrays {

@@ -16,13 +16,13 @@
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "crypto/random_id.h"
-#include "jobs/provider/job_request.h"
-#include "mesh/quorum.h"
+#include "jobs/consumer/remote_consumer.h"
 #include "jobs/files/fetch_consumer.h"
+#include "jobs/metering/verifications.h"
+#include "jobs/provider/job_request.h"
 #include "mesh/consumer/mesh_consumer.h"
 #include "mesh/jobs/mesh_replicas.h"
-#include "jobs/consumer/remote_consumer.h"
-#include "jobs/metering/verifications.h"
+#include "mesh/quorum.h"
 
 namespace yonder::mesh {
 namespace asio = boost::asio;
@@ -128,15 +128,6 @@ Result<Staged> stage_upload(const std::string& source, const std::string& job_di
   if (ec) return make_error(ErrorCode::kFailedPrecondition, "cannot stage the checkpoint: " + ec.message());
   s.dir = s.temporary;
   return s;
-}
-
-Result<uint64_t> mesh_jobs_body_uint(const nlohmann::json& b, const char* key, uint64_t def, uint64_t max) {
-  if (!b.contains(key)) return def;
-  if (!b[key].is_number_unsigned() || b[key].get<uint64_t>() > max) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      std::string("\"") + key + "\" must be a whole number up to " + std::to_string(max));
-  }
-  return b[key].get<uint64_t>();
 }
 
 Result<std::chrono::milliseconds> seconds_setting(const config::Config& cfg, const char* key, int64_t max) {
@@ -246,22 +237,11 @@ void MeshJobs::start() {
 }
 
 void MeshJobs::add_routes(api::Router& router) {
-  router.add("POST", "/v1/mesh/jobs", [this](const Request& req, Reply reply) { create(req, std::move(reply)); });
-  auto find = [this](const std::string& id, std::function<void(Result<nlohmann::json>)> answer) {
-    for (const auto& [key, l] : live_) {
-      if (!id.empty() && key.compare(0, id.size(), id) == 0) return answer(view(*l));
-    }
-    asio::post(pool_, [this, id, answer] {
-      auto row = store_->find(id);
-      asio::post(io_, [row = std::move(row), answer] {
-        if (!row) return answer(row.error());
-        answer(row->to_json());
-      });
-    });
-  };
-  router.add("GET", "/v1/mesh/jobs/inspect", [find](const Request& req, Reply reply) {
-    find(api::parse_query(req.query)["id"],
-         [reply](Result<nlohmann::json> r) { reply(r ? Response::json(200, *r) : Response::error(r.error())); });
+  router.add("POST", "/v1/mesh/jobs", [this](const Request& req, Reply reply) {
+    create(api::body_json(req), api::answer_with(std::move(reply)));
+  });
+  router.add("GET", "/v1/mesh/jobs/inspect", [this](const Request& req, Reply reply) {
+    inspect(api::parse_query(req.query)["id"], api::answer_with(std::move(reply)));
   });
   router.add("GET", "/v1/mesh/jobs", [this](const Request& req, Reply reply) {
     bool all = api::parse_query(req.query)["all"] == "1";
@@ -279,32 +259,49 @@ void MeshJobs::add_routes(api::Router& router) {
     });
   });
   router.add("POST", "/v1/mesh/jobs/stop", [this](const Request& req, Reply reply) {
-    auto b = nlohmann::json::parse(req.body, nullptr, false);
+    auto b = api::body_json(req);
     std::string id = b.is_object() && b.contains("mesh_job_id") && b["mesh_job_id"].is_string()
                          ? b["mesh_job_id"].get<std::string>()
                          : "";
-    if (id.empty())
-      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "the body needs \"mesh_job_id\"")));
-    std::shared_ptr<Live> live;
-    for (const auto& [key, l] : live_) {
-      if (key.compare(0, id.size(), id) == 0) live = l;
-    }
-    if (!live) {
-      return reply(Response::error(
-          make_error(ErrorCode::kNotFound, "no running mesh job " + id + " here; `yonder mesh jobs` lists them")));
-    }
-    live->stopping = true;
-    bool any_running = false;
-    for (auto& s : live->slots) {
-      MeshAttempt* a = live->attempt(*s);
-      if (a == nullptr || a->state != "running") continue;
-      any_running = true;
-      remote_.call_job(a->job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
-    }
-    // Not on a provider: nothing to stop there (a submit on its way is stopped when it lands).
-    if (!any_running) finish(live, "stopped", {{"message", "stopped before it ran"}, {"exit_code", nullptr}});
-    reply(Response::json(200, view(*live)));
+    stop(id, api::answer_with(std::move(reply)));
   });
+}
+
+void MeshJobs::inspect(const std::string& id, api::Answer answer) {
+  for (const auto& [key, l] : live_) {
+    if (!id.empty() && key.compare(0, id.size(), id) == 0) return answer(view(*l));
+  }
+  asio::post(pool_, [this, id, answer] {
+    auto row = store_->find(id);
+    asio::post(io_, [row = std::move(row), answer] {
+      if (!row) return answer(row.error());
+      answer(row->to_json());
+    });
+  });
+}
+
+void MeshJobs::stop(const std::string& id, api::Answer reply) {
+  if (id.empty())
+    return reply(make_error(ErrorCode::kInvalidArgument, "the body needs \"mesh_job_id\""));
+  std::shared_ptr<Live> live;
+  for (const auto& [key, l] : live_) {
+    if (key.compare(0, id.size(), id) == 0) live = l;
+  }
+  if (!live) {
+    return reply(
+        make_error(ErrorCode::kNotFound, "no running mesh job " + id + " here; `yonder mesh jobs` lists them"));
+  }
+  live->stopping = true;
+  bool any_running = false;
+  for (auto& s : live->slots) {
+    MeshAttempt* a = live->attempt(*s);
+    if (a == nullptr || a->state != "running") continue;
+    any_running = true;
+    remote_.call_job(a->job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
+  }
+  // Not on a provider: nothing to stop there (a submit on its way is stopped when it lands).
+  if (!any_running) finish(live, "stopped", {{"message", "stopped before it ran"}, {"exit_code", nullptr}});
+  reply(nlohmann::json(view(*live)));
 }
 
 nlohmann::json MeshJobs::view(const Live& live) const {
@@ -321,30 +318,29 @@ nlohmann::json MeshJobs::view(const Live& live) const {
   return j;
 }
 
-void MeshJobs::create(const Request& req, Reply reply) {
-  auto b = nlohmann::json::parse(req.body, nullptr, false);
+void MeshJobs::create(nlohmann::json b, api::Answer reply) {
   if (!b.is_object() || !b.contains("job")) {
-    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "the body needs \"job\"")));
+    return reply(make_error(ErrorCode::kInvalidArgument, "the body needs \"job\""));
   }
   auto request = jobs::provider::parse_job_request(b["job"]);
-  if (!request) return reply(Response::error(request.error()));
+  if (!request) return reply(request.error());
   std::string dir = b.contains("dir") && b["dir"].is_string() ? b["dir"].get<std::string>() : "";
   if (!dir.empty() && dir.front() != '/') {
-    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"dir\" must be an absolute path")));
+    return reply(make_error(ErrorCode::kInvalidArgument, "\"dir\" must be an absolute path"));
   }
   nlohmann::json needs = b.value("needs", nlohmann::json::object());
   if (!needs.is_object())
-    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"needs\" must be an object")));
-  auto retries = mesh_jobs_body_uint(b, "retries", 0, kMaxRetries);
-  if (!retries) return reply(Response::error(retries.error()));
-  auto replicas = mesh_jobs_body_uint(b, "replicas", 1, kMaxReplicas);
-  if (!replicas) return reply(Response::error(replicas.error()));
+    return reply(make_error(ErrorCode::kInvalidArgument, "\"needs\" must be an object"));
+  auto retries = api::body_uint(b, "retries", 0, kMaxRetries);
+  if (!retries) return reply(retries.error());
+  auto replicas = api::body_uint(b, "replicas", 1, kMaxReplicas);
+  if (!replicas) return reply(replicas.error());
   if (*replicas == 0)
-    return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"replicas\" must be 1 or more")));
+    return reply(make_error(ErrorCode::kInvalidArgument, "\"replicas\" must be 1 or more"));
   std::string validator;
   if (b.contains("validator")) {
     if (!b["validator"].is_string() || b["validator"].get<std::string>().size() > 4096) {
-      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"validator\" must be a command line")));
+      return reply(make_error(ErrorCode::kInvalidArgument, "\"validator\" must be a command line"));
     }
     validator = b["validator"].get<std::string>();
   }
@@ -355,7 +351,7 @@ void MeshJobs::create(const Request& req, Reply reply) {
   if (!validator.empty()) row.spec["validator"] = validator;
   if (b.contains("outputs_limit")) {
     if (b["outputs_limit"] != "off") {
-      return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"outputs_limit\" can only be \"off\"")));
+      return reply(make_error(ErrorCode::kInvalidArgument, "\"outputs_limit\" can only be \"off\""));
     }
     row.spec["outputs_limit"] = "off";
   }
@@ -369,10 +365,10 @@ void MeshJobs::create(const Request& req, Reply reply) {
                    : store_->put(live->row);
     asio::post(io_, [this, alive, live, reply, st = std::move(st)] {
       if (!*alive) return;
-      if (!st) return reply(Response::error(st.error()));
+      if (!st) return reply(st.error());
       live_[live->row.id] = live;
       spdlog::info("mesh job {}: accepted ({} replica(s))", live->row.id.substr(0, 12), live->replicas());
-      reply(Response::json(200, view(*live)));
+      reply(nlohmann::json(view(*live)));
       for (int r = 0; r < live->replicas(); ++r) place(live, r);
     });
   });

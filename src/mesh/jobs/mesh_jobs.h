@@ -1,4 +1,4 @@
-// Mesh jobs that survive a provider (issue 10, "Fault tolerance"): the
+// Mesh jobs that survive a provider: the
 // consumer's supervisor for `yonder run --mesh --retries N`. A mesh job is
 // the user's job; an attempt is one run of it on one provider. The
 // supervisor places the job (MeshConsumer's lease), uploads and submits it
@@ -59,6 +59,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/answer.h"
 #include "api/server.h"
 #include "config/config.h"
 #include "mesh/jobs/mesh_job_store.h"
@@ -103,6 +104,12 @@ class MeshJobs {
   // Picks up the jobs a previous run left unfinished (reads on the pool).
   void start();
   void add_routes(api::Router& router);
+  // The routes' services, as mesh arrays (mesh_arrays.h) call them; each
+  // `answer` (event loop) gets what the route answers. `body`: what POST
+  // /v1/mesh/jobs takes; `id`: a mesh job id or a prefix of one.
+  void create(nlohmann::json body, api::Answer answer);
+  void inspect(const std::string& id, api::Answer answer);
+  void stop(const std::string& id, api::Answer answer);
   // Where replica outcomes are recorded (agreed / outvoted per provider);
   // unset: not recorded. Must outlive this object.
   void set_verifications(jobs::metering::Verifications* v) { verifications_ = v; }
@@ -113,7 +120,6 @@ class MeshJobs {
   struct Slot;
   struct Answer;
   std::shared_ptr<Live> make_live(MeshJobRow row);
-  void create(const api::Request& req, api::Reply reply);
   // Replica `r` (0 for a plain job): lease, upload + submit, watch.
   void place(const std::shared_ptr<Live>& live, int r);
   void submit(const std::shared_ptr<Live>& live, int r, const nlohmann::json& lease);

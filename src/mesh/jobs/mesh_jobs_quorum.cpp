@@ -11,11 +11,11 @@
 #include <filesystem>
 #include <spdlog/spdlog.h>
 
-#include "mesh/quorum.h"
-#include "jobs/files/fetch_consumer.h"
-#include "mesh/jobs/mesh_replicas.h"
 #include "jobs/consumer/remote_consumer.h"
+#include "jobs/files/fetch_consumer.h"
 #include "jobs/metering/verifications.h"
+#include "mesh/jobs/mesh_replicas.h"
+#include "mesh/quorum.h"
 
 namespace yonder::mesh {
 namespace fs = std::filesystem;

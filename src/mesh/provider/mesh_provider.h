@@ -1,4 +1,4 @@
-// The provider's side of the mesh (issue 10): what this node offers its
+// The provider's side of the mesh: what this node offers its
 // peers and the lease book that keeps two consumers off the same GPU.
 //
 //   mesh.advertisement {}                   -> {"advertisement": "<signed mesh::Advertisement JSON>"}
@@ -57,10 +57,10 @@
 #include "config/config.h"
 #include "crypto/identity.h"
 #include "gpu/inventory.h"
+#include "jobs/provider/provider_service.h"
 #include "mesh/advertisement.h"
 #include "mesh/lease_book.h"
 #include "net/reach/peer_link.h"
-#include "jobs/provider/provider_service.h"
 
 namespace boost::asio {
 class io_context;

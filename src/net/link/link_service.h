@@ -130,8 +130,8 @@ struct Carrier {
 using CarrierDialer = std::function<void(const PublicKeyBytes& peer, const std::optional<ShareLink>& pairing,
                                          std::function<void(Result<Carrier>)> done)>;
 
-// How good a session's path is: lower is better (the order the issue
-// names: LAN, known direct address, mapped port, punched, relay).
+// How good a session's path is: lower is better (in order of preference:
+// LAN, known direct address, mapped port, punched, relay).
 int path_rank(const std::string& path);
 
 using RpcReply = std::function<void(Result<nlohmann::json>)>;

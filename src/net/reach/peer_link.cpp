@@ -15,12 +15,12 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "discovery/lan_discovery.h"
-#include "portmap/port_mapper.h"
+#include "discovery/pair_key.h"
 #include "net/punch/signal.h"
+#include "os/interfaces.h"
+#include "portmap/port_mapper.h"
 #include "relay/path_hint.h"
 #include "relay/server.h"
-#include "discovery/pair_key.h"
-#include "os/interfaces.h"
 
 namespace yonder::reach {
 namespace {
@@ -283,8 +283,8 @@ void PeerLink::recheck() {
 }
 
 Status PeerLink::start() {
-  // Placeholder methods for capabilities whose features arrive in later
-  // issues: authorised like the real thing, then answered honestly.
+  // Placeholder methods for capabilities whose feature is not registered on
+  // this node: authorised like the real thing, then answered honestly.
   for (const char* m : {"run.submit", "exec.open", "forward.open"}) {
     if (service_->has_method(m)) continue;
     service_->add_method(m, [m](const PublicKeyBytes&, const nlohmann::json&, link::RpcReply reply) {

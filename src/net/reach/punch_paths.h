@@ -1,4 +1,4 @@
-// Hole-punched direct paths (issue 7): when the link to a paired peer runs
+// Hole-punched direct paths: when the link to a paired peer runs
 // through a relay, the two nodes punch a UDP path through their NATs and
 // move the link onto a QUIC connection over it.
 //

@@ -1,4 +1,4 @@
-// Mesh jobs' pieces that need no daemon (issue 10): the SQLite store of jobs
+// Mesh jobs' pieces that need no daemon: the SQLite store of jobs
 // and attempts (a migrated database in a temp dir), and the replica digest
 // (mesh/jobs/mesh_replicas.h) and validator.
 #include <gtest/gtest.h>
