@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "mesh/gossip.h"
-#include "mesh/placement.h"
-#include "mesh/work_units.h"
+#include "mesh/core/gossip.h"
+#include "mesh/core/placement.h"
+#include "mesh/core/work_units.h"
 
 using namespace yonder;
 using namespace yonder::mesh;
@@ -92,8 +92,8 @@ Snapshot make_snapshot(size_t providers, std::mt19937_64& rng) {
 
 // A mix: most jobs want one GPU; some pin a site or a group; a few want four
 // big, recent GPUs (rare: the index has to find them without a full scan).
-std::vector<JobRequest> make_jobs(size_t jobs, std::mt19937_64& rng) {
-  std::vector<JobRequest> out(jobs);
+std::vector<PlacementRequest> make_jobs(size_t jobs, std::mt19937_64& rng) {
+  std::vector<PlacementRequest> out(jobs);
   for (auto& j : out) {
     switch (rng() % 10) {
       case 0:
@@ -149,7 +149,7 @@ void bench_placement(size_t providers, size_t jobs) {
   std::printf("  latency p50 %.2f us, p99 %.2f us (goal <= 1000), p99.9 %.2f us, max %.2f us\n", p50, p99, p999, max);
   // Worst case: a job no provider can run (capability 10.0) walks every
   // entry, with the cheap per-provider rejections only.
-  JobRequest impossible;
+  PlacementRequest impossible;
   impossible.min_capability = 1000;
   std::vector<double> worst_us;
   for (int i = 0; i < 1000; ++i) {

@@ -1,10 +1,10 @@
-// Fuzzes the mesh advertisement decoder (mesh/advertisement.h): never
+// Fuzzes the mesh advertisement decoder (mesh/core/advertisement.h): never
 // crashes or throws; an accepted advertisement re-encodes to text that
 // decodes to the same value, and checking its signature and freshness is safe.
 #include <cstdint>
 #include <string_view>
 
-#include "mesh/advertisement.h"
+#include "mesh/core/advertisement.h"
 
 using namespace yonder;
 using namespace yonder::mesh;

@@ -1,4 +1,4 @@
-// Fuzzes what an array job reads back: its stored state (mesh/work_units.h
+// Fuzzes what an array job reads back: its stored state (mesh/core/work_units.h
 // ArrayRun::from_json, written by the daemon but read after crashes and disk
 // trouble) and Slurm-style ranges typed by people (parse_array_range).
 // Never crashes or throws; accepted state re-serialises to JSON that loads
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mesh/work_units.h"
+#include "mesh/core/work_units.h"
 
 using namespace yonder::mesh;
 

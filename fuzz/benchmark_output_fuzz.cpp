@@ -1,4 +1,4 @@
-// Fuzzes the reader of a known-answer benchmark's stdout (mesh/benchmark.h),
+// Fuzzes the reader of a known-answer benchmark's stdout (mesh/core/benchmark.h),
 // which a provider controls entirely: never crashes or throws, looks at no
 // more than its bound, and a time it accepts is finite and not negative (the
 // consumer compares n, seed and checksum with what it asked for).
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "mesh/benchmark.h"
+#include "mesh/core/benchmark.h"
 
 using namespace yonder::mesh;
 

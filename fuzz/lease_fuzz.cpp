@@ -1,9 +1,9 @@
-// Fuzzes the lease message decoder (mesh/lease.h): never crashes or throws;
+// Fuzzes the lease message decoder (mesh/core/lease.h): never crashes or throws;
 // an accepted message re-encodes to text that decodes to the same value.
 #include <cstdint>
 #include <string_view>
 
-#include "mesh/lease.h"
+#include "mesh/core/lease.h"
 
 using namespace yonder;
 using namespace yonder::mesh;

@@ -1,10 +1,10 @@
-// Fuzzes the group membership decoder (mesh/membership.h): never crashes or
+// Fuzzes the group membership decoder (mesh/core/membership.h): never crashes or
 // throws; an accepted list re-encodes to text that decodes to the same
 // value, and judging it as an update is safe.
 #include <cstdint>
 #include <string_view>
 
-#include "mesh/membership.h"
+#include "mesh/core/membership.h"
 
 using namespace yonder;
 using namespace yonder::mesh;

@@ -1,10 +1,10 @@
-// Fuzzes the metering receipt decoder (mesh/receipt.h): never crashes or
+// Fuzzes the metering receipt decoder (mesh/core/receipt.h): never crashes or
 // throws; an accepted receipt re-encodes to text that decodes to the same
 // value, and verifying its two signatures is safe.
 #include <cstdint>
 #include <string_view>
 
-#include "mesh/receipt.h"
+#include "mesh/core/receipt.h"
 
 using namespace yonder;
 using namespace yonder::mesh;

@@ -1,11 +1,11 @@
-// Fuzzes the verification and opinions decoders (mesh/verification.h):
+// Fuzzes the verification and opinions decoders (mesh/core/verification.h):
 // never crashes or throws; an accepted verification re-encodes to text that
 // decodes to the same value; accepted opinions re-encode within the bound
 // and decode to the same items; verifying signatures is safe.
 #include <cstdint>
 #include <string_view>
 
-#include "mesh/verification.h"
+#include "mesh/core/verification.h"
 
 using namespace yonder;
 using namespace yonder::mesh;

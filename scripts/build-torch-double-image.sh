@@ -2,7 +2,7 @@
 # Builds the image the GPU known-answer check's end-to-end test runs
 # (tests/integration/mesh_verify_test.cpp): busybox's sh, this machine's
 # Python (Debian's python3) and the TEST DOUBLE of PyTorch's CUDA surface
-# (tests/mesh/torch_double: CPU arithmetic, no GPU), whose device is named
+# (tests/mesh/core/torch_double: CPU arithmetic, no GPU), whose device is named
 # "FAKE TWIN" as the test's fake GPU inventory ("fake:1:TWIN:24") advertises
 # it. It stands in for a PyTorch+CUDA image on machines without a GPU; the
 # real check runs on a GPU machine (scripts/gpu-check.sh).
@@ -19,7 +19,7 @@ if ! [ -x "$python" ]; then
   exit 1
 fi
 stdlib=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
-hash=$(cat "$0" "$here/../tests/mesh/torch_double/torch/__init__.py" <("$python" --version) | sha256sum | cut -c1-16)
+hash=$(cat "$0" "$here/../tests/mesh/core/torch_double/torch/__init__.py" <("$python" --version) | sha256sum | cut -c1-16)
 exec 9>/tmp/yonder-torch-double-image.lock
 flock 9
 
@@ -47,7 +47,7 @@ done
 mkdir -p "$root$stdlib"
 tar -C "$stdlib" --exclude=./test --exclude=./idlelib --exclude=./tkinter --exclude=./ensurepip \
   --exclude=./lib2to3 --exclude=./site-packages --exclude=./dist-packages -cf - . | tar -C "$root$stdlib" -xf -
-cp -r "$here/../tests/mesh/torch_double/torch" "$root/opt/torch-double/"
+cp -r "$here/../tests/mesh/core/torch_double/torch" "$root/opt/torch-double/"
 chmod 1777 "$root/tmp"
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"

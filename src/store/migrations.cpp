@@ -99,7 +99,7 @@ CREATE INDEX job_gpu_leases_by_job ON job_gpu_leases (job_id);
 
 // v5: metering receipts, one per finished job, kept by both the
 // provider and the consumer. receipt_json is the mesh receipt's wire form
-// (mesh/receipt.h); state: 'signed' (provider-signed, the countersignature
+// (mesh/core/receipt.h); state: 'signed' (provider-signed, the countersignature
 // has not arrived), 'countersigned' (both signatures), 'refused' (did not
 // verify; `problem` says why; never counted).
 constexpr std::string_view kV5 = R"sql(
@@ -118,7 +118,7 @@ CREATE TABLE receipts (
 )sql";
 
 // v6: groups. One row per group this node belongs to, holding
-// the newest membership list it accepted (mesh/membership.h wire form) and
+// the newest membership list it accepted (mesh/core/membership.h wire form) and
 // the owner key pinned when it joined; group_invites remembers which share
 // links are invites into which group (mesh/groups/groups.h).
 constexpr std::string_view kV6 = R"sql(
@@ -171,7 +171,7 @@ CREATE TABLE mesh_job_attempts (
 // v8: verification outcomes: one row per check this node made
 // of a provider (jobs/metering/verifications.h): a replica compared by quorum or a
 // known-answer benchmark. signed_json is the row signed by this node
-// (mesh/verification.h), handed to peers as evidence for reputation.
+// (mesh/core/verification.h), handed to peers as evidence for reputation.
 constexpr std::string_view kV8 = R"sql(
 CREATE TABLE verifications (
   id           INTEGER PRIMARY KEY,
@@ -202,10 +202,10 @@ CREATE TABLE mesh_arrays (
 ) STRICT;
 )sql";
 
-// v10: disputed receipts (mesh/metering.h): a receipt may be 'disputed' (the
+// v10: disputed receipts (mesh/core/metering.h): a receipt may be 'disputed' (the
 // provider's signed claim disagrees with what the consumer saw), and a
 // verification may record it (kind 'receipt', outcome 'disputed',
-// mesh/verification.h). SQLite cannot change a CHECK, so both tables are
+// mesh/core/verification.h). SQLite cannot change a CHECK, so both tables are
 // copied into ones with the wider checks.
 constexpr std::string_view kV10 = R"sql(
 CREATE TABLE receipts_v10 (

@@ -13,8 +13,8 @@
 
 #include "crypto/identity.h"
 #include "crypto/node_id.h"
-#include "mesh/group_edit.h"
-#include "mesh/membership.h"
+#include "mesh/core/group_edit.h"
+#include "mesh/core/membership.h"
 #include "support/job_node.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"

@@ -17,7 +17,7 @@
 namespace yonder::jobs::consumer {
 
 // What this node saw of a job itself, on its own clock (Unix ms; 0: not
-// seen): the evidence it countersigns receipts against (mesh/metering.h).
+// seen): the evidence it countersigns receipts against (mesh/core/metering.h).
 // Each is set once, at the first view that shows it, and never moved: a
 // provider that later rewrites its record cannot rewrite what was seen.
 // Kept in spec_json under "observed".

@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "crypto/node_id.h"
-#include "mesh/metering.h"
+#include "mesh/core/metering.h"
 
 namespace yonder::jobs::metering {
 namespace {

@@ -24,7 +24,7 @@
 #include "config/config.h"
 #include "jobs/provider/provider_jobs.h"
 #include "jobs/receipts/receipt_store.h"
-#include "mesh/ledger.h"
+#include "mesh/core/ledger.h"
 
 namespace yonder::jobs::metering {
 

@@ -12,7 +12,7 @@
 #include "base/clock.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "jobs/metering/verifications.h"
-#include "mesh/metering.h"
+#include "mesh/core/metering.h"
 
 namespace yonder::jobs::metering {
 namespace asio = boost::asio;

@@ -10,7 +10,7 @@
 // receipt that is not this job's is stored as refused with the reason; one
 // whose claim disagrees with what was seen is stored as disputed and
 // recorded as a signed verification against the provider (kind receipt,
-// outcome disputed), which costs it reputation (mesh/reputation.h). Neither
+// outcome disputed), which costs it reputation (mesh/core/reputation.h). Neither
 // is countersigned or counted.
 //
 // Nothing is lost while this node is offline: a sweep asks each provider

@@ -8,7 +8,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "jobs/provider/provider_jobs.h"
-#include "mesh/metering.h"
+#include "mesh/core/metering.h"
 
 namespace yonder::jobs::metering {
 namespace asio = boost::asio;
@@ -184,7 +184,7 @@ Result<nlohmann::json> ReceiptsProvider::countersign(const PublicKeyBytes& peer,
                                                 ours.error().message() + "); it cannot be countersigned");
   }
   // The consumer may countersign its own, smaller figures beside ours
-  // (mesh/receipt.h consumer_view): what counts is then the smaller.
+  // (mesh/core/receipt.h consumer_view): what counts is then the smaller.
   mesh::Receipt unsigned_theirs = *theirs;
   unsigned_theirs.consumer_signature.clear();
   unsigned_theirs.consumer_view.reset();

@@ -1,5 +1,5 @@
 // The provider's side of metering: when a job a peer ran here
-// ends, its receipt is built from the job's record (mesh/metering.h),
+// ends, its receipt is built from the job's record (mesh/core/metering.h),
 // signed and written to SQLite before the end is visible to anyone (the
 // job manager's end hook runs under its lock); the consumer fetches it and
 // sends its countersignature back over the link:

@@ -1,6 +1,6 @@
 // Verification outcomes this node recorded about providers, in
 // SQLite (the `verifications` table): one row per check, signed by this
-// node's key when it is recorded (mesh/verification.h), so the same row
+// node's key when it is recorded (mesh/core/verification.h), so the same row
 // can be handed to peers (`mesh.opinions`) as evidence for reputation.
 //
 // How to record a check (e.g. after a --replicas quorum, once per provider):
@@ -16,7 +16,7 @@
 //             signed with the row, never interpreted by reputation
 //   at_ms     Unix ms; 0: now
 // An outvoted replica or a failed benchmark costs the provider reputation
-// (mesh/reputation.h); agreed and passed add standing only through the
+// (mesh/core/reputation.h); agreed and passed add standing only through the
 // receipt of the job (passed benchmarks also count a little on their own).
 //
 // Threading: one connection, guarded inside; any thread. Blocking (disk),
@@ -32,7 +32,7 @@
 
 #include "base/error.h"
 #include "crypto/identity.h"
-#include "mesh/verification.h"
+#include "mesh/core/verification.h"
 #include "store/database.h"
 
 namespace yonder::jobs::metering {

@@ -68,7 +68,7 @@ class JobLog {
   // changed in its workspace, workspace_digest.h; empty: no files). Not the
   // times, the record boundaries, how the two streams interleave, or
   // provider notices: two runs that print the same and write the same files
-  // hash the same. The metering receipt's output hash (mesh/receipt.h).
+  // hash the same. The metering receipt's output hash (mesh/core/receipt.h).
   Result<std::string> output_sha256(std::string_view files_digest = {}) const;
 
   uint64_t size() const { return size_.load(); }

@@ -40,7 +40,7 @@ void ProviderJobs::finish_locked(const LivePtr& job, JobState state, const std::
       (void)(*log)->append(exec::LogStream::kSystem, now_s() * 1'000'000'000, "[yonder] " + lost + "\n");
     }
   }
-  // What the metering receipt commits to (mesh/metering.h); the pump is done.
+  // What the metering receipt commits to (mesh/core/metering.h); the pump is done.
   if (auto log = open_log_locked(*job); log) {
     if (auto hash = (*log)->output_sha256(job->files_digest); hash) r.result["output_sha256"] = *hash;
   }

@@ -452,7 +452,7 @@ bool ProviderJobs::apply_locked(const QueuePlan& plan) {
     } else if (const auto* start = std::get_if<StartJob>(&action)) {
       LivePtr job = jobs_.at(start->job_id);
       JobRecord& r = job->rec;
-      // The model the receipt names (mesh/metering.h).
+      // The model the receipt names (mesh/core/metering.h).
       if (!start->gpu_uuids.empty()) r.result["gpu_model"] = start->gpu_model;
       leave_queue(r.job_id);
       r.state = JobState::kStarting;

@@ -12,7 +12,7 @@ void earliest(std::optional<MonoTime>& next, MonoTime at) {
 }
 
 // The distinct models of the leased devices, as the receipt names them
-// (mesh/metering.h). A model whose name is part of one already named is
+// (mesh/core/metering.h). A model whose name is part of one already named is
 // not named again.
 std::string models_of(const GpuView& gpus, const std::vector<std::string>& uuids) {
   std::string models;

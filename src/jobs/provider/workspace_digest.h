@@ -1,5 +1,5 @@
 // What a job wrote to its workspace, by content: the files part of the
-// metering receipt's output hash (JobLog::output_sha256, mesh/receipt.h).
+// metering receipt's output hash (JobLog::output_sha256, mesh/core/receipt.h).
 //
 // The outputs are the workspace files the job created or changed: every
 // regular file in the workspace when the job has ended whose path and

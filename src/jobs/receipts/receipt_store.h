@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "base/error.h"
-#include "mesh/receipt.h"
+#include "mesh/core/receipt.h"
 #include "store/database.h"
 
 namespace yonder::jobs::receipts {
 
 // kRefused: not a receipt of this job at all (bad signature, another job);
 // kDisputed: the provider's signed claim disagrees with what the consumer
-// saw of the job (mesh/metering.h); neither is countersigned or counted.
+// saw of the job (mesh/core/metering.h); neither is countersigned or counted.
 enum class ReceiptState { kSigned, kCountersigned, kRefused, kDisputed };
 const char* receipt_state_name(ReceiptState s);
 

@@ -10,8 +10,8 @@
 #include "base/bytes.h"
 #include "jobs/consumer/remote_consumer.h"
 #include "jobs/metering/verifications.h"
-#include "mesh/advertisement.h"
-#include "mesh/benchmark.h"
+#include "mesh/core/advertisement.h"
+#include "mesh/core/benchmark.h"
 #include "mesh/consumer/mesh_opinions.h"
 
 namespace yonder::mesh {

@@ -1,5 +1,5 @@
 // The known-answer benchmark: this node, as a consumer, checks a
-// provider by running a job whose answer it knows (mesh/benchmark.h: a
+// provider by running a job whose answer it knows (mesh/core/benchmark.h: a
 // seeded matrix product mod a prime, checked against the answer computed
 // here) through the ordinary remote-job path (RemoteConsumer::submit; the
 // job is in `yonder jobs`, and its end brings the provider-signed receipt,
@@ -15,7 +15,7 @@
 //  - the GPU check (mesh.gpu_benchmark_image, the PyTorch program): the
 //    same product on one leased GPU of the provider, which must also name
 //    the model the provider's advertisement claims. Its outcome, with the
-//    model, is what confirms or refutes a GPU claim (mesh/gpu_claims.h):
+//    model, is what confirms or refutes a GPU claim (mesh/core/gpu_claims.h):
 //    details {"gpu": true, "gpu_model", "device"}.
 //
 // Local route:

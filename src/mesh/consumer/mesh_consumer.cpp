@@ -9,11 +9,11 @@
 #include <spdlog/spdlog.h>
 
 #include "api/answer.h"
-#include "mesh/advertisement.h"
-#include "mesh/capacity.h"
+#include "mesh/core/advertisement.h"
+#include "mesh/core/capacity.h"
 #include "mesh/consumer/mesh_opinions.h"
 #include "mesh/groups/groups.h"
-#include "mesh/lease.h"
+#include "mesh/core/lease.h"
 
 namespace yonder::mesh {
 namespace asio = boost::asio;
@@ -287,7 +287,7 @@ nlohmann::json MeshConsumer::capacity_json(mesh::UnixMs now, const mesh::Members
     uint64_t f = 0;
     for (size_t i = 0; i < ad.gpus.size(); ++i) {
       const auto& g = ad.gpus[i];
-      // Whether a GPU check of ours confirmed the model (mesh/gpu_claims.h).
+      // Whether a GPU check of ours confirmed the model (mesh/core/gpu_claims.h).
       mesh::GpuClaim claim = opinions_ != nullptr ? opinions_->gpu_claim(key, g.model) : mesh::GpuClaim::kUnverified;
       gpus.push_back({{"index", i}, {"model", g.model}, {"memory_bytes", g.memory_bytes},
                       {"cuda", std::to_string(g.cuda_major) + "." + std::to_string(g.cuda_minor)},
@@ -366,7 +366,7 @@ mesh::Snapshot MeshConsumer::snapshot(mesh::UnixMs now) const {
 
 void MeshConsumer::lease_for(nlohmann::json b, api::Answer reply) {
   if (!b.is_object()) return reply(make_error(ErrorCode::kInvalidArgument, "the body must be a JSON object"));
-  mesh::JobRequest job;
+  mesh::PlacementRequest job;
   auto gpus = api::body_uint(b, "gpus", 1, mesh::kMaxGpusPerProvider);
   auto vram = api::body_uint(b, "vram_bytes", 0, uint64_t{1} << 50);
   auto cap = api::body_uint(b, "min_capability", 0, 9999);
@@ -420,7 +420,7 @@ void MeshConsumer::lease_for(nlohmann::json b, api::Answer reply) {
     if (plan.ranked.empty()) {
       size_t fresh = 0;
       for (const auto& v : snap.providers) fresh += mesh::advertisement_fresh(v.ad, now) ? 1 : 0;
-      mesh::JobRequest named = job;
+      mesh::PlacementRequest named = job;
       if (named.group) named.group = group_name;
       return reply(mesh::nothing_feasible(named, fresh));
     }

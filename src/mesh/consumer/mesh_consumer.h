@@ -51,8 +51,8 @@
 #include "api/answer.h"
 #include "api/server.h"
 #include "jobs/metering/credits.h"
-#include "mesh/membership.h"
-#include "mesh/placement.h"
+#include "mesh/core/membership.h"
+#include "mesh/core/placement.h"
 #include "mesh/provider/mesh_provider.h"
 #include "net/reach/peer_link.h"
 

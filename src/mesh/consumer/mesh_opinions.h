@@ -1,4 +1,4 @@
-// Reputation for placement: EigenTrust (mesh/reputation.h) over
+// Reputation for placement: EigenTrust (mesh/core/reputation.h) over
 // the group's receipts and verification outcomes, computed by this node.
 //
 // A node knows its own evidence: the receipts it countersigned or had
@@ -7,7 +7,7 @@
 //
 //   mesh.opinions {} -> {"opinions": "<mesh::Opinions JSON>"}
 //       the answering node's own countersigned receipts (newest first) and
-//       its verification outcomes, signed by it (mesh/verification.h),
+//       its verification outcomes, signed by it (mesh/core/verification.h),
 //       bounded by mesh::kMaxOpinionItems each and mesh::kMaxOpinionsBytes.
 //       Needs the `mesh` scope, like mesh.advertisement.
 //
@@ -50,10 +50,10 @@
 #include "crypto/identity.h"
 #include "jobs/metering/verifications.h"
 #include "jobs/receipts/receipt_store.h"
-#include "mesh/gpu_claims.h"
-#include "mesh/membership.h"
-#include "mesh/reputation.h"
-#include "mesh/verification.h"
+#include "mesh/core/gpu_claims.h"
+#include "mesh/core/membership.h"
+#include "mesh/core/reputation.h"
+#include "mesh/core/verification.h"
 #include "net/reach/peer_link.h"
 
 namespace boost::asio {
@@ -101,7 +101,7 @@ class MeshOpinions {
   // {"reputation", "trust", "benchmark": the latest known-answer check of it or null,
   //  "opinions"?: {"receipts", "verifications", "dropped", "error"?} its last mesh.opinions answer}.
   nlohmann::json provider_json(const mesh::PeerKey& peer) const;
-  // What this node's own GPU checks say of `peer`'s claims (mesh/gpu_claims.h).
+  // What this node's own GPU checks say of `peer`'s claims (mesh/core/gpu_claims.h).
   mesh::GpuClaim gpu_claim(const mesh::PeerKey& peer, const std::string& model) const;
   bool gpu_claims_verified(const mesh::Advertisement& ad) const;
 

@@ -9,7 +9,7 @@
 
 #include "base/bytes.h"
 #include "crypto/node_id.h"
-#include "mesh/group_edit.h"
+#include "mesh/core/group_edit.h"
 
 namespace yonder::mesh {
 namespace {

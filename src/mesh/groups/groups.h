@@ -1,5 +1,5 @@
 // Groups: named sets of nodes with a membership list signed by
-// the group's owner or an admin (mesh/membership.h), kept in SQLite
+// the group's owner or an admin (mesh/core/membership.h), kept in SQLite
 // (group_store.h) and gossiped among the members over their peer links.
 //
 // Invites. A group invite is an ordinary share link (PeerLink::share, the
@@ -59,7 +59,7 @@
 #include "api/server.h"
 #include "crypto/identity.h"
 #include "mesh/groups/group_store.h"
-#include "mesh/membership.h"
+#include "mesh/core/membership.h"
 #include "net/reach/peer_link.h"
 
 namespace yonder::mesh {

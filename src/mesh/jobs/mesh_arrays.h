@@ -3,7 +3,7 @@
 // attempt is one mesh job (mesh/jobs/mesh_jobs.h: placement, lease, upload,
 // watch, requeue after a lost provider) with YONDER_ARRAY_INDEX (and
 // YONDER_ARRAY_PARAM, the task's line of the parameter file) in its
-// environment; mesh::ArrayRun (src/mesh/work_units.h) decides what runs:
+// environment; mesh::ArrayRun (src/mesh/core/work_units.h) decides what runs:
 // the limit, retries on another provider after a failure, speculative
 // copies of stragglers near the end, first success wins.
 //
@@ -49,7 +49,7 @@
 #include "mesh/jobs/mesh_array_store.h"
 #include "mesh/jobs/mesh_jobs.h"
 #include "mesh/jobs/mesh_jobs.h"
-#include "mesh/work_units.h"
+#include "mesh/core/work_units.h"
 
 namespace boost::asio {
 class io_context;

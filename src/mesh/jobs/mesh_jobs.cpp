@@ -22,7 +22,7 @@
 #include "jobs/provider/job_request.h"
 #include "mesh/consumer/mesh_consumer.h"
 #include "mesh/jobs/mesh_replicas.h"
-#include "mesh/quorum.h"
+#include "mesh/core/quorum.h"
 
 namespace yonder::mesh {
 namespace asio = boost::asio;

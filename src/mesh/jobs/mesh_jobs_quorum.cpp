@@ -15,7 +15,7 @@
 #include "jobs/files/fetch_consumer.h"
 #include "jobs/metering/verifications.h"
 #include "mesh/jobs/mesh_replicas.h"
-#include "mesh/quorum.h"
+#include "mesh/core/quorum.h"
 
 namespace yonder::mesh {
 namespace fs = std::filesystem;

@@ -13,8 +13,8 @@
 #include <spdlog/spdlog.h>
 
 #include "jobs/provider/provider_jobs.h"
-#include "mesh/capacity.h"
-#include "mesh/lease.h"
+#include "mesh/core/capacity.h"
+#include "mesh/core/lease.h"
 
 namespace yonder::mesh {
 namespace asio = boost::asio;

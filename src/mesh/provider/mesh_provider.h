@@ -58,8 +58,8 @@
 #include "crypto/identity.h"
 #include "gpu/inventory.h"
 #include "jobs/provider/provider_service.h"
-#include "mesh/advertisement.h"
-#include "mesh/lease_book.h"
+#include "mesh/core/advertisement.h"
+#include "mesh/core/lease_book.h"
 #include "net/reach/peer_link.h"
 
 namespace boost::asio {

@@ -476,7 +476,7 @@ TEST_F(ProviderJobsFakeTest, AQueueOrderPolicyDecidesWhoStartsFirst) {
   await_parked(2);
   EXPECT_EQ(state(friendly), "running");
   EXPECT_EQ(state(debtor), "queued");
-  // What a metering receipt needs (mesh/metering.h): the model and the output's hash.
+  // What a metering receipt needs (mesh/core/metering.h): the model and the output's hash.
   EXPECT_EQ(ended["gpu_model"], "FAKE GPU");
   EXPECT_EQ(ended["gpus"].size(), 2u);
   EXPECT_EQ(ended.value("output_sha256", "").size(), 64u);

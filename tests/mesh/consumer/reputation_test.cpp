@@ -10,8 +10,8 @@
 #include "jobs/metering/verifications.h"
 #include "jobs/receipts/receipt_store.h"
 #include "mesh/consumer/mesh_opinions.h"
-#include "mesh/reputation.h"
-#include "mesh/verification.h"
+#include "mesh/core/reputation.h"
+#include "mesh/core/verification.h"
 #include "state/node_state.h"
 #include "support/temp_dir.h"
 
