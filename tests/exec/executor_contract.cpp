@@ -205,15 +205,10 @@ TEST_P(ExecutorContract, ARunningTaskIsOwnedUntilDestroyedAndThenMissing) {
   auto session = ex().exec(*h, backend_->exec_prints_and_exits({{LogStream::kStdout, "o"}, {LogStream::kStderr, "e"}}, 5));
   ASSERT_TRUE(session.ok()) << session.error().to_string();
   (*session)->close_stdin();
-  std::string out, err;
-  while (true) {
-    auto chunk = (*session)->read(20s);
-    ASSERT_TRUE(chunk.ok()) << chunk.error().to_string();
-    if (!*chunk) break;
-    ((*chunk)->first == LogStream::kStderr ? err : out) += (*chunk)->second;
-  }
-  EXPECT_EQ(out, "o\n");
-  EXPECT_EQ(err, "e\n");
+  auto got = read_to_end(**session, 20s);
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_EQ(got->out, "o\n");
+  EXPECT_EQ(got->err, "e\n");
   auto code = (*session)->exit_code();
   ASSERT_TRUE(code.ok()) << code.error().to_string();
   EXPECT_EQ(*code, 5);

@@ -38,6 +38,21 @@
 
 namespace yonder::exec::contract {
 
+// An exec session read to its end: what came on stdout (or the TTY) and on
+// stderr; the read's error if one failed first.
+struct SessionOutput {
+  std::string out, err;
+};
+inline Result<SessionOutput> read_to_end(ExecSession& session, std::chrono::milliseconds per_read) {
+  SessionOutput got;
+  while (true) {
+    auto chunk = session.read(per_read);
+    if (!chunk) return std::move(chunk).error();
+    if (!*chunk) return got;
+    ((*chunk)->first == LogStream::kStderr ? got.err : got.out) += (*chunk)->second;
+  }
+}
+
 // One line a task or exec process writes: `text` and a '\n', on `stream`,
 // after a pause of `pause_before` (whole seconds: real engines run `sleep`).
 struct Line {

@@ -161,13 +161,9 @@ TEST_F(DockerExecutorTest, ExecWithTtyAndResize) {
   ASSERT_TRUE(session.ok()) << session.error().to_string();
   ASSERT_TRUE((*session)->resize(40, 100).ok());
   ASSERT_TRUE((*session)->write("stty size; tty; exit 4\n").ok());
-  std::string seen;
-  while (true) {
-    auto chunk = (*session)->read(20s);
-    ASSERT_TRUE(chunk.ok()) << chunk.error().to_string();
-    if (!*chunk) break;
-    seen += (*chunk)->second;
-  }
+  auto got = contract::read_to_end(**session, 20s);
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  std::string seen = got->out + got->err;
   EXPECT_NE(seen.find("40 100"), std::string::npos) << seen;
   EXPECT_NE(seen.find("/dev/pts/"), std::string::npos) << seen;
   auto code = (*session)->exit_code();
@@ -181,15 +177,10 @@ TEST_F(DockerExecutorTest, ExecWithoutTtySeparatesStreams) {
   auto session = executor_->exec(*h, {{"sh", "-c", "echo o; echo e >&2; probe ids; exit 5"}, false});
   ASSERT_TRUE(session.ok()) << session.error().to_string();
   (*session)->close_stdin();
-  std::string out, err;
-  while (true) {
-    auto chunk = (*session)->read(20s);
-    ASSERT_TRUE(chunk.ok()) << chunk.error().to_string();
-    if (!*chunk) break;
-    ((*chunk)->first == LogStream::kStderr ? err : out) += (*chunk)->second;
-  }
-  EXPECT_EQ(out, "o\nuid=65534 euid=65534 gid=65534 egid=65534\n");
-  EXPECT_EQ(err, "e\n");
+  auto got = contract::read_to_end(**session, 20s);
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_EQ(got->out, "o\nuid=65534 euid=65534 gid=65534 egid=65534\n");
+  EXPECT_EQ(got->err, "e\n");
   EXPECT_EQ(*(*session)->exit_code(), 5);
 }
 
