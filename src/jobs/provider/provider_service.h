@@ -1,6 +1,7 @@
 // The provider side of a node, as the daemon wires it: the executor backend
 // chosen by executor.backend, the job manager, and the local API routes that
-// expose provider jobs until the peer link carries them:
+// show the provider's jobs to its own operator (peers use the run.* link
+// methods, remote_provider.h):
 //
 //   GET  /v1/provider/executor                  fingerprint, queue and leases
 //   POST /v1/provider/jobs                      submit (body: job request, optional "peer_id")
