@@ -20,4 +20,9 @@ class StrongId {
   Rep value_{};
 };
 
+// A job's id where it runs: 16 hex characters the provider chose.
+using JobId = StrongId<struct JobIdTag>;
+// A peer's node id in its display form (crypto/node_id.h).
+using PeerId = StrongId<struct PeerIdTag>;
+
 }  // namespace yonder

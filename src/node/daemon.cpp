@@ -174,7 +174,7 @@ int run_daemon(const DaemonOptions& options) {
   jobs::files::WorkspaceMounts workspace_mounts(paths->home + "/jobs", [&provider](const std::string& job_id) {
     auto jobs = provider->ready();
     if (!jobs) return false;
-    auto view = (*jobs)->get(job_id);
+    auto view = (*jobs)->get(JobId(job_id));
     std::string state = view ? view->value("state", "") : "";
     return state == "starting" || state == "running";
   });

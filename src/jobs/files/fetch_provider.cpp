@@ -92,7 +92,7 @@ void FetchProvider::fetch(const PublicKeyBytes& peer, const nlohmann::json& para
     auto listing = [&]() -> Result<transfer::WorkspaceSelection> {
       auto jobs = provider_.ready();
       if (!jobs) return std::move(jobs).error();
-      auto v = (*jobs)->get(p->job_id);
+      auto v = (*jobs)->get(JobId(p->job_id));
       if (!v || v->value("peer_id", "") != p->peer_id) {
         return make_error(ErrorCode::kNotFound, "no job " + p->job_id + " of yours on this provider");
       }
@@ -182,7 +182,7 @@ void FetchProvider::finish(const std::shared_ptr<Pump>& p, const Status& result)
     // What the consumer wanted came home: an ended job's workspace may now
     // go before its retention when ended workspaces are over their cap.
     asio::post(pool_, [this, job_id = p->job_id] {
-      if (auto jobs = provider_.ready()) (*jobs)->outputs_fetched(job_id);
+      if (auto jobs = provider_.ready()) (*jobs)->outputs_fetched(JobId(job_id));
     });
   }
   if (!result) p->tunnel.reset();  // on success it stays until the caller's eof (or the link's end)

@@ -75,7 +75,7 @@ void FilesProvider::put(const PublicKeyBytes& peer, const nlohmann::json& params
     Status ready = [&]() -> Status {
       auto jobs = provider_.ready();
       if (!jobs) return std::move(jobs).error();
-      auto v = (*jobs)->get(p->job_id);
+      auto v = (*jobs)->get(JobId(p->job_id));
       if (!v || v->value("peer_id", "") != p->peer_id) {
         return make_error(ErrorCode::kNotFound, "no job " + p->job_id + " of yours on this provider");
       }

@@ -112,7 +112,7 @@ void ReceiptsProvider::register_methods() {
         blocking(std::move(reply),
                  [this, peer_id = NodeId(peer).to_string(),
                   id = *id](jobs::provider::ProviderJobs& jobs) -> Result<nlohmann::json> {
-                   auto view = jobs.get(id);
+                   auto view = jobs.get(JobId(id));
                    if (!view || view->value("peer_id", "") != peer_id) return not_found(id);
                    if (!finished(*view)) {
                      return make_error(ErrorCode::kFailedPrecondition, "job " + id + " is " + view->value("state", "") +

@@ -95,9 +95,9 @@ nlohmann::json ProviderJobs::view(const Live& job) const {
   return v;
 }
 
-Result<ProviderJobs::LivePtr> ProviderJobs::find(const std::string& job_id) {
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return make_error(ErrorCode::kNotFound, "no provider job " + job_id.substr(0, 64));
+Result<ProviderJobs::LivePtr> ProviderJobs::find(const JobId& job_id) {
+  auto it = jobs_.find(job_id.value());
+  if (it == jobs_.end()) return make_error(ErrorCode::kNotFound, "no provider job " + job_id.value().substr(0, 64));
   return it->second;
 }
 
@@ -153,7 +153,7 @@ Result<nlohmann::json> ProviderJobs::submit(const std::string& peer_id, const Jo
   return view(*job);
 }
 
-Result<nlohmann::json> ProviderJobs::get(const std::string& job_id) {
+Result<nlohmann::json> ProviderJobs::get(const JobId& job_id) {
   std::lock_guard lock(mutex_);
   auto job = find(job_id);
   if (!job) return std::move(job).error();
@@ -183,7 +183,7 @@ Result<nlohmann::json> ProviderJobs::list(const std::string& peer_id) {
   return out;
 }
 
-Result<nlohmann::json> ProviderJobs::stop(const std::string& job_id) {
+Result<nlohmann::json> ProviderJobs::stop(const JobId& job_id) {
   std::unique_lock lock(mutex_);
   auto job = find(job_id);
   if (!job) return std::move(job).error();
@@ -192,7 +192,7 @@ Result<nlohmann::json> ProviderJobs::stop(const std::string& job_id) {
   return view(**job);
 }
 
-Status ProviderJobs::remove(const std::string& job_id) {
+Status ProviderJobs::remove(const JobId& job_id) {
   LivePtr job;
   {
     std::lock_guard lock(mutex_);
@@ -201,23 +201,24 @@ Status ProviderJobs::remove(const std::string& job_id) {
     job = *found;
     if (!is_terminal(job->rec.state) || job->runner.joinable()) {
       if (!is_terminal(job->rec.state)) {
-        return make_error(ErrorCode::kFailedPrecondition, "job " + job_id + " is " + job_state_name(job->rec.state) +
-                                                              "; stop it before removing it");
+        return make_error(
+            ErrorCode::kFailedPrecondition,
+            "job " + job_id.value() + " is " + job_state_name(job->rec.state) + "; stop it before removing it");
       }
       job->runner.join();  // finished: returns at once
     }
-    jobs_.erase(job_id);
+    jobs_.erase(job_id.value());
   }
   if (job->rec.handle) YONDER_TRY(executor_.destroy(*job->rec.handle, true));
   job->log.reset();
   {
     std::lock_guard lock(mutex_);
-    open_finished_logs_.erase(std::remove(open_finished_logs_.begin(), open_finished_logs_.end(), job_id),
+    open_finished_logs_.erase(std::remove(open_finished_logs_.begin(), open_finished_logs_.end(), job_id.value()),
                               open_finished_logs_.end());
   }
-  YONDER_TRY(store_->remove(job_id));
+  YONDER_TRY(store_->remove(job_id.value()));
   std::error_code ec;
-  std::filesystem::remove_all(options_.jobs_dir + "/" + job_id, ec);
+  std::filesystem::remove_all(options_.jobs_dir + "/" + job_id.value(), ec);
   return ok_status();
 }
 
@@ -250,7 +251,7 @@ void ProviderJobs::retire_logs_locked(const std::string& used) {
   }
 }
 
-Result<LogRead> ProviderJobs::read_log(const std::string& job_id, uint64_t offset, size_t max_bytes) {
+Result<LogRead> ProviderJobs::read_log(const JobId& job_id, uint64_t offset, size_t max_bytes) {
   std::shared_ptr<JobLog> log;  // kept open while reading, even if retired meanwhile
   bool terminal = false;
   {
@@ -260,7 +261,7 @@ Result<LogRead> ProviderJobs::read_log(const std::string& job_id, uint64_t offse
     Live& job = **found;
     if (job.rec.result.contains("log_removed_at")) {
       return make_error(ErrorCode::kNotFound,
-                        "the output of job " + job_id +
+                        "the output of job " + job_id.value() +
                             " was removed by the provider, which keeps ended jobs' logs within jobs.logs_max_mib "
                             "(oldest first); `yonder ps --all` still lists the job and how it ended");
     }
@@ -284,7 +285,7 @@ Result<LogRead> ProviderJobs::read_log(const std::string& job_id, uint64_t offse
   return out;
 }
 
-Status ProviderJobs::watch_log(const std::string& job_id, uint64_t offset, std::function<void()> ready) {
+Status ProviderJobs::watch_log(const JobId& job_id, uint64_t offset, std::function<void()> ready) {
   {
     std::lock_guard lock(mutex_);
     auto found = find(job_id);
@@ -324,14 +325,14 @@ void ProviderJobs::notify_watchers_locked(Live& job) {
   job.watchers = std::move(keep);
 }
 
-Result<std::unique_ptr<exec::ExecSession>> ProviderJobs::exec(const std::string& job_id, const exec::ExecSpec& spec) {
+Result<std::unique_ptr<exec::ExecSession>> ProviderJobs::exec(const JobId& job_id, const exec::ExecSpec& spec) {
   exec::TaskHandle handle;
   {
     std::lock_guard lock(mutex_);
     auto job = find(job_id);
     if (!job) return std::move(job).error();
     if ((*job)->rec.state != JobState::kRunning || !(*job)->rec.handle) {
-      return make_error(ErrorCode::kFailedPrecondition, "job " + job_id + " is " +
+      return make_error(ErrorCode::kFailedPrecondition, "job " + job_id.value() + " is " +
                                                             job_state_name((*job)->rec.state) + ", not running");
     }
     handle = *(*job)->rec.handle;
@@ -339,14 +340,14 @@ Result<std::unique_ptr<exec::ExecSession>> ProviderJobs::exec(const std::string&
   return executor_.exec(handle, spec);
 }
 
-Result<int> ProviderJobs::connect(const std::string& job_id, uint16_t port) {
+Result<int> ProviderJobs::connect(const JobId& job_id, uint16_t port) {
   exec::TaskHandle handle;
   {
     std::lock_guard lock(mutex_);
     auto job = find(job_id);
     if (!job) return std::move(job).error();
     if ((*job)->rec.state != JobState::kRunning || !(*job)->rec.handle) {
-      return make_error(ErrorCode::kFailedPrecondition, "job " + job_id + " is " +
+      return make_error(ErrorCode::kFailedPrecondition, "job " + job_id.value() + " is " +
                                                             job_state_name((*job)->rec.state) + ", not running");
     }
     const nlohmann::json& request = (*job)->rec.spec.contains("request") ? (*job)->rec.spec["request"] : nlohmann::json();
@@ -357,7 +358,8 @@ Result<int> ProviderJobs::connect(const std::string& job_id, uint16_t port) {
   }
   auto status = executor_.inspect(handle);
   if (!status) return std::move(status).error();
-  if (status->state != exec::TaskState::kRunning) return make_error(ErrorCode::kFailedPrecondition, "job " + job_id + " is not running");
+  if (status->state != exec::TaskState::kRunning)
+    return make_error(ErrorCode::kFailedPrecondition, "job " + job_id.value() + " is not running");
   int pid = status->pid;
   auto ns = os::open_netns_of(pid, [&] { return executor_.owns_pid(handle, pid); });
   if (!ns) return std::move(ns).error();

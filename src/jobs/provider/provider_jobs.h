@@ -45,6 +45,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/strong_id.h"
 #include "exec/executor.h"
 #include "gpu/inventory.h"
 #include "jobs/provider/disk_budget.h"
@@ -101,35 +102,35 @@ class ProviderJobs {
   // (exec::TaskSpec::seed_dir); the manager deletes it once the job started.
   Result<nlohmann::json> submit(const std::string& peer_id, const JobRequest& request,
                                 const std::string& workspace_seed = "");
-  Result<nlohmann::json> get(const std::string& job_id);
+  Result<nlohmann::json> get(const JobId& job_id);
   Result<nlohmann::json> list();
   // One peer's jobs, oldest first, and how many of them are queued,
   // starting or running: without building a view of every job ever run.
   Result<nlohmann::json> list(const std::string& peer_id);
   int active_jobs(const std::string& peer_id);
   // Stops a job (SIGTERM, grace, SIGKILL); a queued job just leaves the queue.
-  Result<nlohmann::json> stop(const std::string& job_id);
+  Result<nlohmann::json> stop(const JobId& job_id);
   // Forgets a finished job: its record, log and workspace.
-  Status remove(const std::string& job_id);
+  Status remove(const JobId& job_id);
   // The job's outputs went home (a fetch ended): its workspace may go
   // before its retention when ended workspaces are over their cap.
-  void outputs_fetched(const std::string& job_id);
+  void outputs_fetched(const JobId& job_id);
   // Removes the ended workspaces disk_budget.h says should go now; the
   // watchdog calls it on its own schedule. Returns how many it removed.
   int sweep_workspaces();
   // Removes the logs of the oldest ended jobs while ended jobs' logs hold
   // more than logs_max_bytes together (the records stay). Returns how many.
   int sweep_logs();
-  Result<LogRead> read_log(const std::string& job_id, uint64_t offset, size_t max_bytes);
+  Result<LogRead> read_log(const JobId& job_id, uint64_t offset, size_t max_bytes);
   // Calls `ready` once, when the log grows past `offset` or the job ends
   // (at once if either is already true).
-  Status watch_log(const std::string& job_id, uint64_t offset, std::function<void()> ready);
-  Result<std::unique_ptr<exec::ExecSession>> exec(const std::string& job_id, const exec::ExecSpec& spec);
+  Status watch_log(const JobId& job_id, uint64_t offset, std::function<void()> ready);
+  Result<std::unique_ptr<exec::ExecSession>> exec(const JobId& job_id, const exec::ExecSpec& spec);
   // A TCP socket connected to 127.0.0.1:`port` inside the running job's
   // own network namespace (os/netns.h), for port forwarding without a relay
   // process. kPermissionDenied for gVisor jobs and without the
   // privilege to join namespaces: callers then fall back to exec().
-  Result<int> connect(const std::string& job_id, uint16_t port);
+  Result<int> connect(const JobId& job_id, uint16_t port);
   nlohmann::json executor_status();
   const ProviderOptions& options() const { return options_; }
   // Called with the job's final view each time a job ends (for the audit
@@ -155,7 +156,7 @@ class ProviderJobs {
   using LivePtr = std::shared_ptr<Live>;
 
   nlohmann::json view(const Live& job) const;
-  Result<LivePtr> find(const std::string& job_id);
+  Result<LivePtr> find(const JobId& job_id);
   Status save_locked(Live& job);
   void schedule();
   // One pass of queue_core.h over the queue: gathers the snapshot, decides,

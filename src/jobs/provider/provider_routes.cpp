@@ -103,7 +103,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
   router.add("GET", "/v1/provider/jobs", [blocking](const api::Request& req, api::Reply reply) {
     auto q = api::parse_query(req.query);
     blocking(std::move(reply), [id = q.count("id") ? q["id"] : std::string()](ProviderJobs& jobs) -> Result<nlohmann::json> {
-      return id.empty() ? jobs.list() : jobs.get(id);
+      return id.empty() ? jobs.list() : jobs.get(JobId(id));
     });
   });
 
@@ -113,7 +113,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
       if (!j) return std::move(j).error();
       auto id = body_job_id(*j);
       if (!id) return std::move(id).error();
-      return jobs.stop(*id);
+      return jobs.stop(JobId(*id));
     });
   });
 
@@ -123,7 +123,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
       if (!j) return std::move(j).error();
       auto id = body_job_id(*j);
       if (!id) return std::move(id).error();
-      YONDER_TRY(jobs.remove(*id));
+      YONDER_TRY(jobs.remove(JobId(*id)));
       return nlohmann::json{{"removed", *id}};
     });
   });
@@ -143,7 +143,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
         if (!a.is_string()) return make_error(ErrorCode::kInvalidArgument, "'command' must be an array of strings");
         spec.command.push_back(a.get<std::string>());
       }
-      auto session = jobs.exec(*id, spec);
+      auto session = jobs.exec(JobId(*id), spec);
       if (!session) return std::move(session).error();
       (*session)->close_stdin();
       std::string out, err;
@@ -191,7 +191,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
       if (!self) return;
       asio::post(pool, [this, &io, poll, attempt = self, first] {
         auto jobs = ready();
-        auto read = jobs ? (*jobs)->read_log(poll->id, poll->offset, poll->max)
+        auto read = jobs ? (*jobs)->read_log(JobId(poll->id), poll->offset, poll->max)
                          : Result<jobs::provider::LogRead>(std::move(jobs).error());
         if (read && first && poll->wait_ms > 0 && read->slice.records.empty() && !read->ended) {
           std::weak_ptr<LogPoll> weak = poll;
@@ -199,7 +199,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
             poll->timer.expires_after(std::chrono::milliseconds(poll->wait_ms));
             poll->timer.async_wait([attempt](boost::system::error_code) { (*attempt)(false); });
           });
-          (void)(*jobs)->watch_log(poll->id, poll->offset, [&io, weak] {
+          (void)(*jobs)->watch_log(JobId(poll->id), poll->offset, [&io, weak] {
             asio::post(io, [weak] {
               if (auto p = weak.lock()) p->timer.cancel();
             });

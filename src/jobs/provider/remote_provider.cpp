@@ -98,7 +98,7 @@ Result<std::string> job_id_param(const nlohmann::json& p) {
 
 // The job, if it is this peer's; otherwise "not found" (never "forbidden").
 Result<nlohmann::json> owned_job(ProviderJobs& jobs, const std::string& job_id, const std::string& peer_id) {
-  auto v = jobs.get(job_id);
+  auto v = jobs.get(JobId(job_id));
   if (!v || v->value("peer_id", "") != peer_id) {
     return make_error(ErrorCode::kNotFound, "no job " + job_id + " of yours on this provider");
   }
@@ -248,7 +248,7 @@ void RemoteProvider::register_methods() {
     blocking("run.stop", peer, params, std::move(reply), [this, peer_id = NodeId(peer).to_string(), id = *id](ProviderJobs& jobs) -> Result<nlohmann::json> {
       YONDER_TRY(owned_job(jobs, id, peer_id));
       spdlog::info("job {} stopped by its owner {}", id, peer_id);
-      auto r = jobs.stop(id);
+      auto r = jobs.stop(JobId(id));
       if (r) record(peer_id, "run.stop", id, {{"state", r->value("state", "")}});
       return r;
     });
@@ -381,14 +381,15 @@ void RemoteProvider::logs(const std::string& peer_id, const nlohmann::json& para
     asio::post(pool_, [this, poll, peer_id, job, offset, wait_ms, wait, self] {
       auto jobs = ready();
       Result<nlohmann::json> owned = jobs ? owned_job(**jobs, job, peer_id) : Result<nlohmann::json>(jobs.error());
-      auto got = owned ? (*jobs)->read_log(job, offset, kLogReadBytes) : Result<jobs::provider::LogRead>(owned.error());
+      auto got =
+          owned ? (*jobs)->read_log(JobId(job), offset, kLogReadBytes) : Result<jobs::provider::LogRead>(owned.error());
       if (got && wait && wait_ms > 0 && got->slice.records.empty() && !got->ended) {
         std::weak_ptr<Poll> weak_poll = poll;
         asio::post(io_, [poll, self, wait_ms] {
           poll->timer.expires_after(std::chrono::milliseconds(wait_ms));
           poll->timer.async_wait([self](boost::system::error_code) { (*self)(false); });
         });
-        (void)(*jobs)->watch_log(job, offset, [this, weak_poll] {
+        (void)(*jobs)->watch_log(JobId(job), offset, [this, weak_poll] {
           asio::post(io_, [weak_poll] {
             if (auto p = weak_poll.lock()) p->timer.cancel();
           });

@@ -46,7 +46,7 @@ std::optional<DiskSnapshot> ProviderJobs::disk_snapshot_locked() {
   return s;
 }
 
-void ProviderJobs::outputs_fetched(const std::string& job_id) {
+void ProviderJobs::outputs_fetched(const JobId& job_id) {
   std::lock_guard lock(mutex_);
   auto job = find(job_id);
   // A running job's files are not its outputs yet.

@@ -368,12 +368,12 @@ void ForwardProvider::open(const PublicKeyBytes& peer, const nlohmann::json& par
     auto fd = [&]() -> Result<int> {
       auto jobs = provider_.ready();
       if (!jobs) return std::move(jobs).error();
-      auto view = (*jobs)->get(job_id);
+      auto view = (*jobs)->get(JobId(job_id));
       if (!view || view->value("peer_id", "") != peer_id) {
         return make_error(ErrorCode::kNotFound, "no job " + job_id + " of yours on this provider");
       }
       if (!direct_) return make_error(ErrorCode::kPermissionDenied, "direct forwarding is off (forward.direct)");
-      return (*jobs)->connect(job_id, static_cast<uint16_t>(port));
+      return (*jobs)->connect(JobId(job_id), static_cast<uint16_t>(port));
     }();
     asio::post(io_, [this, alive, peer, peer_id, job_id, port, accept = std::move(accept), fd = std::move(fd)]() mutable {
       if (!*alive) {
@@ -467,11 +467,11 @@ void ForwardProvider::launch(const PublicKeyBytes& peer, const std::string& job_
     auto proc = [&]() -> Result<std::unique_ptr<exec::ExecSession>> {
       auto jobs = provider_.ready();
       if (!jobs) return std::move(jobs).error();
-      auto view = (*jobs)->get(job_id);
+      auto view = (*jobs)->get(JobId(job_id));
       if (!view || view->value("peer_id", "") != peer_id) {
         return make_error(ErrorCode::kNotFound, "no job " + job_id + " of yours on this provider");
       }
-      return (*jobs)->exec(job_id, spec);
+      return (*jobs)->exec(JobId(job_id), spec);
     }();
     asio::post(io_, [this, alive, accept = std::move(accept), proc = std::move(proc), job_id, framed,
                      answer = std::move(answer), peer_id, action, audited = std::move(detail)]() mutable {

@@ -331,7 +331,7 @@ void MeshProvider::bind(const PublicKeyBytes& peer, const nlohmann::json& params
     Result<std::string> state = [&]() -> Result<std::string> {
       auto jobs = provider_.ready();
       if (!jobs) return std::move(jobs).error();
-      auto view = (*jobs)->get(job_id);
+      auto view = (*jobs)->get(JobId(job_id));
       if (!view || view->value("peer_id", "") != peer_id) {
         return make_error(ErrorCode::kNotFound, "no job " + job_id + " of yours on this provider");
       }

@@ -192,7 +192,7 @@ class ProviderJobsFakeTest : public ::testing::Test {
     return v.ok() ? (*v)["job_id"].get<std::string>() : "";
   }
   json view(const std::string& id) {
-    auto v = jobs_->get(id);
+    auto v = jobs_->get(JobId(id));
     EXPECT_TRUE(v.ok()) << v.error().to_string();
     return v.ok() ? *v : json();
   }
@@ -215,12 +215,12 @@ class ProviderJobsFakeTest : public ::testing::Test {
   // Blocks until the job's log grows past `offset` or the job ends.
   void await_log(const std::string& id, uint64_t offset = 0) {
     auto p = std::make_shared<std::promise<void>>();
-    ASSERT_TRUE(jobs_->watch_log(id, offset, [p] { p->set_value(); }).ok());
+    ASSERT_TRUE(jobs_->watch_log(JobId(id), offset, [p] { p->set_value(); }).ok());
     ASSERT_EQ(p->get_future().wait_for(kGuard), std::future_status::ready) << "job " << id;
   }
   std::string output(const std::string& id) {
     std::string out;
-    auto read = jobs_->read_log(id, 0, 1 << 20);
+    auto read = jobs_->read_log(JobId(id), 0, 1 << 20);
     EXPECT_TRUE(read.ok());
     if (read) {
       for (auto& r : read->slice.records) out += r.data;
@@ -329,8 +329,8 @@ TEST_F(ProviderJobsFakeTest, WallTimeStopsWithSigtermThenKillsAfterTheGrace) {
   EXPECT_EQ(end["message"], "stopped: the job ran past its wall-time limit of 60 s");
   EXPECT_EQ(end["exit_code"], 137);
   EXPECT_EQ(fake_.signals(), (std::vector<std::pair<std::string, int>>{{task, SIGTERM}, {task, SIGKILL}}));
-  ASSERT_TRUE(jobs_->remove(id).ok());
-  EXPECT_FALSE(jobs_->get(id).ok());
+  ASSERT_TRUE(jobs_->remove(JobId(id)).ok());
+  EXPECT_FALSE(jobs_->get(JobId(id)).ok());
 }
 
 TEST_F(ProviderJobsFakeTest, AJobThatHonoursSigtermEndsWithoutWaitingForTheGrace) {
@@ -410,7 +410,7 @@ TEST_F(ProviderJobsFakeTest, GpuLeasesAreHeldWhileRunningReleasedAtTheEndNeverGi
     EXPECT_EQ(json(spec.gpu_uuids), view(spec.job_id)["gpus"]);
   }
 
-  ASSERT_TRUE(jobs_->stop(a).ok());
+  ASSERT_TRUE(jobs_->stop(JobId(a)).ok());
   json end_a = await_end(a);
   EXPECT_EQ(end_a["state"], "stopped");
   EXPECT_EQ(end_a["gpus"], va["gpus"]) << "an ended job still says which devices it had";
@@ -426,8 +426,8 @@ TEST_F(ProviderJobsFakeTest, GpuLeasesAreHeldWhileRunningReleasedAtTheEndNeverGi
   await_parked(4);  // c and d
   EXPECT_EQ(view(d)["gpus"], vb["gpus"]);
   EXPECT_NE(view(c)["gpus"], view(d)["gpus"]);
-  ASSERT_TRUE(jobs_->stop(c).ok());
-  ASSERT_TRUE(jobs_->stop(d).ok());
+  ASSERT_TRUE(jobs_->stop(JobId(c)).ok());
+  ASSERT_TRUE(jobs_->stop(JobId(d)).ok());
   await_end(c);
   await_end(d);
   EXPECT_EQ(leases(), 0u);
@@ -471,7 +471,7 @@ TEST_F(ProviderJobsFakeTest, AQueueOrderPolicyDecidesWhoStartsFirst) {
   });
   EXPECT_EQ(view(friendly)["queue_position"], 0);
   EXPECT_EQ(view(debtor)["queue_position"], 1);
-  ASSERT_TRUE(jobs_->stop(holder).ok());
+  ASSERT_TRUE(jobs_->stop(JobId(holder)).ok());
   json ended = await_end(holder);
   await_parked(2);
   EXPECT_EQ(state(friendly), "running");
@@ -595,26 +595,26 @@ TEST_F(ProviderJobsFakeTest, QueuedAndFinishedJobsDoNotEachHoldTheirLogOpen) {
   std::vector<std::string> queued;
   for (int i = 0; i < 40; ++i) queued.push_back(submit("p", {}));
   for (const auto& id : queued) {
-    auto read = jobs_->read_log(id, 0, 1024);  // a follower of a queued job
+    auto read = jobs_->read_log(JobId(id), 0, 1024);  // a follower of a queued job
     ASSERT_TRUE(read.ok());
     EXPECT_TRUE(read->slice.records.empty());
     EXPECT_FALSE(read->ended);
-    ASSERT_TRUE(jobs_->watch_log(id, 0, [] {}).ok());
+    ASSERT_TRUE(jobs_->watch_log(JobId(id), 0, [] {}).ok());
   }
   EXPECT_EQ(open_job_logs(jobs_dir), 1) << "only the running job's log";
-  for (const auto& id : queued) ASSERT_TRUE(jobs_->stop(id).ok());
+  for (const auto& id : queued) ASSERT_TRUE(jobs_->stop(JobId(id)).ok());
   int open = open_job_logs(jobs_dir);
   EXPECT_GT(open, 1);
   EXPECT_LE(open, 1 + 32);
   // A closed log opens again to be read, and the view still tells its size.
-  auto first = jobs_->read_log(queued.front(), 0, 1024);
+  auto first = jobs_->read_log(JobId(queued.front()), 0, 1024);
   ASSERT_TRUE(first.ok());
   EXPECT_TRUE(first->ended);
   EXPECT_LE(open_job_logs(jobs_dir), 1 + 32);
-  ASSERT_TRUE(jobs_->stop(blocker).ok());
+  ASSERT_TRUE(jobs_->stop(JobId(blocker)).ok());
   json ended = await_end(blocker);
   EXPECT_GT(ended.value("log_bytes", 0), 0);
-  for (const auto& id : queued) (void)jobs_->read_log(id, 0, 1024);  // pushes the blocker's log out
+  for (const auto& id : queued) (void)jobs_->read_log(JobId(id), 0, 1024);  // pushes the blocker's log out
   json later = view(blocker);
   EXPECT_EQ(later.value("log_bytes", 0), ended.value("log_bytes", 1));
   EXPECT_EQ(output(blocker), "b\n");
@@ -627,15 +627,15 @@ TEST_F(ProviderJobsFakeTest, WaitersOnAQuietLogStayBounded) {
   start_manager();
   std::string id = submit("p", {{"command", {"fake", "quiet"}}});
   await_log(id);
-  auto log = jobs_->read_log(id, 0, 1024);
+  auto log = jobs_->read_log(JobId(id), 0, 1024);
   ASSERT_TRUE(log.ok());
   uint64_t end = log->slice.next_offset;
   auto woken = std::make_shared<std::atomic<int>>(0);
   for (int i = 0; i < 300; ++i) {
-    ASSERT_TRUE(jobs_->watch_log(id, end, [woken] { ++*woken; }).ok());
+    ASSERT_TRUE(jobs_->watch_log(JobId(id), end, [woken] { ++*woken; }).ok());
   }
   EXPECT_EQ(woken->load(), 300 - 256) << "the oldest beyond the bound are woken early";
-  ASSERT_TRUE(jobs_->stop(id).ok());
+  ASSERT_TRUE(jobs_->stop(JobId(id)).ok());
   await_end(id);
   EXPECT_EQ(woken->load(), 300) << "the others wake when the job ends";
 }

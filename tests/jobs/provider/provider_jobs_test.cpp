@@ -99,16 +99,16 @@ class ProviderJobsTest : public ::testing::Test {
   // Blocks until the job has written output past `offset` or ended.
   void await_log(const std::string& id, uint64_t offset = 0) {
     auto p = std::make_shared<std::promise<void>>();
-    ASSERT_TRUE(jobs_->watch_log(id, offset, [p] { p->set_value(); }).ok());
+    ASSERT_TRUE(jobs_->watch_log(JobId(id), offset, [p] { p->set_value(); }).ok());
     ASSERT_EQ(p->get_future().wait_for(60s), std::future_status::ready) << "job " << id;
   }
   json await_end(const std::string& id) {
     await_log(id, UINT64_MAX);
-    return *jobs_->get(id);
+    return *jobs_->get(JobId(id));
   }
   std::string output(const std::string& id) {
     std::string out;
-    auto read = jobs_->read_log(id, 0, 1 << 20);
+    auto read = jobs_->read_log(JobId(id), 0, 1 << 20);
     EXPECT_TRUE(read.ok());
     if (read) {
       for (auto& r : read->slice.records) out += r.data;
@@ -197,7 +197,7 @@ TEST_F(ProviderJobsTest, AJobFillingItsWorkspaceCannotTakeTheStateFolderBelowIts
   std::string b = submit("p2", fill);
   json ended = await_end(a);
   EXPECT_EQ(output(a), "filled\n");
-  json waiting = *jobs_->get(b);
+  json waiting = *jobs_->get(JobId(b));
   EXPECT_EQ(waiting.value("state", ""), "queued") << waiting.dump();
   EXPECT_EQ(waiting.value("waiting_for", "").rfind("disk:", 0), 0u) << waiting.dump();
   auto space = os::volume_space(jobs_dir_);
@@ -206,7 +206,7 @@ TEST_F(ProviderJobsTest, AJobFillingItsWorkspaceCannotTakeTheStateFolderBelowIts
   // a's workspace goes after its retention; then b runs and fills its own.
   json second = await_end(b);
   EXPECT_EQ(output(b), "filled\n") << second.dump();
-  EXPECT_TRUE(jobs_->get(a)->contains("workspace_removed_at")) << jobs_->get(a)->dump();
+  EXPECT_TRUE(jobs_->get(JobId(a))->contains("workspace_removed_at")) << jobs_->get(JobId(a))->dump();
   space = os::volume_space(jobs_dir_);
   ASSERT_TRUE(space.ok());
   EXPECT_GE(space->free_bytes, kReserve) << "the state folder's reserve was taken by a job";
@@ -219,10 +219,10 @@ TEST_F(ProviderJobsTest, EndedWorkspacesAreRemovedAfterRetentionAndPastTheCap) {
   std::string id = submit("p", {{"command", {"true"}}});
   json ended = await_end(id);
   std::string image = jobs_dir_ + "/" + id + "/workspace.img";
-  EXPECT_TRUE(testing::wait_until([&] { return jobs_->get(id)->contains("workspace_removed_at"); }))
-      << jobs_->get(id)->dump();
+  EXPECT_TRUE(testing::wait_until([&] { return jobs_->get(JobId(id))->contains("workspace_removed_at"); }))
+      << jobs_->get(JobId(id))->dump();
   EXPECT_FALSE(std::filesystem::exists(image));
-  EXPECT_EQ(jobs_->get(id)->value("state", ""), "exited") << "the job's record and log stay";
+  EXPECT_EQ(jobs_->get(JobId(id))->value("state", ""), "exited") << "the job's record and log stay";
   jobs_->shutdown();
   jobs_.reset();
 
@@ -234,13 +234,13 @@ TEST_F(ProviderJobsTest, EndedWorkspacesAreRemovedAfterRetentionAndPastTheCap) {
   std::string unfetched = submit("p", {{"command", {"true"}}});
   await_end(fetched);
   await_end(unfetched);
-  jobs_->outputs_fetched(fetched);
-  EXPECT_TRUE(testing::wait_until([&] { return jobs_->get(fetched)->contains("workspace_removed_at"); }))
-      << jobs_->get(fetched)->dump();
+  jobs_->outputs_fetched(JobId(fetched));
+  EXPECT_TRUE(testing::wait_until([&] { return jobs_->get(JobId(fetched))->contains("workspace_removed_at"); }))
+      << jobs_->get(JobId(fetched))->dump();
   EXPECT_FALSE(std::filesystem::exists(jobs_dir_ + "/" + fetched + "/workspace.img"));
   EXPECT_TRUE(std::filesystem::exists(jobs_dir_ + "/" + unfetched + "/workspace.img"))
       << "outputs nobody fetched stay until their retention";
-  EXPECT_FALSE(jobs_->get(unfetched)->contains("workspace_removed_at"));
+  EXPECT_FALSE(jobs_->get(JobId(unfetched))->contains("workspace_removed_at"));
 }
 
 TEST_F(ProviderJobsTest, EndedJobsLogsAreKeptWithinTheirOwnCapOldestFirst) {
@@ -252,19 +252,19 @@ TEST_F(ProviderJobsTest, EndedJobsLogsAreKeptWithinTheirOwnCapOldestFirst) {
     await_end(ids.back());
   }
   // The oldest go until the rest fit; the newest two stay readable.
-  EXPECT_TRUE(testing::wait_until([&] { return jobs_->get(ids[1])->contains("log_removed_at"); }))
-      << jobs_->get(ids[1])->dump();
-  EXPECT_TRUE(jobs_->get(ids[0])->contains("log_removed_at"));
+  EXPECT_TRUE(testing::wait_until([&] { return jobs_->get(JobId(ids[1]))->contains("log_removed_at"); }))
+      << jobs_->get(JobId(ids[1]))->dump();
+  EXPECT_TRUE(jobs_->get(JobId(ids[0]))->contains("log_removed_at"));
   EXPECT_FALSE(std::filesystem::exists(jobs_dir_ + "/" + ids[0] + "/output.log"));
   for (int i : {2, 3}) {
-    EXPECT_FALSE(jobs_->get(ids[static_cast<size_t>(i)])->contains("log_removed_at"));
-    auto read = jobs_->read_log(ids[static_cast<size_t>(i)], 0, 1 << 20);
+    EXPECT_FALSE(jobs_->get(JobId(ids[static_cast<size_t>(i)]))->contains("log_removed_at"));
+    auto read = jobs_->read_log(JobId(ids[static_cast<size_t>(i)]), 0, 1 << 20);
     ASSERT_TRUE(read.ok()) << read.error().to_string();
     EXPECT_FALSE(read->slice.records.empty());
   }
   // The record stays, and reading the removed log says why.
-  EXPECT_EQ(jobs_->get(ids[0])->value("state", ""), "exited");
-  auto gone = jobs_->read_log(ids[0], 0, 1 << 20);
+  EXPECT_EQ(jobs_->get(JobId(ids[0]))->value("state", ""), "exited");
+  auto gone = jobs_->read_log(JobId(ids[0]), 0, 1 << 20);
   ASSERT_FALSE(gone.ok());
   EXPECT_NE(gone.error().message().find("jobs.logs_max_mib"), std::string::npos) << gone.error().to_string();
 }
