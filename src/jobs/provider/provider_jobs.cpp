@@ -106,7 +106,7 @@ Status ProviderJobs::save_locked(Live& job) {
   return store_->save(job.rec);
 }
 
-Result<nlohmann::json> ProviderJobs::submit(const std::string& peer_id, const JobRequest& request,
+Result<nlohmann::json> ProviderJobs::submit(const PeerId& peer_id, const JobRequest& request,
                                             const std::string& workspace_seed) {
   auto resolved = resolve(request, options_.limits);
   if (!resolved) return std::move(resolved).error();
@@ -136,7 +136,7 @@ Result<nlohmann::json> ProviderJobs::submit(const std::string& peer_id, const Jo
   auto job = std::make_shared<Live>();
   JobRecord& r = job->rec;
   r.job_id = new_job_id();
-  r.peer_id = peer_id;
+  r.peer_id = peer_id.value();
   r.state = JobState::kQueued;
   r.spec = {{"request", request.to_json()},
             {"wall_time_s", resolved->wall_time.count()},
@@ -160,21 +160,21 @@ Result<nlohmann::json> ProviderJobs::get(const JobId& job_id) {
   return view(**job);
 }
 
-Result<nlohmann::json> ProviderJobs::list() { return list(""); }
+Result<nlohmann::json> ProviderJobs::list() { return list(PeerId()); }
 
-int ProviderJobs::active_jobs(const std::string& peer_id) {
+int ProviderJobs::active_jobs(const PeerId& peer_id) {
   std::lock_guard lock(mutex_);
   int n = 0;
-  for (const auto& [_, job] : jobs_) n += job->rec.peer_id == peer_id && !is_terminal(job->rec.state);
+  for (const auto& [_, job] : jobs_) n += job->rec.peer_id == peer_id.value() && !is_terminal(job->rec.state);
   return n;
 }
 
-Result<nlohmann::json> ProviderJobs::list(const std::string& peer_id) {
+Result<nlohmann::json> ProviderJobs::list(const PeerId& peer_id) {
   std::lock_guard lock(mutex_);
   nlohmann::json out = nlohmann::json::array();
   std::vector<const Live*> all;
   for (const auto& [_, job] : jobs_) {
-    if (peer_id.empty() || job->rec.peer_id == peer_id) all.push_back(job.get());
+    if (peer_id.value().empty() || job->rec.peer_id == peer_id.value()) all.push_back(job.get());
   }
   std::sort(all.begin(), all.end(), [](const Live* a, const Live* b) {
     return std::tie(a->rec.created_at, a->rec.job_id) < std::tie(b->rec.created_at, b->rec.job_id);

@@ -100,14 +100,14 @@ class ProviderJobs {
   // Persists the job (queued) and schedules it. Returns the job's view.
   // `workspace_seed`: a folder of uploaded files the workspace starts with
   // (exec::TaskSpec::seed_dir); the manager deletes it once the job started.
-  Result<nlohmann::json> submit(const std::string& peer_id, const JobRequest& request,
+  Result<nlohmann::json> submit(const PeerId& peer_id, const JobRequest& request,
                                 const std::string& workspace_seed = "");
   Result<nlohmann::json> get(const JobId& job_id);
   Result<nlohmann::json> list();
   // One peer's jobs, oldest first, and how many of them are queued,
   // starting or running: without building a view of every job ever run.
-  Result<nlohmann::json> list(const std::string& peer_id);
-  int active_jobs(const std::string& peer_id);
+  Result<nlohmann::json> list(const PeerId& peer_id);
+  int active_jobs(const PeerId& peer_id);
   // Stops a job (SIGTERM, grace, SIGKILL); a queued job just leaves the queue.
   Result<nlohmann::json> stop(const JobId& job_id);
   // Forgets a finished job: its record, log and workspace.

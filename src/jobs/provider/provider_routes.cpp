@@ -96,7 +96,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
       }
       auto request = jobs::provider::parse_job_request(*j);
       if (!request) return std::move(request).error();
-      return jobs.submit(peer, *request);
+      return jobs.submit(PeerId(peer), *request);
     });
   });
 

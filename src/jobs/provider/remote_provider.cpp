@@ -217,7 +217,7 @@ void RemoteProvider::register_methods() {
 
   service.add_method("run.list", [blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
     blocking("run.list", peer, params, std::move(reply), [peer_id = NodeId(peer).to_string()](ProviderJobs& jobs) -> Result<nlohmann::json> {
-      auto mine = jobs.list(peer_id);
+      auto mine = jobs.list(PeerId(peer_id));
       if (!mine) return std::move(mine).error();
       return nlohmann::json{{"jobs", std::move(*mine)}};
     });
@@ -314,7 +314,7 @@ void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& pa
     auto result = [&]() -> Result<nlohmann::json> {
       auto jobs = ready();
       if (!jobs) return std::move(jobs).error();
-      int active = (*jobs)->active_jobs(peer_id);
+      int active = (*jobs)->active_jobs(PeerId(peer_id));
       YONDER_TRY(apply_scope(request, scope, (*jobs)->options().limits, active));
       std::string seed;
       if (!upload.empty()) {
@@ -322,7 +322,7 @@ void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& pa
         if (!dir) return std::move(dir).error();
         seed = *dir;
       }
-      auto view = (*jobs)->submit(peer_id, request, seed);
+      auto view = (*jobs)->submit(PeerId(peer_id), request, seed);
       if (!view && !seed.empty()) {
         std::error_code ec;
         std::filesystem::remove_all(seed, ec);

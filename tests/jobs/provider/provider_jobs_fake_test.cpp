@@ -187,7 +187,7 @@ class ProviderJobsFakeTest : public ::testing::Test {
     auto parsed = parse_job_request(request);
     EXPECT_TRUE(parsed.ok()) << parsed.error().to_string();
     if (!parsed) return "";
-    auto v = jobs_->submit(peer, *parsed);
+    auto v = jobs_->submit(PeerId(peer), *parsed);
     EXPECT_TRUE(v.ok()) << v.error().to_string();
     return v.ok() ? (*v)["job_id"].get<std::string>() : "";
   }
@@ -275,7 +275,7 @@ TEST_F(ProviderJobsFakeTest, JobsStartInOrderUpToMaxConcurrentAndMaxPerPeer) {
   EXPECT_EQ(ve["queue_position"], 1);
   auto started = started_jobs();
   EXPECT_EQ(std::set<std::string>(started.begin(), started.end()), (std::set<std::string>{a, b, d}));
-  EXPECT_EQ(jobs_->active_jobs("p1"), 3);
+  EXPECT_EQ(jobs_->active_jobs(PeerId("p1")), 3);
   EXPECT_EQ(jobs_->executor_status()["running"], 3);
   EXPECT_EQ(jobs_->executor_status()["queued"], 2);
 }
@@ -438,11 +438,11 @@ TEST_F(ProviderJobsFakeTest, GpuLeasesAreHeldWhileRunningReleasedAtTheEndNeverGi
 
 TEST_F(ProviderJobsFakeTest, AJobThatCanNeverFitIsRefusedAtSubmit) {
   start_manager();
-  auto three = jobs_->submit("p", *parse_job_request({{"image", kImage}, {"gpus", 3}}));
+  auto three = jobs_->submit(PeerId("p"), *parse_job_request({{"image", kImage}, {"gpus", 3}}));
   ASSERT_FALSE(three.ok());
   EXPECT_EQ(three.error().code(), ErrorCode::kFailedPrecondition);
   EXPECT_NE(three.error().message().find("only 2 such GPU(s)"), std::string::npos) << three.error().message();
-  auto vram = jobs_->submit("p", *parse_job_request({{"image", kImage}, {"gpus", 1}, {"vram_mib", 80000}}));
+  auto vram = jobs_->submit(PeerId("p"), *parse_job_request({{"image", kImage}, {"gpus", 1}, {"vram_mib", 80000}}));
   ASSERT_FALSE(vram.ok());
   EXPECT_NE(vram.error().message().find("80000 MiB"), std::string::npos) << vram.error().message();
   EXPECT_TRUE(jobs_->list()->empty()) << "nothing was queued";

@@ -92,7 +92,7 @@ class ProviderJobsTest : public ::testing::Test {
     request["image"] = testing::kTestImage;
     auto parsed = parse_job_request(request);
     EXPECT_TRUE(parsed.ok()) << parsed.error().to_string();
-    auto v = jobs_->submit(peer, *parsed);
+    auto v = jobs_->submit(PeerId(peer), *parsed);
     EXPECT_TRUE(v.ok()) << v.error().to_string();
     return v.ok() ? (*v)["job_id"].get<std::string>() : "";
   }
@@ -142,7 +142,7 @@ TEST_F(ProviderJobsTest, ALeasedGpuReachesTheJobsContainer) {
 TEST_F(ProviderJobsTest, GpuJobOnAnEngineWithoutNvidiaRuntimeFailsBeforeStart) {
   if (executor_->fingerprint().gpu_capable) GTEST_SKIP() << "this engine has an NVIDIA runtime";
   start_manager(/*simulate=*/false);
-  auto r = jobs_->submit("p", *parse_job_request({{"image", testing::kTestImage}, {"gpus", 1}}));
+  auto r = jobs_->submit(PeerId("p"), *parse_job_request({{"image", testing::kTestImage}, {"gpus", 1}}));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("no NVIDIA runtime"), std::string::npos) << r.error().message();
   EXPECT_TRUE(executor_->list_owned()->empty());
@@ -170,7 +170,7 @@ TEST_F(ProviderJobsTest, ADiskBeyondFreeSpaceMinusTheReserveIsRefused) {
   ASSERT_TRUE(space.ok());
   uint64_t reserve = disk_reserve(space->total_bytes, 2048ULL << 20, 5);
   int64_t too_much = static_cast<int64_t>((space->free_bytes - reserve) >> 20) + 256;
-  auto big = jobs_->submit("p", *parse_job_request({{"image", testing::kTestImage}, {"disk_mib", too_much}}));
+  auto big = jobs_->submit(PeerId("p"), *parse_job_request({{"image", testing::kTestImage}, {"disk_mib", too_much}}));
   ASSERT_FALSE(big.ok()) << "a " << too_much << " MiB workspace was granted with " << (space->free_bytes >> 20)
                          << " MiB free";
   EXPECT_EQ(big.error().code(), ErrorCode::kResourceExhausted);
