@@ -42,23 +42,7 @@ constexpr std::chrono::milliseconds kMinTick{100};
 constexpr uint64_t kMaxReplicas = 9;
 
 bool mesh_jobs_finished_state(const std::string& s) {
-  return s == "exited" || s == "stopped" || s == "failed";
-}
-
-// The requeues so far (the provider lost the job, or never started it) and
-// the retries (the job itself ended without success).
-struct Counts {
-  uint32_t requeues = 0;
-  uint32_t retries = 0;
-};
-Counts count_attempts(const MeshJobRow& row, int replica) {
-  Counts c;
-  for (const auto& a : row.attempts) {
-    if (a.replica != replica) continue;
-    if (a.state == "lost" || a.state == "not started") ++c.requeues;
-    if (mesh_jobs_finished_state(a.state)) ++c.retries;
-  }
-  return c;
+  return supervisor::job_ended(supervisor::parse_attempt_state(s));
 }
 
 // Files under `dir`, recursively (0 when it does not exist).
@@ -291,16 +275,7 @@ void MeshJobs::stop(const std::string& id, api::Answer reply) {
     return reply(
         make_error(ErrorCode::kNotFound, "no running mesh job " + id + " here; `yonder mesh jobs` lists them"));
   }
-  live->stopping = true;
-  bool any_running = false;
-  for (auto& s : live->slots) {
-    MeshAttempt* a = live->attempt(*s);
-    if (a == nullptr || a->state != "running") continue;
-    any_running = true;
-    remote_.call_job(a->job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
-  }
-  // Not on a provider: nothing to stop there (a submit on its way is stopped when it lands).
-  if (!any_running) finish(live, "stopped", {{"message", "stopped before it ran"}, {"exit_code", nullptr}});
+  run(live, supervisor::StopRequested{});
   reply(nlohmann::json(view(*live)));
 }
 
@@ -376,33 +351,22 @@ void MeshJobs::create(nlohmann::json b, api::Answer reply) {
 
 void MeshJobs::place(const std::shared_ptr<Live>& live, int r) {
   Slot& s = *live->slots[static_cast<size_t>(r)];
-  if (live->done || s.done || s.current != -1) return;
-  // One placement at a time per job, so that replicas land on distinct providers.
-  for (const auto& other : live->slots) {
-    if (other->current == -2) {
-      s.waiting = true;
-      return;
-    }
+  if (live->done) return;
+  supervisor::Placement p = supervisor::placement_for(core_state(*live), r);
+  if (p.what == supervisor::Placement::What::kNothing) return;
+  if (p.what == supervisor::Placement::What::kWait) {
+    s.waiting = true;
+    return;
   }
   nlohmann::json needs = live->row.spec.value("needs", nlohmann::json::object());
-  // Replicas run on distinct providers, always; the ones that failed this
-  // replica are left out while anyone else can take it.
-  std::set<std::string> exclude;
-  for (const auto& other : live->slots) {
-    if (other.get() == &s) continue;
-    int i = other->current >= 0 ? other->current : other->answer;
-    if (i >= 0) exclude.insert(live->row.attempts[static_cast<size_t>(i)].provider_id);
-  }
-  bool excluding_failed = !s.allow_failed && !s.failed_on.empty();
-  if (excluding_failed) exclude.insert(s.failed_on.begin(), s.failed_on.end());
-  if (!exclude.empty()) needs["exclude"] = exclude;
-  // A placeholder keeps a sibling placed at the same moment off the provider
-  // this one is being offered (the lease answers first).
-  s.current = -2;
+  if (!p.exclude.empty()) needs["exclude"] = p.exclude;
+  // The placeholder (current -2) keeps a sibling placed at the same moment
+  // off the provider this one is being offered (the lease answers first).
+  run(live, supervisor::PlacementStarted{r});
+  bool excluding_failed = p.excluding_failed;
   mesh_.lease_for(needs, [this, alive = alive_, live, r, excluding_failed](Result<nlohmann::json> got) {
     if (!*alive) return;
     Slot& sl = *live->slots[static_cast<size_t>(r)];
-    sl.current = -1;
     // Siblings that waited for this placement go next (after this one's attempt is recorded).
     asio::post(io_, [this, alive, live] {
       if (!*alive) return;
@@ -415,64 +379,40 @@ void MeshJobs::place(const std::shared_ptr<Live>& live, int r) {
       }
     });
     if (live->done || sl.done) {
+      sl.current = -1;  // the placeholder; nothing more to decide for it
       if (got)
         mesh_.release_lease((*got)["provider"].value("node_id", ""), got->value("lease_id", uint64_t{0}),
                             [](Result<nlohmann::json>) {});
       return;
     }
-    if (!got && excluding_failed) {
+    if (got) return submit(live, r, *got);
+    if (excluding_failed) {
       spdlog::info("mesh job {}: no other provider can take it ({}); trying the previous ones too",
                    live->row.id.substr(0, 12), got.error().message());
-      sl.allow_failed = true;
-      return place(live, r);
     }
-    sl.allow_failed = false;
-    if (!got) {
-      bool never_ran = std::none_of(live->row.attempts.begin(), live->row.attempts.end(),
-                                    [&](const MeshAttempt& a) { return a.replica == r; });
-      if (never_ran && live->replicas() == 1) {
-        return finish(live, "failed",
-                      {{"message", got.error().message()},
-                       {"exit_code", nullptr},
-                       {"code", error_code_name(got.error().code())},
-                       {"reason", "unplaced"}});
+    auto step = run(live, supervisor::PlacementFailed{r, excluding_failed, got.error().message(),
+                                                      error_code_name(got.error().code())});
+    for (const auto& a : step.actions) {
+      if (std::holds_alternative<supervisor::PlaceLater>(a)) {
+        spdlog::info("mesh job {}: cannot place replica {} now ({}); trying again in {} ms", live->row.id.substr(0, 12),
+                     r, got.error().message(), settings_.provider_timeout.count());
       }
-      if (++sl.placement_failures > settings_.max_requeues) {
-        // No provider would take it any more: not the job's fault, and the
-        // result says so (an array puts the task back, mesh_arrays.h).
-        if (live->replicas() == 1) {
-          return finish(live, "failed",
-                        {{"message", "could not place it: " + got.error().message()},
-                         {"exit_code", nullptr},
-                         {"reason", "unplaced"}});
-        }
-        return slot_gave_up(live, r, "could not place it: " + got.error().message());
-      }
-      spdlog::info("mesh job {}: cannot place replica {} now ({}); trying again in {} ms", live->row.id.substr(0, 12),
-                   r, got.error().message(), settings_.provider_timeout.count());
-      sl.timer.expires_after(settings_.provider_timeout);
-      sl.timer.async_wait([this, alive, live, r](boost::system::error_code ec) {
-        if (!ec && *alive) place(live, r);
-      });
-      return;
     }
-    sl.placement_failures = 0;
-    submit(live, r, *got);
   });
 }
 
 void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::json& lease) {
   Slot& s = *live->slots[static_cast<size_t>(r)];
   std::string provider = lease["provider"].value("node_id", "");
-  MeshAttempt a;
-  a.attempt = static_cast<int>(live->row.attempts.size()) + 1;
-  a.replica = r;
-  a.provider_id = provider;
-  a.provider_name = lease["provider"].value("name", provider);
-  a.state = "uploading";
-  a.started_at = unix_now_s();
-  live->row.attempts.push_back(a);
-  s.current = static_cast<int>(live->row.attempts.size()) - 1;
+  supervisor::Attempt placed;
+  placed.replica = r;
+  placed.provider_id = provider;
+  placed.provider_name = lease["provider"].value("name", provider);
+  placed.state = supervisor::AttemptState::kUploading;
+  size_t before = live->row.attempts.size();
+  run(live, supervisor::Placed{r, placed});
+  if (live->row.attempts.size() == before) return;  // finished or settled meanwhile (the callers check first)
+  const MeshAttempt a = live->row.attempts.back();
   s.lease_id = lease.value("lease_id", uint64_t{0});
   spdlog::info("mesh job {}: attempt {} (replica {}) on {}", live->row.id.substr(0, 12), a.attempt, r, a.provider_name);
   // An attempt that never started: the lease goes back, the job goes elsewhere.
@@ -481,12 +421,8 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
     mesh_.release_lease(provider, sl.lease_id, [](Result<nlohmann::json>) {});
     MeshAttempt* cur = live->attempt(sl);
     if (cur == nullptr || cur->attempt != n) return;
-    cur->state = "not started";
-    cur->why = e.message();
-    cur->ended_at = unix_now_s();
-    sl.failed_on.insert(provider);
     spdlog::info("mesh job {}: attempt {} did not start: {}", live->row.id.substr(0, 12), n, e.message());
-    requeue(live, r);
+    run(live, supervisor::SubmitFailed{r, e.message()});
   };
   auto target = link_.target(provider);
   if (!target) return not_started(target.error());
@@ -544,7 +480,8 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
 
 void MeshJobs::watch(const std::shared_ptr<Live>& live, int r) {
   Slot& s = *live->slots[static_cast<size_t>(r)];
-  s.last_answer = s.last_checkpoint = std::chrono::steady_clock::now();
+  s.last_checkpoint = std::chrono::steady_clock::now();
+  run(live, supervisor::ProviderAnswered{r});
   tick(live, r);
 }
 
@@ -552,9 +489,14 @@ void MeshJobs::tick(const std::shared_ptr<Live>& live, int r) {
   Slot& s = *live->slots[static_cast<size_t>(r)];
   MeshAttempt* a = live->attempt(s);
   if (live->done || a == nullptr || a->state != "running") return;
-  auto now = std::chrono::steady_clock::now();
-  if (now - s.last_answer > settings_.provider_timeout) return lost(live, r);
   int n = a->attempt;
+  size_t index = static_cast<size_t>(s.current);
+  if (!run(live, supervisor::Tick{r}).actions.empty()) {
+    // Its provider went silent: the attempt is lost, and the replica requeued or given up.
+    spdlog::warn("mesh job {}: {}; requeueing", live->row.id.substr(0, 12), live->row.attempts[index].why);
+    return;
+  }
+  auto now = std::chrono::steady_clock::now();
   if (s.inspecting != n) {
     s.inspecting = n;
     remote_.call_job(a->job_id, "run.inspect", nlohmann::json::object(), true,
@@ -569,7 +511,7 @@ void MeshJobs::tick(const std::shared_ptr<Live>& live, int r) {
                                        got.error().message());
                          return;
                        }
-                       sl.last_answer = std::chrono::steady_clock::now();
+                       run(live, supervisor::ProviderAnswered{r});
                        if (mesh_jobs_finished_state(got->value("state", ""))) attempt_ended(live, r, *got);
                      });
   }
@@ -618,72 +560,139 @@ void MeshJobs::attempt_ended(const std::shared_ptr<Live>& live, int r, const nlo
   Slot& s = *live->slots[static_cast<size_t>(r)];
   MeshAttempt* a = live->attempt(s);
   if (a == nullptr) return;
-  a->state = v.value("state", "failed");
-  if (v.contains("exit_code") && v["exit_code"].is_number_integer()) a->exit_code = v["exit_code"].get<int>();
-  a->why = v.value("message", "");
-  if (a->why.empty() && a->exit_code) a->why = "exited with " + std::to_string(*a->exit_code);
-  a->ended_at = unix_now_s();
-  if (live->stopping) return finish(live, "stopped", result_of(*a));
-  bool answered = a->state == "exited" && (live->replicas() > 1 || a->exit_code == 0);
-  if (answered) {
-    if (live->replicas() == 1) return finish(live, "succeeded", result_of(*a));
-    s.done = true;
-    s.answer = s.current;
-    s.current = -1;
-    spdlog::info("mesh job {}: replica {} answered on {}", live->row.id.substr(0, 12), r, a->provider_name);
-    return save(live, [this, live] { maybe_verify(live); });
+  size_t index = static_cast<size_t>(s.current);
+  supervisor::AttemptEnded e;
+  e.replica = r;
+  e.state = supervisor::parse_attempt_state(v.value("state", "failed"));
+  if (v.contains("exit_code") && v["exit_code"].is_number_integer()) e.exit_code = v["exit_code"].get<int>();
+  e.why = v.value("message", "");
+  auto step = run(live, e);
+  const MeshAttempt& ended = live->row.attempts[index];
+  if (s.done && s.answer == static_cast<int>(index)) {
+    spdlog::info("mesh job {}: replica {} answered on {}", live->row.id.substr(0, 12), r, ended.provider_name);
+  } else if (!step.actions.empty() && std::holds_alternative<supervisor::PlaceReplica>(step.actions.front())) {
+    spdlog::info("mesh job {}: attempt {} on {} ended ({}); retrying elsewhere", live->row.id.substr(0, 12),
+                 ended.attempt, ended.provider_name, ended.why);
   }
-  uint64_t allowed = live->row.spec.value("retries", uint64_t{0});
-  if (count_attempts(live->row, r).retries <= allowed) {
-    spdlog::info("mesh job {}: attempt {} on {} ended ({}); retrying elsewhere", live->row.id.substr(0, 12), a->attempt,
-                 a->provider_name, a->why);
-    s.failed_on.insert(a->provider_id);
-    s.current = -1;
-    return save(live, [this, live, r] { place(live, r); });
-  }
-  if (live->replicas() == 1) return finish(live, "failed", result_of(*a));
-  slot_gave_up(live, r, a->why);
 }
 
-void MeshJobs::lost(const std::shared_ptr<Live>& live, int r) {
-  Slot& s = *live->slots[static_cast<size_t>(r)];
-  MeshAttempt* a = live->attempt(s);
-  if (a == nullptr) return;
-  auto secs = std::chrono::duration_cast<std::chrono::seconds>(settings_.provider_timeout).count();
-  a->state = "lost";
-  a->why = a->provider_name + " stopped answering for " + std::to_string(secs) + " s";
-  a->ended_at = unix_now_s();
-  s.failed_on.insert(a->provider_id);
-  spdlog::warn("mesh job {}: {}; requeueing", live->row.id.substr(0, 12), a->why);
-  // Should it come back, the job there is stopped (best effort: it may never answer).
-  remote_.call_job(a->job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
-  requeue(live, r);
+supervisor::JobState MeshJobs::core_state(const Live& live) const {
+  supervisor::JobState st;
+  st.retries_allowed = live.row.spec.value("retries", uint64_t{0});
+  st.stopping = live.stopping;
+  st.finished = live.done;
+  st.deciding = live.verifying;
+  for (const auto& a : live.row.attempts) {
+    supervisor::Attempt c;
+    c.replica = a.replica;
+    c.provider_id = a.provider_id;
+    c.provider_name = a.provider_name;
+    c.state = supervisor::parse_attempt_state(a.state);
+    c.exit_code = a.exit_code;
+    c.why = a.why;
+    st.attempts.push_back(std::move(c));
+  }
+  for (const auto& s : live.slots) {
+    supervisor::Slot c;
+    c.current = s->current;
+    c.answer = s->answer;
+    c.settled = s->done;
+    c.failed_on = s->failed_on;
+    c.allow_failed = s->allow_failed;
+    c.placement_failures = s->placement_failures;
+    c.last_answer = s->last_answer;
+    c.place_again_at = s->place_again_at;
+    st.slots.push_back(std::move(c));
+  }
+  return st;
 }
 
-void MeshJobs::requeue(const std::shared_ptr<Live>& live, int r) {
-  Slot& s = *live->slots[static_cast<size_t>(r)];
-  s.current = -1;
-  uint32_t requeues = count_attempts(live->row, r).requeues;
-  if (requeues > settings_.max_requeues) {
-    std::string last;
-    for (const auto& a : live->row.attempts) {
-      if (a.replica == r) last = a.why;
+void MeshJobs::adopt(Live& live, const supervisor::JobState& st) {
+  // `finished` and `deciding` are not taken back: finish() and verify() set
+  // them when they act on the core's FinishJob and DecideQuorum.
+  live.stopping = st.stopping;
+  for (size_t i = 0; i < st.attempts.size(); ++i) {
+    const supervisor::Attempt& c = st.attempts[i];
+    std::string state = supervisor::attempt_state_name(c.state);
+    if (i >= live.row.attempts.size()) {
+      MeshAttempt a;
+      a.attempt = static_cast<int>(i) + 1;
+      a.replica = c.replica;
+      a.provider_id = c.provider_id;
+      a.provider_name = c.provider_name;
+      a.state = state;
+      a.why = c.why;
+      a.exit_code = c.exit_code;
+      a.started_at = unix_now_s();
+      live.row.attempts.push_back(std::move(a));
+      continue;
     }
-    std::string why = "gave up after " + std::to_string(requeues) + " providers lost or refused it (" + last +
-                      "); mesh.max_requeues is " + std::to_string(settings_.max_requeues);
-    if (live->replicas() == 1) return finish(live, "failed", {{"message", why}, {"exit_code", nullptr}});
-    return slot_gave_up(live, r, why);
+    MeshAttempt& a = live.row.attempts[i];
+    // A word the core does not know stays as it was unless the core moved it.
+    bool moved = supervisor::parse_attempt_state(a.state) != c.state;
+    if (!moved && a.why == c.why && a.exit_code == c.exit_code) continue;
+    bool was_ended = a.ended();
+    if (moved) a.state = state;
+    a.why = c.why;
+    a.exit_code = c.exit_code;
+    if (!was_ended && a.ended()) a.ended_at = unix_now_s();
   }
-  save(live, [this, live, r] { place(live, r); });
+  for (size_t r = 0; r < st.slots.size() && r < live.slots.size(); ++r) {
+    const supervisor::Slot& c = st.slots[r];
+    Slot& s = *live.slots[r];
+    s.current = c.current;
+    s.answer = c.answer;
+    s.done = c.settled;
+    s.failed_on = c.failed_on;
+    s.allow_failed = c.allow_failed;
+    s.placement_failures = c.placement_failures;
+    s.last_answer = c.last_answer;
+    s.place_again_at = c.place_again_at;
+  }
 }
 
-void MeshJobs::slot_gave_up(const std::shared_ptr<Live>& live, int r, const std::string& why) {
-  if (live->replicas() == 1) return finish(live, "failed", {{"message", why}, {"exit_code", nullptr}});
-  Slot& s = *live->slots[static_cast<size_t>(r)];
-  s.done = true;
-  s.current = -1;
-  spdlog::info("mesh job {}: replica {} has no answer: {}", live->row.id.substr(0, 12), r, why);
-  save(live, [this, live] { maybe_verify(live); });
+supervisor::Step MeshJobs::run(const std::shared_ptr<Live>& live, const supervisor::Event& event) {
+  supervisor::Settings settings{settings_.provider_timeout, settings_.max_requeues};
+  supervisor::Step step = supervisor::on_event(core_state(*live), event, std::chrono::steady_clock::now(), settings);
+  adopt(*live, step.state);
+  apply(live, step.actions);
+  return step;
+}
+
+void MeshJobs::apply(const std::shared_ptr<Live>& live, const std::vector<supervisor::Action>& actions) {
+  for (const auto& action : actions) {
+    if (const auto* stop = std::get_if<supervisor::StopAttempt>(&action)) {
+      const MeshAttempt& a = live->row.attempts[static_cast<size_t>(stop->attempt)];
+      remote_.call_job(a.job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
+    } else if (const auto* place_it = std::get_if<supervisor::PlaceReplica>(&action)) {
+      int r = place_it->replica;
+      if (place_it->save_first) {
+        save(live, [this, live, r] { place(live, r); });
+      } else {
+        place(live, r);
+      }
+    } else if (const auto* later = std::get_if<supervisor::PlaceLater>(&action)) {
+      Slot& sl = *live->slots[static_cast<size_t>(later->replica)];
+      sl.timer.expires_at(later->at);
+      sl.timer.async_wait([this, alive = alive_, live, r = later->replica](boost::system::error_code ec) {
+        if (!ec && *alive) run(live, supervisor::Tick{r});
+      });
+    } else if (std::holds_alternative<supervisor::SaveJob>(action)) {
+      save(live);
+    } else if (std::holds_alternative<supervisor::DecideQuorum>(action)) {
+      save(live, [this, live] { maybe_verify(live); });
+    } else if (const auto* fin = std::get_if<supervisor::FinishJob>(&action)) {
+      nlohmann::json result;
+      if (fin->attempt) {
+        result = result_of(live->row.attempts[static_cast<size_t>(*fin->attempt)]);
+      } else {
+        result = {{"message", fin->message}, {"exit_code", nullptr}};
+        if (fin->unplaced) result["reason"] = "unplaced";
+        if (!fin->code.empty()) result["code"] = fin->code;
+      }
+      finish(live, fin->state, std::move(result));
+    }
+  }
 }
 
 void MeshJobs::finish(const std::shared_ptr<Live>& live, const std::string& state, nlohmann::json result) {

@@ -45,6 +45,12 @@
 //   GET  /v1/mesh/jobs/inspect?id=ID   one, with its attempts and result
 //   POST /v1/mesh/jobs/stop {"mesh_job_id"}  stops the current attempt; no requeue
 //
+// The decisions (when an attempt is lost, requeued, retried, given up; what
+// to exclude; when the job finishes or its quorum runs) are made by the pure
+// core in mesh/jobs/supervisor_core.h, whose opening comment states the
+// policy; this class feeds it events with the steady clock's now and does
+// the I/O its actions name.
+//
 // Threading: everything on the event loop; SQLite and file copies on the
 // pool, their results posted back.
 #pragma once
@@ -63,6 +69,7 @@
 #include "api/server.h"
 #include "config/config.h"
 #include "mesh/jobs/mesh_job_store.h"
+#include "mesh/jobs/supervisor_core.h"
 #include "net/reach/peer_link.h"
 
 namespace boost::asio {
@@ -127,10 +134,12 @@ class MeshJobs {
   void tick(const std::shared_ptr<Live>& live, int r);
   void sync_checkpoint(const std::shared_ptr<Live>& live, int r);
   void attempt_ended(const std::shared_ptr<Live>& live, int r, const nlohmann::json& view);
-  void lost(const std::shared_ptr<Live>& live, int r);
-  // Places the replica again, or gives up on it when mesh.max_requeues is spent.
-  void requeue(const std::shared_ptr<Live>& live, int r);
-  void slot_gave_up(const std::shared_ptr<Live>& live, int r, const std::string& why);
+  // The decisions (supervisor_core.h): the job's state goes to the core with
+  // `event` and the steady clock's now, comes back, and the actions are done.
+  supervisor::Step run(const std::shared_ptr<Live>& live, const supervisor::Event& event);
+  supervisor::JobState core_state(const Live& live) const;
+  void adopt(Live& live, const supervisor::JobState& state);
+  void apply(const std::shared_ptr<Live>& live, const std::vector<supervisor::Action>& actions);
   // Replicas: once every one has answered (or given up), their outputs
   // come home into replica-N folders, are digested (mesh/jobs/mesh_replicas.h)
   // and the quorum decides (mesh::decide_quorum).

@@ -27,7 +27,9 @@ struct MeshJobs::Writer {
 };
 
 // One replica of the job (one for a plain mesh job): its attempts run one
-// after another, each on one provider.
+// after another, each on one provider. The fields the decisions read and
+// write are supervisor::Slot's (mesh/jobs/supervisor_core.h): MeshJobs hands
+// them to the core and takes them back after each event.
 struct MeshJobs::Slot {
   Slot(asio::io_context& io, int r) : replica(r), timer(io) {}
   int replica;
@@ -42,7 +44,9 @@ struct MeshJobs::Slot {
   bool done = false;     // has its answer, or gave up
   int answer = -1;       // index in row.attempts of the attempt that answered
   bool waiting = false;  // to be placed once a sibling's placement is over
-  std::chrono::steady_clock::time_point last_answer, last_checkpoint;
+  std::optional<std::chrono::steady_clock::time_point> last_answer;     // of its provider, while running
+  std::optional<std::chrono::steady_clock::time_point> place_again_at;  // a placement retry is pending
+  std::chrono::steady_clock::time_point last_checkpoint;
 };
 
 struct MeshJobs::Live {
