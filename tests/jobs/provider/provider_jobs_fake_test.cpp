@@ -33,6 +33,7 @@
 
 #include "base/clock.h"
 #include "exec/fake/fake_executor.h"
+#include "jobs/provider/job_output.h"
 #include "jobs/provider/provider_jobs.h"
 #include "store/migrations.h"
 #include "support/temp_dir.h"
@@ -218,15 +219,7 @@ class ProviderJobsFakeTest : public ::testing::Test {
     ASSERT_TRUE(jobs_->watch_log(JobId(id), offset, [p] { p->set_value(); }).ok());
     ASSERT_EQ(p->get_future().wait_for(kGuard), std::future_status::ready) << "job " << id;
   }
-  std::string output(const std::string& id) {
-    std::string out;
-    auto read = jobs_->read_log(JobId(id), 0, 1 << 20);
-    EXPECT_TRUE(read.ok());
-    if (read) {
-      for (auto& r : read->slice.records) out += r.data;
-    }
-    return out;
-  }
+  std::string output(const std::string& id) { return job_output(*jobs_, id); }
   exec::OwnedTask task_of(const std::string& id) {
     auto owned = fake_.list_owned();
     if (owned) {

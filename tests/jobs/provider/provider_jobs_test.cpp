@@ -21,6 +21,7 @@
 #include <random>
 
 #include "exec/docker/docker_executor.h"
+#include "jobs/provider/job_output.h"
 #include "os/loop_mount.h"
 #include "store/migrations.h"
 #include "support/docker_env.h"
@@ -106,15 +107,7 @@ class ProviderJobsTest : public ::testing::Test {
     await_log(id, UINT64_MAX);
     return *jobs_->get(JobId(id));
   }
-  std::string output(const std::string& id) {
-    std::string out;
-    auto read = jobs_->read_log(JobId(id), 0, 1 << 20);
-    EXPECT_TRUE(read.ok());
-    if (read) {
-      for (auto& r : read->slice.records) out += r.data;
-    }
-    return out;
-  }
+  std::string output(const std::string& id) { return job_output(*jobs_, id); }
 
   testing::TempDir dir_;
   std::string jobs_dir_;
