@@ -242,7 +242,7 @@ TEST_F(Faults, ProviderKilledMidJobAndRestarted) {
     // A ends while nobody watches (Docker's wait is the event), B gets to its second wait.
     auto waited = run({"/usr/bin/env", "docker", "wait", "yonder-" + a});
     EXPECT_EQ(waited.out, "7\n") << waited.err;
-    EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(workspace_of(studio, b) + "/half"); }, 60s));
+    EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(workspace_of(studio, b) + "/half"); }, 120s));
   });
   touch(workspace_of(studio, b) + "/go2");
 
@@ -434,7 +434,7 @@ TEST_F(Faults, SqliteSurvivesKillsDuringWrites) {
     });
     // Killed at a different point each round: after 2 to 10 acknowledged writes.
     int target = 2 + (round * 5) % 9;
-    EXPECT_TRUE(wait_until([&] { return acks >= target; }, 60s)) << "round " << round;
+    EXPECT_TRUE(wait_until([&] { return acks >= target; }, 120s)) << "round " << round;
     studio.crash_and_restart([&] {
       stop = true;
       for (auto& w : writers) w.join();
@@ -523,7 +523,7 @@ TEST_F(Faults, DiskFullOnTheStateFolder) {
   auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c", script});
   ASSERT_EQ(d.exit_code, 0) << d.err;
   std::string job = d.out.substr(0, d.out.find('\n'));
-  ASSERT_TRUE(wait_until([&] { return provider_stdout(studio, job).find("line 19\n") != std::string::npos; }, 60s));
+  ASSERT_TRUE(wait_until([&] { return provider_stdout(studio, job).find("line 19\n") != std::string::npos; }, 120s));
 
   ASSERT_TRUE(disk.fill(home + "/filler"));
   // Writes fail, each saying which folder is full and what to do; or, where

@@ -52,7 +52,7 @@ bool wait_for_output(const Node& node, const std::string& id, const std::string&
       [&] {
         return node.yonder({"logs", id}).out.find(text) != std::string::npos;
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(100));
+      std::chrono::seconds(120), std::chrono::milliseconds(100));
 }
 
 // Audit entries of `action` on `provider` for `subject`, waiting (bounded)
@@ -71,7 +71,7 @@ json wait_for_audit(const Node& provider, const std::string& action, const std::
         }
         return false;
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(100));
+      std::chrono::seconds(120), std::chrono::milliseconds(100));
   return found;
 }
 

@@ -53,7 +53,7 @@ std::string http_get(int port, const std::string& path) {
         if (r && !r->empty()) answer = *r;
         return !answer.empty();
       },
-      std::chrono::seconds(20), std::chrono::milliseconds(200));
+      std::chrono::seconds(120), std::chrono::milliseconds(200));
   return answer;
 }
 
@@ -147,7 +147,7 @@ TEST_F(Forward, WithoutDirectForwardingAnNcInTheJobRelays) {
         }
         return false;
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(50));
+      std::chrono::seconds(120), std::chrono::milliseconds(50));
   EXPECT_TRUE(relayed) << audit.dump();
   EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
 }
@@ -195,7 +195,7 @@ TEST_F(Forward, ExecRunsInsideTheJobWithStdinAPtyAndTheExitCode) {
         ps = laptop.yonder_json({"ps"});
         return ps.is_object() && !ps["jobs"].empty() && ps["jobs"][0]["state"] == "running";
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(100)))
+      std::chrono::seconds(120), std::chrono::milliseconds(100)))
       << ps.dump();
 
   auto piped =
@@ -308,7 +308,7 @@ json find_audit(const Node& provider, const std::function<bool(const json&)>& wa
         }
         return false;
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(100));
+      std::chrono::seconds(120), std::chrono::milliseconds(100));
   return found;
 }
 
@@ -404,7 +404,7 @@ TEST_F(Forward, ExecTtyFollowsWindowResizesAndReturnsTheExitCode) {
         ps = laptop.yonder_json({"ps"});
         return ps.is_object() && !ps["jobs"].empty() && ps["jobs"][0]["state"] == "running";
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(100)))
+      std::chrono::seconds(120), std::chrono::milliseconds(100)))
       << ps.dump();
 
   // Everything the child needs, made before fork().
@@ -444,7 +444,7 @@ TEST_F(Forward, ExecTtyFollowsWindowResizesAndReturnsTheExitCode) {
           type("stty size\r");
           return read_until(master, out, want + "\r\n", std::chrono::milliseconds(500));
         },
-        std::chrono::seconds(20), std::chrono::milliseconds(0));
+        std::chrono::seconds(120), std::chrono::milliseconds(0));
   };
   EXPECT_TRUE(size_becomes("30 100")) << out;
 

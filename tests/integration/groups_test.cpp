@@ -32,10 +32,10 @@ json members(const Node& node) {
   return json::parse(r.out, nullptr, false);
 }
 
-// Polls `check` until it holds or 30 s pass; the last state goes into the failure.
+// Polls `check` until it holds or 120 s pass; the last state goes into the failure.
 bool eventually(const std::function<bool(std::string&)>& check) {
   std::string last;
-  if (wait_until([&] { return check(last); }, std::chrono::seconds(30), std::chrono::milliseconds(50))) return true;
+  if (wait_until([&] { return check(last); }, std::chrono::seconds(120), std::chrono::milliseconds(50))) return true;
   ADD_FAILURE() << "timed out; last state: " << last;
   return false;
 }

@@ -90,7 +90,7 @@ json receipt_of(const Node& node, const std::string& job, const std::string& sta
         }
         return !found.is_null() && found["state"] == state;
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(100));
+      std::chrono::seconds(120), std::chrono::milliseconds(100));
   if (!got) {
     ADD_FAILURE() << "no " << state << " receipt of job " << job << " on " << node.home() << "; last: " << found.dump();
   }

@@ -245,7 +245,7 @@ TEST_F(MeshRun, AGroupJobGoesToTheGroupsProviderEvenWhenAnotherRanksHigher) {
 }
 
 // Polls `mesh --cached` on `node` (no asking) until `check` holds for the
-// provider `name` or 30 s pass; the last state goes into the failure.
+// provider `name` or 120 s pass; the last state goes into the failure.
 bool cached_eventually(const Node& node, const std::string& name, const std::function<bool(const json&)>& check) {
   json last;
   bool held = wait_until(
@@ -253,7 +253,7 @@ bool cached_eventually(const Node& node, const std::string& name, const std::fun
         last = provider_named(node.yonder_json({"mesh", "--cached"}), name);
         return !last.is_null() && check(last);
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(50));
+      std::chrono::seconds(120), std::chrono::milliseconds(50));
   if (held) return true;
   ADD_FAILURE() << "timed out; last: " << last.dump();
   return false;

@@ -106,7 +106,7 @@ struct RelayedPair {
           return peers.contains("peers") && !peers["peers"].empty() && peers["peers"][0].value("connected", false) &&
                  peers["peers"][0].value("path_kind", "") == "relay";
         },
-        30s, 50ms);
+        120s, 50ms);
     ASSERT_TRUE(up) << laptop.yonder({"peers"}).out;
   }
   // The consumer's only job (the one `yonder run` started).
@@ -118,7 +118,7 @@ struct RelayedPair {
           if (ps.is_object() && ps["jobs"].size() == 1) id = ps["jobs"][0].value("job_id", "");
           return !id.empty();
         },
-        60s, 50ms);
+        120s, 50ms);
     return id;
   }
   // The provider's own API (its unix socket, with its token).
@@ -238,11 +238,11 @@ TEST_F(NetworkFaults, RelayKilledMidTransfer) {
         up = upload_in_flight(p.laptop);
         return up.value("phase", "") == "sending" && up.value("sent_bytes", 0) >= (1 << 20);
       },
-      60s, 50ms);
+      120s, 50ms);
   ASSERT_TRUE(mid) << up.dump() << "\n" << run_cmd.output();
   EXPECT_LT(up.value("sent_bytes", 0), 5 << 20) << "the upload was nearly over before the relay was killed";
   p.relay.kill();
-  bool retrying = wait_until([&] { return upload_in_flight(p.laptop).value("phase", "") == "retrying"; }, 30s, 50ms);
+  bool retrying = wait_until([&] { return upload_in_flight(p.laptop).value("phase", "") == "retrying"; }, 120s, 50ms);
   EXPECT_TRUE(retrying) << upload_in_flight(p.laptop).dump() << "\n" << run_cmd.output();
   p.relay.start();
 
@@ -259,7 +259,7 @@ TEST_F(NetworkFaults, RelayKilledMidTransfer) {
   ASSERT_FALSE(job.empty());
   uint64_t before = p.relay.carried();
   LiveProcess cp({program_path("yonder"), "cp", "--json", big, job + ":inbox"}, p.laptop.env());
-  bool copying = wait_until([&] { return p.relay.carried() >= before + (1 << 20); }, 60s, 50ms);
+  bool copying = wait_until([&] { return p.relay.carried() >= before + (1 << 20); }, 120s, 50ms);
   ASSERT_TRUE(copying) << cp.output();
   p.relay.kill();
   p.relay.start();

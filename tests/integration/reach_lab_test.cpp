@@ -92,7 +92,8 @@ DaemonStarter in_lab(const NatLab& lab, std::string node) {
   return [&lab, node](const Env& env) { return lab.daemon_in(node, env); };
 }
 
-// The consumer's view of its only peer, polled until `ok` holds (or 30 s).
+// The consumer's view of its only peer, polled until `ok` holds (or 120 s:
+// a punched path and its first RTT take long under the sanitizers).
 json wait_peer(const Node& node, const std::function<bool(const json&)>& ok) {
   json last;
   wait_until(
@@ -102,7 +103,7 @@ json wait_peer(const Node& node, const std::function<bool(const json&)>& ok) {
         last = peers["peers"][0];
         return ok(last);
       },
-      30s, 100ms);
+      120s, 100ms);
   return last;
 }
 
@@ -205,7 +206,7 @@ TEST_P(ReachLabNats, PairAndRunAJobThroughTheRelayWithNoInboundPort) {
           nc = node.yonder_json({"netcheck"});
           return nc.value("nat", "") == want;
         },
-        60s, 100ms))
+        120s, 100ms))
         << "netcheck never saw the NAT as " << want;
     EXPECT_EQ(nc.value("nat", ""), want) << nc.dump();
     EXPECT_EQ(nc.value("public_addr", "").rfind(lab.address(nat_key) + ":", 0), 0u) << nc.dump();
@@ -388,7 +389,7 @@ TEST_F(ReachLab, ARelayedLinkMovesToAMappedPortWhileLogsFollow) {
         nc = studio.yonder_json({"netcheck"});
         return port_mapping(nc).value("state", "") == "mapped";
       },
-      60s, 200ms))
+      120s, 200ms))
       << "the provider never mapped a port on the gateway";
   ASSERT_EQ(port_mapping(nc).value("state", ""), "mapped") << nc.dump() << "\ngateway:\n" << gateway.log();
   std::string mapped = port_mapping(nc).value("external", "");
@@ -511,7 +512,7 @@ TEST_F(ReachLab, ConeNatsPunchADirectPathAndEveryCommandRunsOverQuic) {
         ps = consumer.yonder_json({"ps"});
         return ps.is_object() && !ps["jobs"].empty() && ps["jobs"][0]["state"] == "running";
       },
-      30s, 100ms))
+      120s, 100ms))
       << ps.dump();
   // exec's stream comes through a port of the consumer daemon's loopback, in a1.
   auto piped = lab.run_in("a1", {program_path("yonder"), "exec", "-i", id, "--", "sh", "-c", "read x; echo got $x; exit 3"},

@@ -49,7 +49,7 @@ json refusal(const Node& provider, const std::string& actor, const std::string& 
         }
         return false;
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(100));
+      std::chrono::seconds(120), std::chrono::milliseconds(100));
   return found;
 }
 
@@ -62,7 +62,7 @@ bool wait_running(const Node& node, const std::string& id) {
         }
         return false;
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(100));
+      std::chrono::seconds(120), std::chrono::milliseconds(100));
 }
 
 TEST_F(Refusals, EachRefusalIsExplainedAndAudited) {

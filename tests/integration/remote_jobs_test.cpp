@@ -310,7 +310,7 @@ TEST_F(RemoteJobs, DenyWithStopJobsEndsThePeersJobsAndOnlyTheirs) {
         }
         return all_ended;
       },
-      std::chrono::seconds(60), std::chrono::milliseconds(50));
+      std::chrono::seconds(120), std::chrono::milliseconds(50));
   ASSERT_TRUE(unlisted.empty()) << unlisted;
   EXPECT_TRUE(settled) << jobs.dump();
   // The leaver's pin is gone: its next request is refused.
@@ -344,7 +344,7 @@ TEST_F(RemoteJobs, TheAuditLogRecordsRefusedAndCompletedRuns) {
         }
         return !ended.is_null();
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(100)))
+      std::chrono::seconds(120), std::chrono::milliseconds(100)))
       << "no run.end entry for the laptop's job";
   ASSERT_FALSE(refused.is_null());
   EXPECT_EQ(refused["action"], "run.submit");
@@ -502,7 +502,7 @@ TEST_F(RemoteJobs, LogsSinceLeavesOutEarlierOutput) {
         early = laptop.yonder({"logs", id}).out;
         return early == "early\n";
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(50)))
+      std::chrono::seconds(120), std::chrono::milliseconds(50)))
       << early;
   ASSERT_EQ(laptop.yonder({"logs", id}).out, "early\n");
   // --since has whole seconds: start from the next one, and let it begin
@@ -583,7 +583,7 @@ TEST_F(RemoteJobs, RunBringsTheJobsOutputsHome) {
         }
         return false;
       },
-      std::chrono::seconds(30), std::chrono::milliseconds(100));
+      std::chrono::seconds(120), std::chrono::milliseconds(100));
   EXPECT_TRUE(fetched) << audit.dump();
 }
 

@@ -176,7 +176,7 @@ TEST_F(RunOptions, ForwardWhileAttachedAndRemovedWhenTheJobEnds) {
         answer = round_trip(port, "hi\n").value_or("");
         return !answer.empty();
       },
-      20s, 100ms))
+      120s, 100ms))
       << "the job's nc never answered";
   EXPECT_EQ(answer, "hello from the job\n");
 
@@ -243,7 +243,7 @@ TEST_F(RunOptions, SigintDuringTheUploadCancelsAndSubmitsNothing) {
         }
         return false;
       },
-      60s, 10ms);
+      120s, 10ms);
   ASSERT_TRUE(sending) << run_cli.output();
   run_cli.signal(SIGINT);
   EXPECT_EQ(run_cli.wait(60s), 130) << run_cli.output();

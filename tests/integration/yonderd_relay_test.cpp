@@ -27,7 +27,7 @@ json wait_relay(const Node& node, const std::function<bool(const json&)>& ok) {
         last = nc["relays"][0];
         return ok(last);
       },
-      30s, 100ms);
+      120s, 100ms);
   return last;
 }
 

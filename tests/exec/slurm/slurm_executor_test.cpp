@@ -90,7 +90,7 @@ class SlurmExecutorTest : public ::testing::Test {
           if (st) s = st->state;
           return st && pred(st->state);
         },
-        60s, 100ms);
+        120s, 100ms);
     return s;
   }
 
@@ -152,7 +152,7 @@ TEST_F(SlurmExecutorTest, ThreeOneGpuJobsOnTwoGpusRunTwoAtATime) {
         why = testing::slurm_command({"squeue", "-h", "-j", jobs[2].task_id, "-o", "%T %r"});
         return why != "PENDING None\n";
       },
-      30s, 50ms))
+      120s, 50ms))
       << "Slurm never gave the third job a reason: " << why;
   EXPECT_EQ(why, "PENDING Resources\n");
   release(jobs[0]);
