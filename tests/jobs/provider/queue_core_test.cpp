@@ -14,6 +14,8 @@
 #include <regex>
 #include <set>
 
+#include "support/core_purity.h"
+
 namespace yonder::jobs::provider {
 namespace {
 
@@ -594,40 +596,14 @@ TEST(QueueCoreProperty, ARefusalDoesNotDependOnOtherJobs) {
 
 // ---- Purity: the core and what it includes stay free of I/O ----
 
-// Quoted includes of `path` under src/, followed transitively.
-void collect_sources(const std::string& src, const std::string& path, std::set<std::string>& seen) {
-  if (!seen.insert(path).second) return;
-  std::ifstream in(src + "/" + path);
-  ASSERT_TRUE(in) << "cannot read " << src << "/" << path;
-  std::string line;
-  std::regex quoted("#include \"([^\"]+)\"");
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_search(line, m, quoted)) collect_sources(src, m[1], seen);
-  }
-}
-
 TEST(QueueCorePurity, NoThreadsLocksClocksSocketsOrDatabases) {
-  const char* root = std::getenv("YONDER_SOURCE_DIR");
-  if (!root) GTEST_SKIP() << "YONDER_SOURCE_DIR is not set (ctest sets it)";
-  std::string src = std::string(root) + "/src";
-  std::set<std::string> files;
-  collect_sources(src, "jobs/provider/queue_core.h", files);
-  collect_sources(src, "jobs/provider/queue_core.cpp", files);
   const std::vector<std::string> banned = {"<thread>", "<mutex>",    "<condition_variable>", "<future>",
                                            "<atomic>", "asio",       "sqlite",               "base/clock.h",
                                            "gpu/",     "<fstream>",  "<filesystem>",         "<sys/",
                                            "<unistd.h>", "os/",      "store/",               "exec/"};
-  for (const auto& f : files) {
-    std::ifstream in(src + "/" + f);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind("#include", 0) == 0) {
-        for (const auto& b : banned) EXPECT_EQ(line.find(b), std::string::npos) << f << ": " << line;
-      }
-      EXPECT_EQ(line.find("::now("), std::string::npos) << f << " reads a clock: " << line;
-    }
-  }
+  std::set<std::string> files =
+      testing::check_core_purity({"jobs/provider/queue_core.h", "jobs/provider/queue_core.cpp"}, banned);
+  if (files.empty()) GTEST_SKIP() << "YONDER_SOURCE_DIR is not set (ctest sets it)";
   EXPECT_GE(files.size(), 4u) << "the core, its header, disk_budget.h and gpu_leases.h";
 }
 

@@ -14,6 +14,8 @@
 #include <regex>
 #include <sstream>
 
+#include "support/core_purity.h"
+
 namespace yonder::mesh::supervisor {
 namespace {
 
@@ -489,41 +491,16 @@ TEST(SupervisorCoreProperties, DeterministicForASeed) {
 
 // ---- Purity: the core and what it includes stay free of I/O ----
 
-void collect_sources(const std::string& src, const std::string& path, std::set<std::string>& seen) {
-  if (!seen.insert(path).second) return;
-  std::ifstream in(src + "/" + path);
-  ASSERT_TRUE(in) << "cannot read " << src << "/" << path;
-  std::string line;
-  std::regex quoted("#include \"([^\"]+)\"");
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_search(line, m, quoted)) collect_sources(src, m[1], seen);
-  }
-}
-
 TEST(SupervisorCorePurity, NoThreadsClocksSocketsOrDatabases) {
-  const char* root = std::getenv("YONDER_SOURCE_DIR");
-  if (!root) GTEST_SKIP() << "YONDER_SOURCE_DIR is not set (ctest sets it)";
-  std::string src = std::string(root) + "/src";
-  std::set<std::string> files;
-  collect_sources(src, "mesh/jobs/supervisor_core.h", files);
-  collect_sources(src, "mesh/jobs/supervisor_core.cpp", files);
   const std::vector<std::string> banned = {"<thread>",     "<mutex>",      "<condition_variable>",
                                            "<future>",     "<atomic>",     "asio",
                                            "sqlite",       "base/clock.h", "<fstream>",
                                            "<filesystem>", "<sys/",        "<unistd.h>",
                                            "os/",          "store/",       "spdlog",
                                            "nlohmann",     "api/",         "net/"};
-  for (const auto& f : files) {
-    std::ifstream in(src + "/" + f);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind("#include", 0) == 0) {
-        for (const auto& b : banned) EXPECT_EQ(line.find(b), std::string::npos) << f << ": " << line;
-      }
-      EXPECT_EQ(line.find("::now("), std::string::npos) << f << " reads a clock: " << line;
-    }
-  }
+  std::set<std::string> files =
+      testing::check_core_purity({"mesh/jobs/supervisor_core.h", "mesh/jobs/supervisor_core.cpp"}, banned);
+  if (files.empty()) GTEST_SKIP() << "YONDER_SOURCE_DIR is not set (ctest sets it)";
   EXPECT_EQ(files.size(), 2u) << "the core and its header, nothing else";
 }
 
