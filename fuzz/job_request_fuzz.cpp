@@ -1,12 +1,16 @@
-// Fuzzes the job request parser (the local API today, peers later): never
-// crashes, and what it accepts survives a round trip unchanged.
+// Fuzzes the job request parser (what the local API and run.submit take):
+// never crashes, what it accepts survives a round trip unchanged, and the
+// provider's resolve() and stored terms take it without harm.
 #include <cstdint>
 
 #include <nlohmann/json.hpp>
 
-#include "jobs/provider/job_request.h"
+#include "jobs/protocol/job_request.h"
+#include "jobs/provider/job_terms.h"
 
-using namespace yonder::jobs::provider;
+using namespace yonder::jobs::protocol;
+using yonder::jobs::provider::ProviderLimits;
+using yonder::jobs::provider::resolve;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > kMaxRequestBytes) return 0;
@@ -16,6 +20,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!request) return 0;
   auto again = parse_job_request(request->to_json());
   if (!again || again->to_json() != request->to_json()) __builtin_trap();
-  (void)resolve(*request, ProviderLimits{});
+  auto resolved = resolve(*request, ProviderLimits{});
+  if (resolved) {
+    auto terms = yonder::jobs::provider::job_terms(*request, *resolved, false, "");
+    if (!yonder::jobs::provider::terms_from_json(yonder::jobs::provider::terms_to_json(terms))) __builtin_trap();
+  }
   return 0;
 }

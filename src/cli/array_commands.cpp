@@ -98,7 +98,7 @@ std::string array_progress_line(const json& s) {
 }
 
 int run_array(const Context& ctx, const ArrayArgs& a) {
-  json body = {{"job", a.job}, {"needs", a.needs}, {"out", a.out}, {"retries", a.retries}};
+  json body = {{"job", a.job.to_json()}, {"needs", a.needs}, {"out", a.out}, {"retries", a.retries}};
   if (!a.dir.empty()) body["dir"] = a.dir;
   if (a.replicas > 1) body["replicas"] = a.replicas;
   if (!a.validator.empty()) body["validator"] = a.validator;

@@ -12,11 +12,12 @@
 
 #include "base/error.h"
 #include "cli/context.h"
+#include "jobs/protocol/job_request.h"
 
 namespace yonder::cli {
 
 struct ArrayArgs {
-  nlohmann::json job;    // the JobRequest (each task gets YONDER_ARRAY_INDEX)
+  jobs::protocol::JobRequest job;  // each task gets YONDER_ARRAY_INDEX
   nlohmann::json needs;  // the /v1/mesh/lease body
   std::string dir;       // the shared input, uploaded once per provider ("" for none)
   std::string out;       // task outputs go to OUT/out/<index>/

@@ -139,44 +139,10 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
                                   "`yonder forward JOB LOCAL:REMOTE` once the job runs"),
                        kExitUsage);
   }
-  json job = {{"image", a.image}, {"command", a.command}};
-  json env = json::object();
-  for (const auto& kv : a.env) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return print_error(make_error(ErrorCode::kInvalidArgument, "-e takes KEY=VALUE, not \"" + kv + "\""), kExitUsage);
-    }
-    env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  if (!env.empty()) job["env"] = env;
-  if (!a.workdir.empty()) job["workdir"] = a.workdir;
-  if (a.tty) job["tty"] = true;
-  if (a.gpus) job["gpus"] = *a.gpus;
-  auto mib = [&](const std::optional<std::string>& v, const char* field, const char* flag) -> Status {
-    if (!v) return ok_status();
-    auto n = parse_size(*v);
-    if (!n) return std::move(n).error().with_context(flag);
-    job[field] = static_cast<int64_t>(*n >> 20);
-    return ok_status();
-  };
-  Status st = mib(a.vram, "vram_mib", "--vram");
-  if (st) st = mib(a.memory, "memory_mib", "--memory");
-  if (st) st = mib(a.disk, "disk_mib", "--disk");
-  if (!st) return print_error(st.error(), kExitUsage);
-  if (a.time) {
-    auto d = parse_duration_s(*a.time);
-    if (!d) return print_error(Error(d.error()).with_context("--time"), kExitUsage);
-    job["wall_time_s"] = *d;
-  }
-  if (a.cpus) {
-    char* end = nullptr;
-    double c = std::strtod(a.cpus->c_str(), &end);
-    if (end == a.cpus->c_str() || *end != '\0' || c <= 0) {
-      return print_error(make_error(ErrorCode::kInvalidArgument, "--cpus must be a number like 2 or 0.5"), kExitUsage);
-    }
-    job["cpus"] = c;
-  }
-  json body = {{"peer", a.peer}, {"job", job}};
+  auto request = job_request_of(a);
+  if (!request) return print_error(request.error(), kExitUsage);
+  jobs::protocol::JobRequest& job = *request;
+  json body = {{"peer", a.peer}, {"job", job.to_json()}};
   std::optional<MeshLease> lease;  // --mesh: the devices booked on the chosen provider
   std::optional<MeshNeeds> mesh_needs;  // --mesh --retries: a mesh job the daemon supervises
   if (a.retries && (!a.mesh || *a.retries < 0)) {
@@ -207,8 +173,8 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
     }
     MeshNeeds needs;
     needs.gpus = a.per_task_gpus.value_or(a.gpus.value_or(1));
-    job["gpus"] = needs.gpus;
-    needs.vram_bytes = job.contains("vram_mib") ? job["vram_mib"].get<uint64_t>() << 20 : 0;
+    job.gpus = needs.gpus;
+    needs.vram_bytes = static_cast<uint64_t>(job.vram_mib) << 20;
     needs.cuda = a.cuda;
     needs.labels = a.labels;
     needs.group = a.group;
@@ -222,7 +188,7 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
         return print_error(Error(got.error()).with_context("--mesh"), code);
       }
       lease = *got;
-      body = {{"peer", lease->provider_id}, {"job", job}};
+      body = {{"peer", lease->provider_id}, {"job", job.to_json()}};
     }
   }
   std::string home_dir;  // where the outputs come home to

@@ -72,7 +72,7 @@ void announce(const json& m, int after, int n) {
 }  // namespace
 
 int run_mesh_job(const Context& ctx, const MeshJobArgs& args) {
-  json body = {{"job", args.job}, {"needs", args.needs}, {"retries", args.retries}, {"replicas", args.replicas}};
+  json body = {{"job", args.job.to_json()}, {"needs", args.needs}, {"retries", args.retries}, {"replicas", args.replicas}};
   if (!args.validator.empty()) body["validator"] = args.validator;
   if (!args.dir.empty()) body["dir"] = args.dir;
   // The daemon's own fetches (the replicas' outputs it compares) may pass

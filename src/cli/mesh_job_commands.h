@@ -13,11 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/context.h"
+#include "jobs/protocol/job_request.h"
 
 namespace yonder::cli {
 
 struct MeshJobArgs {
-  nlohmann::json job;            // the JobRequest
+  jobs::protocol::JobRequest job;
   nlohmann::json needs;          // the /v1/mesh/lease body (cli/mesh_commands.h mesh_lease_body)
   std::string dir;               // uploaded ("" for none)
   std::string home_dir;          // where outputs come home ("" for nowhere)

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 
+#include "crypto/scope.h"
 #include "exec/env_filter.h"
 
 namespace yonder::cli {
@@ -387,6 +388,46 @@ Result<RunArgs> effective_run_args(const RunArgs& given, const config::EnvFn& en
     if (auto parsed = parse_port_pair(p); !parsed) return Error(parsed.error()).with_context("-p");
   }
   return out;
+}
+
+Result<jobs::protocol::JobRequest> job_request_of(const RunArgs& a) {
+  jobs::protocol::JobRequest job;
+  job.image = a.image;
+  job.command = a.command;
+  for (const auto& kv : a.env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return make_error(ErrorCode::kInvalidArgument, "-e takes KEY=VALUE, not \"" + kv + "\"");
+    }
+    job.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  job.workdir = a.workdir;
+  job.tty = a.tty;
+  if (a.gpus) job.gpus = *a.gpus;
+  auto mib = [](const std::optional<std::string>& v, int64_t& out, const char* flag) -> Status {
+    if (!v) return ok_status();
+    auto n = parse_size(*v);
+    if (!n) return std::move(n).error().with_context(flag);
+    out = static_cast<int64_t>(*n >> 20);
+    return ok_status();
+  };
+  YONDER_TRY(mib(a.vram, job.vram_mib, "--vram"));
+  YONDER_TRY(mib(a.memory, job.memory_mib, "--memory"));
+  YONDER_TRY(mib(a.disk, job.disk_mib, "--disk"));
+  if (a.time) {
+    auto d = parse_duration_s(*a.time);
+    if (!d) return Error(d.error()).with_context("--time");
+    job.wall_time_s = *d;
+  }
+  if (a.cpus) {
+    char* end = nullptr;
+    double c = std::strtod(a.cpus->c_str(), &end);
+    if (end == a.cpus->c_str() || *end != '\0' || c <= 0) {
+      return make_error(ErrorCode::kInvalidArgument, "--cpus must be a number like 2 or 0.5");
+    }
+    job.cpus = c;
+  }
+  return job;
 }
 
 }  // namespace yonder::cli

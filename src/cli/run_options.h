@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "cli/job_commands.h"
 #include "config/config.h"
+#include "jobs/protocol/job_request.h"
 
 namespace yonder::cli {
 
@@ -53,5 +54,11 @@ Result<PortPair> parse_port_pair(std::string_view text);
 // --env-file, our -e. The env files are read here (their entries become
 // K=V in `env`) and the ports checked.
 Result<RunArgs> effective_run_args(const RunArgs& given, const config::EnvFn& env);
+
+// The job `yonder run` asks for (image, command, -e, -w, -t, --gpus,
+// --vram, --memory, --disk, --time, --cpus), from the effective RunArgs: the
+// one JobRequest that travels to the provider's store. What is not given
+// stays 0, the provider's default. kInvalidArgument names the flag.
+Result<jobs::protocol::JobRequest> job_request_of(const RunArgs& args);
 
 }  // namespace yonder::cli

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "support/temp_dir.h"
 
@@ -274,6 +275,64 @@ TEST(EffectiveRunArgs, FlagsOverrideTheJobFileAndEnvironmentLayersMerge) {
   auto e = effective_run_args(bad_env_file, fake_env({}));
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().to_string().find("job.toml:1:"), std::string::npos) << e.error().to_string();
+}
+
+TEST(JobRequestOf, TheFlagsBecomeTheOneRequestThatTravels) {
+  RunArgs a;
+  a.image = "python:3.11";
+  a.command = {"python", "train.py"};
+  a.env = {"A=1", "B=x=y", "A=2"};  // later entries win; a value may hold '='
+  a.workdir = "src";
+  a.tty = true;
+  a.gpus = 2;
+  a.vram = "8G";
+  a.memory = "512M";
+  a.disk = "1G";
+  a.time = "2h";
+  a.cpus = "0.5";
+  auto r = job_request_of(a);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->env, (std::map<std::string, std::string>{{"A", "2"}, {"B", "x=y"}}));
+  EXPECT_EQ(r->vram_mib, 8192);
+  EXPECT_EQ(r->memory_mib, 512);
+  EXPECT_EQ(r->disk_mib, 1024);
+  EXPECT_EQ(r->wall_time_s, 7200);
+  EXPECT_DOUBLE_EQ(r->cpus, 0.5);
+  EXPECT_EQ(r->gpus, 2);
+  // What the provider parses is what was asked.
+  auto parsed = jobs::protocol::parse_job_request(r->to_json());
+  ASSERT_TRUE(parsed.ok()) << parsed.error().to_string();
+  EXPECT_EQ(parsed->to_json(), r->to_json());
+  // Nothing given: zeros, the provider's defaults.
+  RunArgs plain;
+  plain.image = "python";
+  auto p = job_request_of(plain);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->memory_mib, 0);
+  EXPECT_EQ(p->wall_time_s, 0);
+  EXPECT_EQ(p->gpus, 0);
+}
+
+TEST(JobRequestOf, ABadFlagIsNamed) {
+  struct Case {
+    void (*set)(RunArgs&);
+    const char* says;
+  };
+  for (auto c : {Case{[](RunArgs& a) { a.env = {"NOEQUALS"}; }, "-e takes KEY=VALUE"},
+                 Case{[](RunArgs& a) { a.env = {"=v"}; }, "-e takes KEY=VALUE"},
+                 Case{[](RunArgs& a) { a.vram = "lots"; }, "--vram"},
+                 Case{[](RunArgs& a) { a.memory = "12Q"; }, "--memory"},
+                 Case{[](RunArgs& a) { a.time = "soon"; }, "--time"},
+                 Case{[](RunArgs& a) { a.cpus = "0"; }, "--cpus"},
+                 Case{[](RunArgs& a) { a.cpus = "2x"; }, "--cpus"}}) {
+    RunArgs a;
+    a.image = "python";
+    c.set(a);
+    auto r = job_request_of(a);
+    ASSERT_FALSE(r.ok()) << c.says;
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument) << c.says;
+    EXPECT_NE(r.error().to_string().find(c.says), std::string::npos) << r.error().to_string();
+  }
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 
 #include "base/clock.h"
 #include "jobs/consumer/consumer_jobs.h"
-#include "jobs/provider/job_request.h"
+#include "jobs/protocol/job_request.h"
 
 namespace yonder::jobs::consumer {
 namespace asio = boost::asio;
@@ -77,21 +77,22 @@ void RemoteConsumer::run(const Request& req, Reply reply) {
   auto target = link_.target(body["peer"].get<std::string>());
   if (!target) return reply(Response::error(target.error()));
   // Checked here too, so a typo fails before anything is uploaded.
-  auto request = jobs::provider::parse_job_request(body["job"]);
+  auto request = jobs::protocol::parse_job_request(body["job"]);
   if (!request) return reply(Response::error(request.error()));
   std::string dir = body.contains("dir") && body["dir"].is_string() ? body["dir"].get<std::string>() : "";
   if (!dir.empty() && dir.front() != '/') {
     return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"dir\" must be an absolute path")));
   }
   std::string transfer_id = body.contains("transfer_id") && body["transfer_id"].is_string() ? body["transfer_id"].get<std::string>() : "";
-  submit(*target, body["job"], dir, transfer_id, [reply](Result<nlohmann::json> r) {
+  submit(*target, *request, dir, transfer_id, [reply](Result<nlohmann::json> r) {
     reply(r ? Response::json(200, *r) : Response::error(r.error()));
   });
 }
 
-void RemoteConsumer::submit(const reach::PeerLink::Target& t, const nlohmann::json& job, const std::string& dir,
+void RemoteConsumer::submit(const reach::PeerLink::Target& t, const jobs::protocol::JobRequest& request, const std::string& dir,
                             const std::string& transfer_id, std::function<void(Result<nlohmann::json>)> answer) {
   auto progress = transfers_.begin(transfer_id, dir.empty() ? "submit" : "upload", t.name, dir);
+  nlohmann::json job = request.to_json();
   // Ends the request once: the transfer's outcome, then the answer.
   auto done = [this, progress, answer = std::move(answer)](Result<nlohmann::json> r, const std::string& outcome) {
     if (!r) progress->error = r.error().message();

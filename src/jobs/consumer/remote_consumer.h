@@ -26,6 +26,7 @@
 #include "api/server.h"
 #include "jobs/files/transfers.h"
 #include "jobs/files/upload_consumer.h"
+#include "jobs/protocol/job_request.h"
 #include "net/reach/peer_link.h"
 
 namespace boost::asio {
@@ -53,10 +54,10 @@ class RemoteConsumer {
   // (an inspect, stop, list or log read says so), after the end is
   // recorded: the metering receipt is fetched then (jobs/metering/receipts_consumer.h).
   // POST /v1/jobs as a C++ call (mesh/jobs/mesh_jobs.h): uploads `dir` (absolute;
-  // "" for none) to `target`, submits `job` (a JobRequest as JSON, already
-  // checked), remembers the job; `answer` (event loop) gets the route's
-  // answer ({"job_id", ..., "upload"}) or why it failed.
-  void submit(const reach::PeerLink::Target& target, const nlohmann::json& job, const std::string& dir,
+  // "" for none) to `target`, submits `job`, remembers the job; `answer`
+  // (event loop) gets the route's answer ({"job_id", ..., "upload"}) or why
+  // it failed.
+  void submit(const reach::PeerLink::Target& target, const jobs::protocol::JobRequest& job, const std::string& dir,
               const std::string& transfer_id, std::function<void(Result<nlohmann::json>)> answer);
   // Calls `method` (run.inspect, run.stop, run.logs) on the provider of job
   // `id` (submitted from here) with {"job_id"} + `params`; with `record`,

@@ -89,14 +89,13 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
     std::string error;
     {
       std::lock_guard lock(mutex_);
-      auto request = parse_job_request(job->rec.spec.value("request", nlohmann::json::object()));
-      auto resolved = request ? resolve(*request, options_.limits) : Result<ResolvedJob>(request.error());
+      auto resolved = resolve(job->rec.terms.request, options_.limits);
       if (resolved) {
         task = resolved->task;
         task.job_id = job->rec.job_id;
         task.gpu_uuids = job->rec.gpu_uuids;
-        task.simulate_gpus = job->rec.spec.value("simulate_gpus", false);
-        task.seed_dir = job->rec.spec.value("workspace_seed", "");
+        task.simulate_gpus = job->rec.terms.simulate_gpus;
+        task.seed_dir = job->rec.terms.workspace_seed;
       } else {
         error = resolved.error().to_string();
       }
@@ -130,7 +129,7 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
     job->rec.state = JobState::kRunning;
     job->rec.result["started_at"] = now_s();
     (void)save_locked(*job);  // labels find the container even if this write is lost
-    job->deadline = clock_.steady_now() + std::chrono::seconds(job->rec.spec.value("wall_time_s", int64_t{3600}));
+    job->deadline = clock_.steady_now() + std::chrono::seconds(wall_time_s(job->rec));
     if (!job->stop_reason.empty()) {
       std::string reason = job->stop_reason, message = job->stop_message;
       job->stop_reason.clear();
@@ -141,7 +140,7 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
     std::lock_guard lock(mutex_);
     handle = *job->rec.handle;
     int64_t started_at = job->rec.result.value("started_at", now_s());
-    int64_t wall = job->rec.spec.value("wall_time_s", int64_t{3600});
+    int64_t wall = wall_time_s(job->rec);
     job->deadline = clock_.steady_now() + std::chrono::seconds(std::max<int64_t>(0, started_at + wall - now_s()));
     watch_cv_.notify_all();
   }
@@ -213,7 +212,7 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
   } else if (!job->stop_reason.empty()) {
     finish_locked(job, JobState::kStopped, job->stop_reason, job->stop_message + cleanup, *exit);
   } else if (exit->oom_killed) {
-    int64_t mib = job->rec.spec.value("request", nlohmann::json::object()).value("memory_mib", int64_t{0});
+    int64_t mib = job->rec.terms.request.memory_mib;
     finish_locked(job, JobState::kExited, "out_of_memory",
                   "the job ran out of memory" + (mib > 0 ? " (limit " + std::to_string(mib) + " MiB)" : std::string()) +
                       " and was killed" + cleanup,
@@ -349,7 +348,7 @@ void ProviderJobs::check_vram() {
     }
     vram_watch_error_.clear();
     for (auto& [_, job] : jobs_) {
-      uint64_t limit = job->rec.spec.value("vram_bytes", uint64_t{0});
+      uint64_t limit = job->rec.terms.vram_bytes;
       if (job->rec.state == JobState::kRunning && job->rec.handle && limit > 0 && !job->rec.gpu_uuids.empty()) {
         watched.push_back({job, *job->rec.handle, job->rec.gpu_uuids, limit});
       }

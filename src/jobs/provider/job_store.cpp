@@ -42,7 +42,7 @@ Status JobStore::save(const JobRecord& job) {
     YONDER_TRY(st->bind(1, job.job_id));
     YONDER_TRY(st->bind(2, job.peer_id));
     YONDER_TRY(st->bind(3, std::string_view(job_state_name(job.state))));
-    YONDER_TRY(st->bind(4, job.spec.dump()));
+    YONDER_TRY(st->bind(4, terms_to_json(job.terms).dump()));
     if (job.handle) {
       YONDER_TRY(st->bind(5, job.handle->to_json().dump()));
     } else {
@@ -84,8 +84,9 @@ Result<JobRecord> JobStore::read_row(store::Statement& st) {
   auto state = job_state_from_name(st.column_text(2));
   if (!state) return corrupt(r.job_id, "state");
   r.state = *state;
-  r.spec = nlohmann::json::parse(st.column_text(3), nullptr, false);
-  if (r.spec.is_discarded() || !r.spec.is_object()) return corrupt(r.job_id, "spec");
+  auto terms = terms_from_json(nlohmann::json::parse(st.column_text(3), nullptr, false));
+  if (!terms) return corrupt(r.job_id, "spec (" + terms.error().message() + ")");
+  r.terms = std::move(*terms);
   if (auto h = st.column_optional_text(4)) {
     auto j = nlohmann::json::parse(*h, nullptr, false);
     auto handle = exec::TaskHandle::from_json(j);

@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "exec/executor.h"
+#include "jobs/provider/job_terms.h"
 #include "store/database.h"
 
 namespace yonder::jobs::provider {
@@ -32,7 +33,7 @@ struct JobRecord {
   std::string job_id;
   std::string peer_id;
   JobState state = JobState::kQueued;
-  nlohmann::json spec;    // {"request": JobRequest, "wall_time_s", "vram_bytes", "gpus", "simulate_gpus"}
+  JobTerms terms;         // the request and what the provider made of it when it accepted the job
   std::optional<exec::TaskHandle> handle;
   std::optional<int> exit_code;
   nlohmann::json result = nlohmann::json::object();  // reason, message, oom_killed, started_at, finished_at

@@ -60,16 +60,15 @@ int64_t ProviderJobs::now_s() const { return unix_seconds(clock_.now()); }
 
 nlohmann::json ProviderJobs::view(const Live& job) const {
   const JobRecord& r = job.rec;
-  nlohmann::json request = r.spec.value("request", nlohmann::json::object());
   nlohmann::json v = {
       {"job_id", r.job_id},
       {"peer_id", r.peer_id},
       {"state", job_state_name(r.state)},
-      {"image", request.value("image", "")},
-      {"command", request.value("command", nlohmann::json::array())},
+      {"image", r.terms.request.image},
+      {"command", r.terms.request.command},
       {"gpus", r.gpu_uuids.empty() ? r.result.value("gpus", nlohmann::json::array()) : nlohmann::json(r.gpu_uuids)},
-      {"fake_gpus", r.spec.value("simulate_gpus", false)},
-      {"wall_time_s", r.spec.value("wall_time_s", 0)},
+      {"fake_gpus", r.terms.simulate_gpus},
+      {"wall_time_s", r.terms.wall_time_s},
       {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json(nullptr)},
       {"created_at", r.created_at},
       {"updated_at", r.updated_at},
@@ -138,13 +137,7 @@ Result<nlohmann::json> ProviderJobs::submit(const PeerId& peer_id, const JobRequ
   r.job_id = new_job_id();
   r.peer_id = peer_id.value();
   r.state = JobState::kQueued;
-  r.spec = {{"request", request.to_json()},
-            {"wall_time_s", resolved->wall_time.count()},
-            {"vram_bytes", resolved->vram_bytes},
-            {"gpus", resolved->gpus},
-            {"disk_bytes", resolved->task.limits.disk_bytes},
-            {"simulate_gpus", options_.simulate_gpus && resolved->gpus > 0}};
-  if (!workspace_seed.empty()) r.spec["workspace_seed"] = workspace_seed;
+  r.terms = job_terms(request, *resolved, options_.simulate_gpus, workspace_seed);
   r.created_at = now_s();
   YONDER_TRY(save_locked(*job));  // persisted before acknowledged
   jobs_[r.job_id] = job;
@@ -350,8 +343,7 @@ Result<int> ProviderJobs::connect(const JobId& job_id, uint16_t port) {
       return make_error(ErrorCode::kFailedPrecondition, "job " + job_id.value() + " is " +
                                                             job_state_name((*job)->rec.state) + ", not running");
     }
-    const nlohmann::json& request = (*job)->rec.spec.contains("request") ? (*job)->rec.spec["request"] : nlohmann::json();
-    if (request.is_object() && request.value("isolation", "") == "gvisor") {
+    if ((*job)->rec.terms.request.isolation == exec::Isolation::kGvisor) {
       return make_error(ErrorCode::kPermissionDenied, "a gVisor job's network lives inside its sandbox");
     }
     handle = *(*job)->rec.handle;
@@ -408,16 +400,16 @@ QueueSnapshot ProviderJobs::snapshot_locked(MonoTime now, bool queue) {
     a.running = r.state == JobState::kRunning;
     a.stopping = !job->stop_reason.empty();
     a.deadline = job->deadline;
-    a.wall_time_s = r.spec.value("wall_time_s", int64_t{0});
+    a.wall_time_s = r.terms.wall_time_s;
     a.gpu_uuids = r.gpu_uuids;
-    a.vram_limited = r.spec.value("vram_bytes", uint64_t{0}) > 0;
+    a.vram_limited = r.terms.vram_bytes > 0;
     s.active.push_back(std::move(a));
   }
   if (!queue) return s;
   bool gpu_jobs = false;
   for (const auto& id : queue_) {
     const JobRecord& r = jobs_.at(id)->rec;
-    s.queue.push_back({r.job_id, r.peer_id, r.spec.value("gpus", 0), r.spec.value("vram_bytes", uint64_t{0}),
+    s.queue.push_back({r.job_id, r.peer_id, r.terms.gpus, r.terms.vram_bytes,
                        disk_promise(r)});
     gpu_jobs = gpu_jobs || s.queue.back().gpus > 0;
   }

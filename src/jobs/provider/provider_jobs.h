@@ -51,7 +51,7 @@
 #include "jobs/provider/disk_budget.h"
 #include "jobs/provider/gpu_leases.h"
 #include "jobs/provider/job_log.h"
-#include "jobs/provider/job_request.h"
+#include "jobs/provider/job_terms.h"
 #include "jobs/provider/job_store.h"
 #include "jobs/provider/queue_core.h"
 
@@ -184,6 +184,10 @@ class ProviderJobs {
   std::string workspace_image_of(const Live& job) const;
   // The workspace size promised to a job: its --disk, or the default.
   uint64_t disk_promise(const JobRecord& r) const;
+  // The job's wall time: its terms', or jobs.default_wall_time_s for a row that has none.
+  int64_t wall_time_s(const JobRecord& r) const {
+    return r.terms.wall_time_s > 0 ? r.terms.wall_time_s : options_.limits.default_wall_time_s;
+  }
   // When the next ended workspace passes its retention, on the steady face
   // read as `now` (at or before it once due), or max() when none waits.
   MonoTime next_sweep_locked(MonoTime now) const;

@@ -94,7 +94,7 @@ void ProviderService::add_routes(api::Router& router, asio::io_context& io, asio
         }
         peer = p->get<std::string>();
       }
-      auto request = jobs::provider::parse_job_request(*j);
+      auto request = jobs::protocol::parse_job_request(*j);
       if (!request) return std::move(request).error();
       return jobs.submit(PeerId(peer), *request);
     });

@@ -303,7 +303,7 @@ void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& pa
   if (!params.is_object() || !params.contains("job")) {
     return reply(make_error(ErrorCode::kInvalidArgument, "run.submit needs {\"job\": {...}}"));
   }
-  auto request = jobs::provider::parse_job_request(params["job"]);
+  auto request = jobs::protocol::parse_job_request(params["job"]);
   if (!request) return reply(std::move(request).error());
   if (params["job"].contains("peer_id")) {
     return reply(make_error(ErrorCode::kInvalidArgument, "job request: 'peer_id' is set by the provider"));

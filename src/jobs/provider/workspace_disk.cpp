@@ -20,7 +20,7 @@ std::string ProviderJobs::workspace_image_of(const Live& job) const {
 }
 
 uint64_t ProviderJobs::disk_promise(const JobRecord& r) const {
-  return r.spec.value("disk_bytes", static_cast<uint64_t>(options_.limits.default_disk_mib) << 20);
+  return r.terms.disk_bytes > 0 ? r.terms.disk_bytes : static_cast<uint64_t>(options_.limits.default_disk_mib) << 20;
 }
 
 std::optional<DiskSnapshot> ProviderJobs::disk_snapshot_locked() {

@@ -210,9 +210,10 @@ void MeshBenchmark::verify(const reach::PeerLink::Target& target, uint32_t size,
         }
         run->image = run->gpu ? settings_.gpu_image : settings_.image;
         std::string command = run->gpu ? mesh::gpu_benchmark_command(run->spec) : mesh::benchmark_command(run->spec);
-        nlohmann::json job = {{"image", run->image},
-                              {"command", nlohmann::json::array({"sh", "-c", command})},
-                              {"gpus", run->gpu ? 1 : 0}};
+        jobs::protocol::JobRequest job;
+        job.image = run->image;
+        job.command = {"sh", "-c", command};
+        job.gpus = run->gpu ? 1 : 0;
         remote_.submit(run->target, job, "", "", [this, alive, run](Result<nlohmann::json> submitted) {
           if (!*alive) return;
           if (!submitted) {

@@ -68,7 +68,7 @@ struct Snapshot {
 };
 
 // What a job asks of placement: devices, memory, capability, labels, group
-// (the job itself is jobs/provider/job_request.h's JobRequest).
+// (the job itself is jobs/protocol/job_request.h's JobRequest).
 struct PlacementRequest {
   uint32_t gpus = 1;
   uint64_t vram_bytes = 0;                    // per device

@@ -19,6 +19,7 @@
 #include "crypto/node_id.h"
 #include "crypto/random_id.h"
 #include "jobs/files/fetch_consumer.h"
+#include "jobs/protocol/job_request.h"
 #include "transfer/tree_pack.h"
 
 namespace yonder::mesh {
@@ -203,6 +204,8 @@ void MeshArrays::add_routes(api::Router& router) {
 void MeshArrays::create(const Request& req, Reply reply) {
   auto b = nlohmann::json::parse(req.body, nullptr, false);
   if (!b.is_object() || !b.contains("job") || !b["job"].is_object()) return reply(Response::error(bad("the body needs \"job\"")));
+  auto request = jobs::protocol::parse_job_request(b["job"]);  // a typo fails now, not at every task
+  if (!request) return reply(Response::error(request.error()));
   mesh::ArraySpec spec;
   if (b.contains("array")) {
     if (!b["array"].is_string()) return reply(Response::error(bad("\"array\" is a range like \"0-99%4\"")));
@@ -263,7 +266,7 @@ void MeshArrays::create(const Request& req, Reply reply) {
   auto live = std::make_shared<Live>(io_);
   live->row.id = random_hex_id(16);
   live->row.state = "running";
-  live->row.spec = {{"job", b["job"]}, {"dir", dir},           {"out", b["out"]},
+  live->row.spec = {{"job", request->to_json()}, {"dir", dir},           {"out", b["out"]},
                     {"needs", needs},  {"tasks", spec.tasks},  {"limit", spec.limit},
                     {"retries", spec.retries}};
   if (!params.empty()) live->row.spec["params"] = std::move(params);
@@ -357,13 +360,17 @@ void MeshArrays::pump(const std::shared_ptr<Live>& live) {
 
 void MeshArrays::launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaunch& l) {
   const nlohmann::json& spec = live->row.spec;
-  nlohmann::json job = spec["job"];
-  if (!job.contains("env") || !job["env"].is_object()) job["env"] = nlohmann::json::object();
-  job["env"]["YONDER_ARRAY_INDEX"] = std::to_string(l.task);
-  job["env"]["YONDER_ARRAY_TASKS"] = std::to_string(live->run->spec().tasks);
-  job["env"]["YONDER_ARRAY_ID"] = live->row.id;
-  if (spec.contains("params") && spec["params"].is_array() && l.task < spec["params"].size()) {
-    job["env"]["YONDER_ARRAY_PARAM"] = spec["params"][l.task];
+  auto job = jobs::protocol::parse_job_request(spec.value("job", nlohmann::json::object()));  // stored by create()
+  if (!job) {
+    spdlog::warn("mesh array {}: its stored job cannot be read: {}", live->row.id.substr(0, 12), job.error().to_string());
+    return;
+  }
+  job->env["YONDER_ARRAY_INDEX"] = std::to_string(l.task);
+  job->env["YONDER_ARRAY_TASKS"] = std::to_string(live->run->spec().tasks);
+  job->env["YONDER_ARRAY_ID"] = live->row.id;
+  if (spec.contains("params") && spec["params"].is_array() && l.task < spec["params"].size() &&
+      spec["params"][l.task].is_string()) {
+    job->env["YONDER_ARRAY_PARAM"] = spec["params"][l.task].get<std::string>();
   }
   nlohmann::json needs = spec.value("needs", nlohmann::json::object());
   bool avoid = !l.avoid.empty() && live->relaxed.erase(l.task) == 0;
@@ -373,7 +380,7 @@ void MeshArrays::launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaun
     for (const auto& k : l.avoid) exclude.push_back(NodeId(k).to_string());
     needs["exclude"] = exclude;
   }
-  nlohmann::json body = {{"job", job}, {"needs", needs}, {"retries", 0}};
+  nlohmann::json body = {{"job", job->to_json()}, {"needs", needs}, {"retries", 0}};
   // --replicas applies per task: the mesh job runs it on K providers and a
   // quorum of their outputs decides.
   if (spec.contains("replicas")) body["replicas"] = spec["replicas"];

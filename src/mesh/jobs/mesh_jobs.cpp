@@ -19,7 +19,7 @@
 #include "jobs/consumer/remote_consumer.h"
 #include "jobs/files/fetch_consumer.h"
 #include "jobs/metering/verifications.h"
-#include "jobs/provider/job_request.h"
+#include "jobs/protocol/job_request.h"
 #include "mesh/consumer/mesh_consumer.h"
 #include "mesh/jobs/mesh_replicas.h"
 #include "mesh/core/quorum.h"
@@ -297,7 +297,7 @@ void MeshJobs::create(nlohmann::json b, api::Answer reply) {
   if (!b.is_object() || !b.contains("job")) {
     return reply(make_error(ErrorCode::kInvalidArgument, "the body needs \"job\""));
   }
-  auto request = jobs::provider::parse_job_request(b["job"]);
+  auto request = jobs::protocol::parse_job_request(b["job"]);
   if (!request) return reply(request.error());
   std::string dir = b.contains("dir") && b["dir"].is_string() ? b["dir"].get<std::string>() : "";
   if (!dir.empty() && dir.front() != '/') {
@@ -322,7 +322,7 @@ void MeshJobs::create(nlohmann::json b, api::Answer reply) {
   MeshJobRow row;
   row.id = random_hex_id(16);
   row.state = "running";
-  row.spec = {{"job", b["job"]}, {"dir", dir}, {"needs", needs}, {"retries", *retries}, {"replicas", *replicas}};
+  row.spec = {{"job", request->to_json()}, {"dir", dir}, {"needs", needs}, {"retries", *retries}, {"replicas", *replicas}};
   if (!validator.empty()) row.spec["validator"] = validator;
   if (b.contains("outputs_limit")) {
     if (b["outputs_limit"] != "off") {
@@ -443,8 +443,11 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
           }
         }
         std::string transfer_id = "mesh-" + live->row.id.substr(0, 12) + "-" + std::to_string(n);
+        // The job as accepted (create() stored it with JobRequest's encoder).
+        auto job = jobs::protocol::parse_job_request(live->row.spec.value("job", nlohmann::json::object()));
+        if (!job) return not_started(Error(job.error()).with_context("the stored mesh job"));
         remote_.submit(
-            t, live->row.spec["job"], staged->dir, transfer_id,
+            t, *job, staged->dir, transfer_id,
             [this, alive, live, r, t, n, not_started, temporary = staged->temporary](Result<nlohmann::json> got) {
               if (!temporary.empty()) {
                 asio::post(pool_, [temporary] {

@@ -22,7 +22,9 @@ TEST(JobStore, RoundTripsAJobWithHandleAndLeases) {
   r.job_id = "j1";
   r.peer_id = "peer";
   r.state = JobState::kRunning;
-  r.spec = {{"request", {{"image", "python"}}}, {"gpus", 1}};
+  r.terms.request.image = "python";
+  r.terms.gpus = 1;
+  r.terms.wall_time_s = 60;
   r.handle = exec::TaskHandle{"docker", "j1", "cid", "/w", "/w.img", "sha256:abc"};
   r.gpu_uuids = {"GPU-0"};
   r.result = {{"started_at", 5}};
@@ -34,7 +36,7 @@ TEST(JobStore, RoundTripsAJobWithHandleAndLeases) {
   EXPECT_EQ((*back)->handle->task_id, "cid");
   EXPECT_EQ((*back)->handle->image_id, "sha256:abc");  // the digest the audit log reports
   EXPECT_EQ((*back)->gpu_uuids, (std::vector<std::string>{"GPU-0"}));
-  EXPECT_EQ((*back)->spec, r.spec);
+  EXPECT_EQ(terms_to_json((*back)->terms), terms_to_json(r.terms));
   // A second job cannot be written down with the same GPU.
   JobRecord other = r;
   other.job_id = "j2";

@@ -44,6 +44,7 @@ namespace {
 using namespace std::chrono_literals;
 using exec::fake::TaskScript;
 using nlohmann::json;
+using protocol::parse_job_request;
 
 const TimePoint kEpoch = std::chrono::system_clock::from_time_t(1'900'000'000);
 constexpr const char* kImage = "yonder-test/fake:1";

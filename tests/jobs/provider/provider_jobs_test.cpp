@@ -33,6 +33,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using protocol::parse_job_request;
 
 class ProviderJobsTest : public ::testing::Test {
  protected:

@@ -1,4 +1,4 @@
-#include "jobs/provider/job_request.h"
+#include "jobs/protocol/job_request.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -8,7 +8,7 @@
 #include "exec/env_filter.h"
 #include "exec/image_policy.h"
 
-namespace yonder::jobs::provider {
+namespace yonder::jobs::protocol {
 namespace {
 
 using nlohmann::json;
@@ -29,11 +29,6 @@ Result<int64_t> read_int(const json& j, const char* key, int64_t min, int64_t ma
   int64_t x = v.get<int64_t>();
   if (x < min || x > max) return bad(key, "must be from " + std::to_string(min) + " to " + std::to_string(max));
   return x;
-}
-
-Error over(const std::string& what, const std::string& asked, const std::string& max, const char* setting) {
-  return make_error(ErrorCode::kPermissionDenied, "this job asks for " + asked + " " + what + " but this provider allows at most " +
-                                                      max + " (" + setting + ")");
 }
 
 // The path's components without "" and "."; nullopt when one is "..".
@@ -172,54 +167,4 @@ Result<JobRequest> parse_job_request(const json& j) {
   return r;
 }
 
-Result<ResolvedJob> resolve(const JobRequest& request, const ProviderLimits& limits) {
-  ResolvedJob out;
-  exec::TaskSpec& t = out.task;
-  t.image = request.image;
-  t.command = request.command;
-  t.env = request.env;
-  t.workdir = job_workdir(request.workdir);
-  t.tty = request.tty;
-  double cpus = request.cpus > 0 ? request.cpus : limits.default_cpus;
-  if (cpus > limits.max_cpus) return over("CPUs", std::to_string(cpus), std::to_string(limits.max_cpus), "jobs.max_cpus");
-  int64_t memory = request.memory_mib > 0 ? request.memory_mib : limits.default_memory_mib;
-  if (memory > limits.max_memory_mib) {
-    return over("MiB of memory", std::to_string(memory), std::to_string(limits.max_memory_mib), "jobs.max_memory_mib");
-  }
-  if (memory < 16) return make_error(ErrorCode::kInvalidArgument, "a job needs at least 16 MiB of memory");
-  int64_t disk = request.disk_mib > 0 ? request.disk_mib : limits.default_disk_mib;
-  if (disk > limits.max_disk_mib) {
-    return over("MiB of workspace disk", std::to_string(disk), std::to_string(limits.max_disk_mib), "jobs.max_disk_mib");
-  }
-  if (disk < 8) return make_error(ErrorCode::kInvalidArgument, "a job's workspace must be at least 8 MiB");
-  int64_t wall = request.wall_time_s > 0 ? request.wall_time_s : limits.default_wall_time_s;
-  if (wall > limits.max_wall_time_s) {
-    return over("seconds of wall time", std::to_string(wall), std::to_string(limits.max_wall_time_s), "jobs.max_wall_time_s");
-  }
-  if (request.egress && !limits.allow_egress) {
-    return make_error(ErrorCode::kPermissionDenied,
-                      "this job asks for network egress but this provider runs jobs without a network "
-                      "(executor.allow_egress is false)");
-  }
-  if (request.isolation == exec::Isolation::kGvisor && !limits.allow_gvisor) {
-    return make_error(ErrorCode::kPermissionDenied, "this provider does not offer gVisor isolation");
-  }
-  t.limits.nano_cpus = static_cast<int64_t>(cpus * 1e9);
-  t.limits.memory_bytes = memory << 20;
-  // /tmp is RAM: a quarter of the job's memory at most, so it can never
-  // take the whole limit.
-  t.limits.tmp_bytes = std::min<int64_t>(256LL << 20, t.limits.memory_bytes / 4);
-  t.limits.shm_bytes = std::min<int64_t>(limits.shm_mib << 20, t.limits.memory_bytes / 4);
-  t.limits.disk_bytes = disk << 20;
-  t.limits.pids = limits.pids;
-  t.limits.log_file_bytes = limits.log_file_bytes;
-  t.limits.wall_time_s = wall;
-  t.network_egress = request.egress;
-  t.isolation = request.isolation;
-  out.wall_time = std::chrono::seconds(wall);
-  out.gpus = request.gpus;
-  out.vram_bytes = static_cast<uint64_t>(request.vram_mib) << 20;
-  return out;
-}
-
-}  // namespace yonder::jobs::provider
+}  // namespace yonder::jobs::protocol

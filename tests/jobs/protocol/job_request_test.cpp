@@ -1,10 +1,10 @@
-#include "jobs/provider/job_request.h"
+#include "jobs/protocol/job_request.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-namespace yonder::jobs::provider {
+namespace yonder::jobs::protocol {
 namespace {
 
 using nlohmann::json;
@@ -46,56 +46,29 @@ TEST(JobRequest, RefusesWithTheFieldNamed) {
   }
 }
 
-TEST(JobRequest, WorkdirIsUnderTheWorkspaceAndTtyIsCarried) {
-  struct Case {
-    const char* workdir;
-    const char* in_job;
-  };
-  for (auto c : {Case{"", "/workspace"}, Case{".", "/workspace"}, Case{"src/app", "/workspace/src/app"},
-                 Case{"./src//app/", "/workspace/src/app"}, Case{"/workspace", "/workspace"},
-                 Case{"/workspace/out", "/workspace/out"}, Case{"//workspace/./a", "/workspace/a"}}) {
-    auto r = parse_job_request({{"image", "python"}, {"workdir", c.workdir}, {"tty", true}});
-    ASSERT_TRUE(r.ok()) << c.workdir << ": " << r.error().to_string();
-    auto resolved = resolve(*r, ProviderLimits{});
-    ASSERT_TRUE(resolved.ok());
-    EXPECT_EQ(resolved->task.workdir, c.in_job) << c.workdir;
-    EXPECT_TRUE(resolved->task.tty);
-    auto again = parse_job_request(r->to_json());  // what the provider stores
-    ASSERT_TRUE(again.ok());
-    EXPECT_EQ(again->workdir, c.workdir);
-  }
-  auto plain = parse_job_request({{"image", "python"}});
-  ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(resolve(*plain, ProviderLimits{})->task.workdir, "/workspace");
-  EXPECT_FALSE(resolve(*plain, ProviderLimits{})->task.tty);
-  EXPECT_FALSE(parse_job_request({{"image", "python"}, {"workdir", std::string(1025, 'a')}}).ok());
-}
-
-TEST(JobRequest, ResolveAppliesDefaultsAndNamesTheCeiling) {
-  ProviderLimits limits;
+TEST(JobRequest, EveryFieldSurvivesItsOwnEncoding) {
   JobRequest r;
-  r.image = "python";
-  auto ok = resolve(r, limits);
-  ASSERT_TRUE(ok.ok());
-  EXPECT_EQ(ok->task.limits.memory_bytes, 2048LL << 20);
-  EXPECT_EQ(ok->task.limits.tmp_bytes, 256LL << 20);  // min(256 MiB, memory / 4)
-  EXPECT_EQ(ok->task.limits.nano_cpus, 1'000'000'000);
-  EXPECT_EQ(ok->wall_time.count(), 3600);
-  r.memory_mib = 64;
-  EXPECT_EQ(resolve(r, limits)->task.limits.tmp_bytes, 16LL << 20);
-  r.memory_mib = 1 << 20;
-  auto big = resolve(r, limits);
-  ASSERT_FALSE(big.ok());
-  EXPECT_NE(big.error().message().find("jobs.max_memory_mib"), std::string::npos);
-  r.memory_mib = 0;
+  r.image = "python:3.11";
+  r.command = {"python", "-c", "print(1)"};
+  r.env = {{"A", "1"}, {"B", "two"}};
+  r.gpus = 2;
+  r.vram_mib = 8192;
+  r.cpus = 1.5;
+  r.memory_mib = 4096;
+  r.disk_mib = 2048;
+  r.wall_time_s = 600;
+  r.isolation = exec::Isolation::kGvisor;
   r.egress = true;
-  auto egress = resolve(r, limits);
-  ASSERT_FALSE(egress.ok());
-  EXPECT_NE(egress.error().message().find("executor.allow_egress"), std::string::npos);
-  r.egress = false;
-  r.wall_time_s = 999999;
-  EXPECT_NE(resolve(r, limits).error().message().find("jobs.max_wall_time_s"), std::string::npos);
+  r.workdir = "src/app";
+  r.tty = true;
+  auto again = parse_job_request(r.to_json());
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  EXPECT_EQ(again->to_json(), r.to_json());
+  EXPECT_EQ(again->image, r.image);
+  EXPECT_EQ(again->env, r.env);
+  EXPECT_EQ(again->isolation, exec::Isolation::kGvisor);
+  EXPECT_TRUE(again->egress);
 }
 
 }  // namespace
-}  // namespace yonder::jobs::provider
+}  // namespace yonder::jobs::protocol

@@ -1,11 +1,15 @@
-// What a consumer asks the provider to run, as it arrives (JSON from the
-// local API today, from a peer over the link later), and how the provider
-// turns it into an exec::TaskSpec within its own limits.
+// What a consumer asks a provider to run: one type from the CLI's parse of
+// `yonder run` to the provider's job store, with one encoder (to_json) and
+// one decoder (parse_job_request) wherever it crosses a process or a disk:
+// CLI -> consumer daemon (local API), consumer daemon -> provider
+// (run.submit), the mesh's and the provider's stores.
+//
+// Zero in a number means "the provider's default": the defaults live in one
+// place, the provider's jobs.* settings (jobs/provider/job_terms.h).
 //
 // The request is untrusted: parse_job_request bounds every field, refuses
 // unknown keys (a typo must not silently fall back to a default) and is
-// fuzzed (fuzz/job_request_fuzz.cpp). resolve() applies the provider's
-// defaults and refuses, with the limit named, what the provider never allows.
+// fuzzed (fuzz/job_request_fuzz.cpp).
 #pragma once
 
 #include <chrono>
@@ -17,9 +21,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "base/error.h"
-#include "exec/executor.h"
+#include "exec/executor.h"  // Isolation
 
-namespace yonder::jobs::provider {
+namespace yonder::jobs::protocol {
 
 struct JobRequest {
   std::string image;
@@ -55,31 +59,4 @@ constexpr size_t kMaxRequestBytes = 512 * 1024;
 // Parses the request object. kInvalidArgument names the field and the rule.
 Result<JobRequest> parse_job_request(const nlohmann::json& json);
 
-// The provider's defaults and ceilings (from config: jobs.*, executor.*).
-struct ProviderLimits {
-  double default_cpus = 1;
-  double max_cpus = 2;
-  int64_t default_memory_mib = 2048;
-  int64_t max_memory_mib = 16384;
-  int64_t default_disk_mib = 10240;
-  int64_t max_disk_mib = 102400;
-  int64_t default_wall_time_s = 3600;
-  int64_t max_wall_time_s = 86400;
-  int64_t pids = 512;
-  int64_t shm_mib = 64;
-  int64_t log_file_bytes = 10 << 20;
-  bool allow_egress = false;
-  bool allow_gvisor = true;
-};
-
-struct ResolvedJob {
-  exec::TaskSpec task;               // job_id and gpu_uuids filled in later
-  std::chrono::seconds wall_time{0};
-  int gpus = 0;
-  uint64_t vram_bytes = 0;           // per GPU, 0 = no limit
-};
-
-// Applies defaults and checks ceilings; the error names the setting to raise.
-Result<ResolvedJob> resolve(const JobRequest& request, const ProviderLimits& limits);
-
-}  // namespace yonder::jobs::provider
+}  // namespace yonder::jobs::protocol

@@ -1,0 +1,127 @@
+#include "jobs/provider/job_terms.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <nlohmann/json.hpp>
+
+namespace yonder::jobs::provider {
+namespace {
+
+Error over(const std::string& what, const std::string& asked, const std::string& max, const char* setting) {
+  return make_error(ErrorCode::kPermissionDenied, "this job asks for " + asked + " " + what + " but this provider allows at most " +
+                                                      max + " (" + setting + ")");
+}
+
+}  // namespace
+
+Result<ResolvedJob> resolve(const JobRequest& request, const ProviderLimits& limits) {
+  ResolvedJob out;
+  exec::TaskSpec& t = out.task;
+  t.image = request.image;
+  t.command = request.command;
+  t.env = request.env;
+  t.workdir = protocol::job_workdir(request.workdir);
+  t.tty = request.tty;
+  double cpus = request.cpus > 0 ? request.cpus : limits.default_cpus;
+  if (cpus > limits.max_cpus) return over("CPUs", std::to_string(cpus), std::to_string(limits.max_cpus), "jobs.max_cpus");
+  int64_t memory = request.memory_mib > 0 ? request.memory_mib : limits.default_memory_mib;
+  if (memory > limits.max_memory_mib) {
+    return over("MiB of memory", std::to_string(memory), std::to_string(limits.max_memory_mib), "jobs.max_memory_mib");
+  }
+  if (memory < 16) return make_error(ErrorCode::kInvalidArgument, "a job needs at least 16 MiB of memory");
+  int64_t disk = request.disk_mib > 0 ? request.disk_mib : limits.default_disk_mib;
+  if (disk > limits.max_disk_mib) {
+    return over("MiB of workspace disk", std::to_string(disk), std::to_string(limits.max_disk_mib), "jobs.max_disk_mib");
+  }
+  if (disk < 8) return make_error(ErrorCode::kInvalidArgument, "a job's workspace must be at least 8 MiB");
+  int64_t wall = request.wall_time_s > 0 ? request.wall_time_s : limits.default_wall_time_s;
+  if (wall > limits.max_wall_time_s) {
+    return over("seconds of wall time", std::to_string(wall), std::to_string(limits.max_wall_time_s), "jobs.max_wall_time_s");
+  }
+  if (request.egress && !limits.allow_egress) {
+    return make_error(ErrorCode::kPermissionDenied,
+                      "this job asks for network egress but this provider runs jobs without a network "
+                      "(executor.allow_egress is false)");
+  }
+  if (request.isolation == exec::Isolation::kGvisor && !limits.allow_gvisor) {
+    return make_error(ErrorCode::kPermissionDenied, "this provider does not offer gVisor isolation");
+  }
+  t.limits.nano_cpus = static_cast<int64_t>(cpus * 1e9);
+  t.limits.memory_bytes = memory << 20;
+  // /tmp is RAM: a quarter of the job's memory at most, so it can never
+  // take the whole limit.
+  t.limits.tmp_bytes = std::min<int64_t>(256LL << 20, t.limits.memory_bytes / 4);
+  t.limits.shm_bytes = std::min<int64_t>(limits.shm_mib << 20, t.limits.memory_bytes / 4);
+  t.limits.disk_bytes = disk << 20;
+  t.limits.pids = limits.pids;
+  t.limits.log_file_bytes = limits.log_file_bytes;
+  t.limits.wall_time_s = wall;
+  t.network_egress = request.egress;
+  t.isolation = request.isolation;
+  out.wall_time = std::chrono::seconds(wall);
+  out.gpus = request.gpus;
+  out.vram_bytes = static_cast<uint64_t>(request.vram_mib) << 20;
+  return out;
+}
+
+JobTerms job_terms(const JobRequest& request, const ResolvedJob& resolved, bool simulate_gpus,
+                   std::string workspace_seed) {
+  JobTerms t;
+  t.request = request;
+  t.wall_time_s = resolved.wall_time.count();
+  t.vram_bytes = resolved.vram_bytes;
+  t.gpus = resolved.gpus;
+  t.disk_bytes = static_cast<uint64_t>(resolved.task.limits.disk_bytes);
+  t.simulate_gpus = simulate_gpus && resolved.gpus > 0;
+  t.workspace_seed = std::move(workspace_seed);
+  return t;
+}
+
+nlohmann::json terms_to_json(const JobTerms& t) {
+  nlohmann::json j = {{"request", t.request.to_json()}, {"wall_time_s", t.wall_time_s}, {"vram_bytes", t.vram_bytes},
+                      {"gpus", t.gpus},  {"disk_bytes", t.disk_bytes},   {"simulate_gpus", t.simulate_gpus}};
+  if (!t.workspace_seed.empty()) j["workspace_seed"] = t.workspace_seed;
+  return j;
+}
+
+Result<JobTerms> terms_from_json(const nlohmann::json& j) {
+  auto damaged = [](const std::string& what) { return make_error(ErrorCode::kDataLoss, "job terms: " + what); };
+  if (!j.is_object()) return damaged("not an object");
+  auto request = j.find("request");
+  if (request == j.end()) return damaged("no request");
+  auto parsed = protocol::parse_job_request(*request);
+  if (!parsed) return damaged(parsed.error().message());
+  JobTerms t;
+  t.request = std::move(*parsed);
+  // Rows written by older versions may lack a field: 0 / false / "" then,
+  // which the job manager reads as its current default.
+  auto number = [&](const char* key, auto& out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end()) return ok_status();
+    if (!it->is_number_integer()) return damaged(std::string("'") + key + "' is not an integer");
+    using T = std::remove_reference_t<decltype(out)>;
+    if (it->is_number_unsigned()) {
+      out = static_cast<T>(it->template get<uint64_t>());
+    } else {
+      int64_t v = it->template get<int64_t>();
+      if (v < 0) return damaged(std::string("'") + key + "' is negative");
+      out = static_cast<T>(v);
+    }
+    return ok_status();
+  };
+  YONDER_TRY(number("wall_time_s", t.wall_time_s));
+  YONDER_TRY(number("vram_bytes", t.vram_bytes));
+  YONDER_TRY(number("gpus", t.gpus));
+  YONDER_TRY(number("disk_bytes", t.disk_bytes));
+  if (auto it = j.find("simulate_gpus"); it != j.end()) {
+    if (!it->is_boolean()) return damaged("'simulate_gpus' is not true or false");
+    t.simulate_gpus = it->get<bool>();
+  }
+  if (auto it = j.find("workspace_seed"); it != j.end()) {
+    if (!it->is_string()) return damaged("'workspace_seed' is not a string");
+    t.workspace_seed = it->get<std::string>();
+  }
+  return t;
+}
+
+}  // namespace yonder::jobs::provider
