@@ -1,6 +1,6 @@
 // This host's IPv4 interface addresses, for the three places that need
 // them: the addresses a share link advertises and a path hint may not name
-// (node/peer_link), the host candidates of hole punching (node/punch_paths)
+// (net/reach/peer_link), the host candidates of hole punching (net/reach/punch_paths)
 // and the interfaces LAN discovery announces on (discovery/lan_discovery).
 #pragma once
 

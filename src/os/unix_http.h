@@ -1,6 +1,6 @@
 // A small blocking HTTP/1.1 client over a unix socket, for the CLI (talking to
 // yonderd) and for `yonder doctor` (talking to Docker's Engine API). The
-// daemon's own Docker calls will use the asynchronous client of src/exec.
+// daemon's own Docker calls use os/http_stream.h instead.
 //
 // Responses are untrusted input: header and body sizes are bounded and the
 // parser is Boost.Beast's.

@@ -1,5 +1,5 @@
 // Tunnel requests: a request answered with a two-way byte pipe, for port
-// forwarding (and later interactive exec). The caller opens a stream of kind
+// forwarding, uploads and interactive exec. The caller opens a stream of kind
 // kTunnel and writes one request message ({"method", "params"}, as on an RPC
 // stream), then waits. The acceptor authorises the method against the
 // caller's current scope and rate budget exactly like an RPC and hands the

@@ -1,6 +1,6 @@
 // The stream multiplexer of a peer link: many independent, flow-controlled
-// byte streams over one ordered, reliable carrier (the TLS stream today, a
-// QUIC stream or a relay pipe later). Frames are wire/frame.h's.
+// byte streams over one ordered, reliable carrier (a TLS stream, a QUIC
+// stream or a relay pipe). Frames are wire/frame.h's.
 //
 // Sans-I/O (after ZeroTier's node/ and libtorrent's DHT): a Mux never touches
 // a socket, a clock or a thread. The owner feeds it received bytes with the

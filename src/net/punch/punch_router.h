@@ -1,5 +1,6 @@
-// Every punch session on one UDP socket, by peer: what yonderd needs between
-// its relay signals, its UDP socket and its links. It starts an initiator
+// Every punch session on one UDP socket, by peer, between a node's relay
+// signals, its UDP socket and its links (tests and labs use it; yonderd's
+// net/reach/punch_paths.cpp drives the sessions itself). It starts an initiator
 // when asked (punch), makes a responder when a peer's offer arrives, sorts
 // the two out when both sides started at once (glare: the side with the
 // smaller key stays initiator, initiator_is_self), and routes punch packets
