@@ -213,14 +213,14 @@ int run_daemon(const DaemonOptions& options) {
   jobs::metering::ReceiptsProvider receipts_provider(io, pool, *peer_link, *provider, remote_provider, *identity,
                                                      **receipt_store, credits);
   receipts_provider.register_methods();
-  remote_provider.set_on_job_end([&](const nlohmann::json& view) { receipts_provider.on_job_end(view); });
+  remote_provider.job_ended().subscribe([&](const nlohmann::json& view) { receipts_provider.on_job_end(view); });
   if (credits.orders_queue()) {
     provider->set_queue_order(
         [&](const std::vector<jobs::provider::ProviderJobs::QueuedJob>& q) { return credits.order(q); });
   }
   jobs::metering::ReceiptsConsumer receipts_consumer(io, pool, *peer_link, *identity, remote_consumer.store(),
                                                      **receipt_store, credits);
-  remote_consumer.set_on_job_ended([&](const std::string& provider_id, const std::string& job_id) {
+  remote_consumer.job_ended().subscribe([&](const std::string& provider_id, const std::string& job_id) {
     receipts_consumer.job_ended(provider_id, job_id);
   });
   receipts_consumer.add_routes(router);
@@ -233,16 +233,12 @@ int run_daemon(const DaemonOptions& options) {
                              paths->home + "/mesh-lease-horizon");
   mesh_provider.start();
   mesh_provider.register_methods();
-  // A job's end also releases its mesh lease (this replaces the hook set above, before any job can end).
-  remote_provider.set_on_job_end([&](const nlohmann::json& view) {
-    receipts_provider.on_job_end(view);
-    mesh_provider.on_job_end(view);
-  });
+  remote_provider.job_ended().subscribe([&](const nlohmann::json& view) { mesh_provider.on_job_end(view); });
   mesh::MeshConsumer mesh_consumer(io, *peer_link, *mesh_settings);
   mesh_consumer.set_credits(&credits);
   mesh_consumer.add_routes(router);
   mesh_consumer.register_methods();  // advertisement.push from providers
-  remote_provider.set_on_job_submitted([&] { mesh_provider.changed(); });
+  remote_provider.job_submitted().subscribe([&] { mesh_provider.changed(); });
   // Mesh jobs (`run --mesh --retries N`): persisted, requeued when a provider is lost, checkpoints synced.
   auto mesh_job_settings = mesh::mesh_job_settings_from_config(*cfg);
   if (!mesh_job_settings) return fail(mesh_job_settings.error());
@@ -288,7 +284,7 @@ int run_daemon(const DaemonOptions& options) {
                                      *benchmark_settings);
   mesh_benchmark.add_routes(router);
   mesh_benchmark.start();
-  groups.set_on_member_added([&](const mesh::PeerKey& member) { mesh_benchmark.on_member_joined(member); });
+  groups.member_added().subscribe([&](const mesh::PeerKey& member) { mesh_benchmark.on_member_joined(member); });
   // --- end reputation and verification
   router.add("GET", "/v1/status", [&](const api::Request&, api::Reply reply) {
     auto uptime = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);

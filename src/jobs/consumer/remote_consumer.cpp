@@ -182,7 +182,7 @@ void RemoteConsumer::list(const Request& req, Reply reply) {
       if (!ended.empty()) {
         asio::post(io_, [this, ended] {
           for (const auto& [provider, job] : ended) {
-            if (on_job_ended_) on_job_ended_(provider, job);
+            job_ended_.fire(provider, job);
           }
         });
       }
@@ -285,7 +285,7 @@ void RemoteConsumer::call_job(const std::string& id, const std::string& method, 
           nlohmann::json out = found ? found->to_json() : view;
           bool ended = found && found->finished();
           asio::post(io_, [this, reply, out, ended, provider, job_id] {
-            if (ended && on_job_ended_) on_job_ended_(provider, job_id);
+            if (ended) job_ended_.fire(provider, job_id);
             reply(out);
           });
         });
@@ -302,19 +302,19 @@ void RemoteConsumer::seen_ending(const std::string& provider, const std::string&
   // receipt is fetched and judged against them.
   auto t = link_.target(provider);
   if (!t) {
-    if (on_job_ended_) on_job_ended_(provider, job_id);
+    job_ended_.fire(provider, job_id);
     return;
   }
   link_.service().call(t->key, t->addresses, "run.inspect", {{"job_id", job_id}},
                        [this, provider, job_id](Result<nlohmann::json> r) {
                          if (!r) {
-                           if (on_job_ended_) on_job_ended_(provider, job_id);
+                           job_ended_.fire(provider, job_id);
                            return;
                          }
                          asio::post(pool_, [this, view = *r, provider, job_id] {
                            (void)store_->update_from_view(view, unix_now_ms());
                            asio::post(io_, [this, provider, job_id] {
-                             if (on_job_ended_) on_job_ended_(provider, job_id);
+                             job_ended_.fire(provider, job_id);
                            });
                          });
                        });

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "api/server.h"
+#include "base/hook.h"
 #include "jobs/files/transfers.h"
 #include "jobs/files/upload_consumer.h"
 #include "jobs/protocol/job_request.h"
@@ -50,9 +51,6 @@ class RemoteConsumer {
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store() const { return store_; }
   // Uploads and downloads in flight (also used by the fetch routes).
   jobs::files::Transfers& transfers() { return transfers_; }
-  // Called (event loop) when this node learns that a job it submitted ended
-  // (an inspect, stop, list or log read says so), after the end is
-  // recorded: the metering receipt is fetched then (jobs/metering/receipts_consumer.h).
   // POST /v1/jobs as a C++ call (mesh/jobs/mesh_jobs.h): uploads `dir` (absolute;
   // "" for none) to `target`, submits `job`, remembers the job; `answer`
   // (event loop) gets the route's answer ({"job_id", ..., "upload"}) or why
@@ -62,16 +60,18 @@ class RemoteConsumer {
   // Calls `method` (run.inspect, run.stop, run.logs) on the provider of job
   // `id` (submitted from here) with {"job_id"} + `params`; with `record`,
   // stores the returned view and answers the stored job's JSON. An end
-  // seen here fires the on_job_ended hook, as the routes do.
+  // seen here fires job_ended(), as the routes do.
   void call_job(const std::string& id, const std::string& method, nlohmann::json params, bool record,
                 std::function<void(Result<nlohmann::json>)> answer);
-  void set_on_job_ended(std::function<void(const std::string& provider_id, const std::string& job_id)> hook) {
-    on_job_ended_ = std::move(hook);
-  }
+  // Fired (event loop) with (provider_id, job_id) when this node learns
+  // that a job it submitted ended (an inspect, stop, list or log read says
+  // so), after the end is recorded: the metering receipt is fetched then
+  // (jobs/metering/receipts_consumer.h). Subscribe before serving.
+  Hook<std::string, std::string>& job_ended() { return job_ended_; }
 
  private:
   // The log stream of a job from here reported its end: records the job's
-  // view as seen now, then fires on_job_ended_.
+  // view as seen now, then fires job_ended_.
   void seen_ending(const std::string& provider, const std::string& job_id);
   void run(const api::Request& req, api::Reply reply);
   void list(const api::Request& req, api::Reply reply);
@@ -85,7 +85,7 @@ class RemoteConsumer {
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
   jobs::files::UploadConsumer uploads_;
   jobs::files::Transfers transfers_;
-  std::function<void(const std::string&, const std::string&)> on_job_ended_;
+  Hook<std::string, std::string> job_ended_;
 };
 
 }  // namespace yonder::jobs::consumer

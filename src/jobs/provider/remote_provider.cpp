@@ -277,7 +277,7 @@ Result<ProviderJobs*> RemoteProvider::ready() {
   if (!jobs || hooked_.load() == *jobs) return jobs;
   hooked_ = *jobs;
   (*jobs)->set_on_finished([this](const nlohmann::json& v) {
-    if (on_job_end_) on_job_end_(v);
+    job_ended_.fire(v);
     // A job's end: duration and GPU-seconds for the provider's accounting.
     int64_t started = v.value("started_at", int64_t{0});
     int64_t finished = v.value("finished_at", int64_t{0});
@@ -355,7 +355,7 @@ void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& pa
     asio::post(io_, [this, reply = std::move(reply), result = std::move(result)]() mutable {
       bool accepted = result.ok();
       reply(std::move(result));
-      if (accepted && on_job_submitted_) on_job_submitted_();
+      if (accepted) job_submitted_.fire();
     });
   });
 }

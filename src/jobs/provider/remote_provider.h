@@ -28,6 +28,7 @@
 #include <mutex>
 #include <string>
 
+#include "base/hook.h"
 #include "config/config.h"
 #include "jobs/audit/audit_log.h"
 #include "jobs/provider/provider_service.h"
@@ -51,13 +52,14 @@ class RemoteProvider {
   void register_methods();
   // Where requests are recorded (owned by the daemon; may be null).
   void set_audit(audit::AuditLog* audit) { audit_ = audit; }
-  // Also called with each finished job's view, on the thread that settled it
-  // and under the job manager's lock (its rules: provider_jobs.h), before
-  // the end is visible to anyone: the metering receipt is written here
-  // (jobs/metering/receipts_provider.h). Set before the first request.
-  void set_on_job_end(std::function<void(const nlohmann::json& view)> hook) { on_job_end_ = std::move(hook); }
-  // A job was accepted (run.submit); on the event loop. Set before serving.
-  void set_on_job_submitted(std::function<void()> hook) { on_job_submitted_ = std::move(hook); }
+  // Fired with each finished job's view, on the thread that settled it and
+  // under the job manager's lock (its rules: provider_jobs.h), before the
+  // end is visible to anyone: the metering receipt is written then
+  // (jobs/metering/receipts_provider.h) and the mesh lease released.
+  // Subscribe before the first request.
+  Hook<nlohmann::json>& job_ended() { return job_ended_; }
+  // A job was accepted (run.submit); fired on the event loop. Subscribe before serving.
+  Hook<>& job_submitted() { return job_submitted_; }
   // Appends an audit entry on the pool (any thread). `peer_id` is the actor.
   void record(const std::string& peer_id, const std::string& action, const std::string& subject, nlohmann::json detail);
   // The same, written before it returns (a worker thread, never the event
@@ -84,8 +86,8 @@ class RemoteProvider {
   ProviderService& provider_;
   std::string uploads_dir_;
   audit::AuditLog* audit_ = nullptr;
-  std::function<void(const nlohmann::json&)> on_job_end_;
-  std::function<void()> on_job_submitted_;
+  Hook<nlohmann::json> job_ended_;
+  Hook<> job_submitted_;
   std::atomic<jobs::provider::ProviderJobs*> hooked_{nullptr};
 
   struct Upload {

@@ -258,7 +258,7 @@ json Groups::on_redeemed(const LinkIdBytes& id, const PublicKeyBytes& key) {
     spdlog::warn("group {}: {}", held.name, st.error().to_string());
     return json::object();
   }
-  if (on_member_added_) on_member_added_(key);
+  member_added_.fire(key);
   return answer;
 }
 

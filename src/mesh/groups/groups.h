@@ -57,6 +57,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/server.h"
+#include "base/hook.h"
 #include "crypto/identity.h"
 #include "mesh/groups/group_store.h"
 #include "mesh/core/membership.h"
@@ -83,7 +84,7 @@ class Groups {
   std::vector<mesh::Membership> memberships() const;
   // Called (event loop) when this node, as owner or admin, added a member
   // through a redeemed invite (the known-answer benchmark of newcomers).
-  void set_on_member_added(std::function<void(const mesh::PeerKey&)> hook) { on_member_added_ = std::move(hook); }
+  Hook<mesh::PeerKey>& member_added() { return member_added_; }
 
  private:
   struct Held {
@@ -123,7 +124,7 @@ class Groups {
   std::string self_name_;
   std::unique_ptr<GroupStore> store_;
   std::map<std::string, Held> groups_;  // by group id
-  std::function<void(const mesh::PeerKey&)> on_member_added_;
+  Hook<mesh::PeerKey> member_added_;
 };
 
 }  // namespace yonder::mesh
