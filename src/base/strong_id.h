@@ -3,6 +3,7 @@
 #pragma once
 
 #include <compare>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -24,5 +25,9 @@ class StrongId {
 using JobId = StrongId<struct JobIdTag>;
 // A peer's node id in its display form (crypto/node_id.h).
 using PeerId = StrongId<struct PeerIdTag>;
+// A mesh lease's number, chosen by the provider that granted it (mesh/core/lease.h).
+using LeaseId = StrongId<struct LeaseIdTag, uint64_t>;
+// A mesh job's id on the consumer that supervises it (mesh/jobs/mesh_jobs.h).
+using MeshJobId = StrongId<struct MeshJobIdTag>;
 
 }  // namespace yonder

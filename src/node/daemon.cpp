@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/auth.h"
+#include "api/module.h"
 #include "api/server.h"
 #include "api/tls.h"
 #include "config/config.h"
@@ -130,8 +131,10 @@ int run_daemon(const DaemonOptions& options) {
   asio::thread_pool pool(4);
   std::unique_ptr<api::LocalApiServer> server;
   std::unique_ptr<reach::PeerLink> peer_link;
+  std::vector<api::Module*> modules;  // the features, in the order they were built
   auto shutdown = [&] {
     spdlog::info("shutting down");
+    for (auto m = modules.rbegin(); m != modules.rend(); ++m) (*m)->stop();
     if (server) server->stop();
     if (peer_link) peer_link->stop();
     io.stop();
@@ -157,7 +160,6 @@ int run_daemon(const DaemonOptions& options) {
   peer_link->set_provider_notice(provider->isolation_notice());
   // --- remote jobs: run.* link methods (provider side), /v1/jobs routes (consumer side).
   jobs::provider::RemoteProvider remote_provider(io, pool, *peer_link, *provider, paths->home + "/uploads");
-  remote_provider.register_methods();
   auto audit_log = audit::AuditLog::open(paths->database());
   if (!audit_log) return fail(audit_log.error());
   remote_provider.set_audit(audit_log->get());
@@ -169,39 +171,30 @@ int run_daemon(const DaemonOptions& options) {
   // Workspace uploads: content-addressed, resumable (run.upload tunnels).
   jobs::files::UploadProvider upload_provider(io, pool, *peer_link, remote_provider, *cfg,
                                               paths->home + "/upload-cache", paths->home + "/uploads");
-  upload_provider.register_methods();
   // Files out of (run.fetch) and into (files.put) jobs' workspaces.
-  jobs::files::WorkspaceMounts workspace_mounts(paths->home + "/jobs", [&provider](const std::string& job_id) {
+  jobs::files::WorkspaceMounts workspace_mounts(paths->home + "/jobs", [&provider](const JobId& job_id) {
     auto jobs = provider->ready();
     if (!jobs) return false;
-    auto view = (*jobs)->get(JobId(job_id));
+    auto view = (*jobs)->get(job_id);
     std::string state = view ? view->value("state", "") : "";
     return state == "starting" || state == "running";
   });
   jobs::files::FetchProvider fetch_provider(io, pool, *peer_link, *provider, remote_provider, workspace_mounts, *cfg);
-  fetch_provider.register_methods();
   jobs::files::FilesProvider files_provider(io, pool, *peer_link, *provider, remote_provider, workspace_mounts, *cfg);
-  files_provider.register_methods();
   auto consumer_jobs = jobs::consumer::ConsumerJobStore::open(paths->database());
   if (!consumer_jobs) return fail(consumer_jobs.error());
   jobs::consumer::RemoteConsumer remote_consumer(io, pool, *peer_link, std::move(*consumer_jobs),
                                                  paths->home + "/cache/upload-hashes");
-  remote_consumer.add_routes(router);
   jobs::files::FetchConsumer fetch_consumer(io, pool, *peer_link, remote_consumer.store(), *cfg);
   fetch_consumer.set_transfers(&remote_consumer.transfers());
-  fetch_consumer.add_routes(router);
   jobs::files::FilesConsumer files_consumer(io, pool, *peer_link, remote_consumer.store());
-  files_consumer.add_routes(router);
   // Port forwarding: forward.tcp tunnels (provider side), /v1/forwards (consumer side).
   jobs::sessions::ForwardProvider forward_provider(io, pool, *peer_link, *provider, remote_provider);
   forward_provider.set_direct(cfg->get_bool("forward.direct"));
-  forward_provider.register_methods();
   auto host_ports = jobs::sessions::HostForward::parse_ports(cfg->get("forward.host_ports"));
   if (!host_ports) return fail(host_ports.error());
   jobs::sessions::HostForward host_forward(io, *peer_link, remote_provider, std::move(*host_ports));
-  host_forward.register_methods();
   jobs::sessions::ForwardConsumer forward_consumer(io, pool, *peer_link, remote_consumer.store());
-  forward_consumer.add_routes(router);
   // --- end remote jobs
   // --- metering: receipts at every job's end, both sides; credits; tit-for-tat queue order.
   auto receipt_store = jobs::receipts::ReceiptStore::open(paths->database());
@@ -212,7 +205,6 @@ int run_daemon(const DaemonOptions& options) {
                                   cfg->get_bool("credits.queue_order"));
   jobs::metering::ReceiptsProvider receipts_provider(io, pool, *peer_link, *provider, remote_provider, *identity,
                                                      **receipt_store, credits);
-  receipts_provider.register_methods();
   remote_provider.job_ended().subscribe([&](const nlohmann::json& view) { receipts_provider.on_job_end(view); });
   if (credits.orders_queue()) {
     provider->set_queue_order(
@@ -220,24 +212,19 @@ int run_daemon(const DaemonOptions& options) {
   }
   jobs::metering::ReceiptsConsumer receipts_consumer(io, pool, *peer_link, *identity, remote_consumer.store(),
                                                      **receipt_store, credits);
-  remote_consumer.job_ended().subscribe([&](const std::string& provider_id, const std::string& job_id) {
+  remote_consumer.job_ended().subscribe([&](const PeerId& provider_id, const JobId& job_id) {
     receipts_consumer.job_ended(provider_id, job_id);
   });
-  receipts_consumer.add_routes(router);
-  receipts_consumer.start(std::chrono::seconds(std::max<int64_t>(0, cfg->get_int("credits.fetch_interval_s"))));
+  receipts_consumer.set_sweep_interval(std::chrono::seconds(std::max<int64_t>(0, cfg->get_int("credits.fetch_interval_s"))));
   // --- end metering
   // --- mesh: signed advertisements, leases (provider side), `yonder mesh` and --mesh placement (consumer side).
   auto mesh_settings = mesh::mesh_settings_from_config(*cfg);
   if (!mesh_settings) return fail(mesh_settings.error());
   mesh::MeshProvider mesh_provider(io, pool, *peer_link, *provider, **inventory, *identity, *mesh_settings,
                              paths->home + "/mesh-lease-horizon");
-  mesh_provider.start();
-  mesh_provider.register_methods();
   remote_provider.job_ended().subscribe([&](const nlohmann::json& view) { mesh_provider.on_job_end(view); });
   mesh::MeshConsumer mesh_consumer(io, *peer_link, *mesh_settings);
   mesh_consumer.set_credits(&credits);
-  mesh_consumer.add_routes(router);
-  mesh_consumer.register_methods();  // advertisement.push from providers
   remote_provider.job_submitted().subscribe([&] { mesh_provider.changed(); });
   // Mesh jobs (`run --mesh --retries N`): persisted, requeued when a provider is lost, checkpoints synced.
   auto mesh_job_settings = mesh::mesh_job_settings_from_config(*cfg);
@@ -246,24 +233,17 @@ int run_daemon(const DaemonOptions& options) {
   if (!mesh_job_store) return fail(mesh_job_store.error());
   mesh::MeshJobs mesh_jobs(io, pool, *peer_link, mesh_consumer, remote_consumer, fetch_consumer,
                            std::move(*mesh_job_store), paths->home + "/mesh-jobs", *mesh_job_settings);
-  mesh_jobs.add_routes(router);
-  mesh_jobs.start();
   // Array jobs: each task attempt is a mesh job, created, followed and
   // stopped through the supervisor's own calls.
   mesh::MeshJobsRunner array_runner(mesh_jobs);
   auto array_store = mesh::MeshArrayStore::open(paths->database());
   if (!array_store) return fail(array_store.error());
   mesh::MeshArrays mesh_arrays(io, pool, array_runner, fetch_consumer, std::move(*array_store));
-  mesh_arrays.add_routes(router);
-  mesh_arrays.start();
   // --- end mesh
   // --- groups: signed membership lists in SQLite, invites as share links, gossip on the links.
   auto group_store = mesh::GroupStore::open(paths->database());
   if (!group_store) return fail(group_store.error());
   mesh::Groups groups(*peer_link, *identity, name, std::move(*group_store));
-  if (auto st = groups.load(); !st) return fail(st.error());
-  groups.register_methods();
-  groups.add_routes(router);
   mesh_consumer.set_groups(&groups);  // `run --mesh --group G`, `yonder mesh --group G`
   // --- end groups
   // --- reputation and verification: checks recorded and signed (verifications), mesh.opinions,
@@ -274,18 +254,27 @@ int run_daemon(const DaemonOptions& options) {
   receipts_consumer.set_verifications(verifications->get());  // receipts that disagree with what was seen
   mesh::MeshOpinions mesh_opinions(io, pool, *peer_link, *identity, **receipt_store, **verifications);
   mesh_opinions.set_groups(&groups);
-  mesh_opinions.register_methods();
-  mesh_opinions.add_routes(router);
   mesh_consumer.set_opinions(&mesh_opinions);
-  mesh_opinions.start(std::chrono::minutes(5));  // reputation stays current without `yonder mesh`
+  mesh_opinions.set_refresh_interval(std::chrono::minutes(5));  // reputation stays current without `yonder mesh`
   auto benchmark_settings = mesh::benchmark_settings_from_config(*cfg);
   if (!benchmark_settings) return fail(benchmark_settings.error());
   mesh::MeshBenchmark mesh_benchmark(io, *peer_link, remote_consumer, **verifications, mesh_opinions,
                                      *benchmark_settings);
-  mesh_benchmark.add_routes(router);
-  mesh_benchmark.start();
   groups.member_added().subscribe([&](const mesh::PeerKey& member) { mesh_benchmark.on_member_joined(member); });
   // --- end reputation and verification
+  // The features, each through the same steps (api/module.h): methods and
+  // routes, then start, all before the loop serves anything.
+  modules = {&remote_provider, &upload_provider,  &fetch_provider,   &files_provider,    &remote_consumer,
+             &fetch_consumer,  &files_consumer,   &forward_provider, &host_forward,      &forward_consumer,
+             &receipts_provider, &receipts_consumer, &mesh_provider, &mesh_consumer,     &mesh_jobs,
+             &mesh_arrays,     &groups,           &mesh_opinions,    &mesh_benchmark};
+  for (api::Module* m : modules) {
+    m->register_methods();
+    m->add_routes(router);
+  }
+  for (api::Module* m : modules) {
+    if (auto st = m->start(); !st) return fail(Error(st.error()).with_context(std::string(m->module_name())));
+  }
   router.add("GET", "/v1/status", [&](const api::Request&, api::Reply reply) {
     auto uptime = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
     reply(api::Response::json(

@@ -182,7 +182,7 @@ void RemoteConsumer::list(const Request& req, Reply reply) {
       if (!ended.empty()) {
         asio::post(io_, [this, ended] {
           for (const auto& [provider, job] : ended) {
-            job_ended_.fire(provider, job);
+            job_ended_.fire(PeerId(provider), JobId(job));
           }
         });
       }
@@ -273,7 +273,7 @@ void RemoteConsumer::call_job(const std::string& id, const std::string& method, 
                           ? std::chrono::milliseconds(params.value("wait_ms", int64_t{0})) + kReadDeadline
                       : method == "run.inspect" ? kReadDeadline
                                                 : std::chrono::milliseconds(0);
-      auto answered = [this, record, reply, provider = job->provider_id, job_id = job->job_id](Result<nlohmann::json> r) {
+      auto answered = [this, record, reply, provider = PeerId(job->provider_id), job_id = JobId(job->job_id)](Result<nlohmann::json> r) {
         if (!r) return reply(r.error());
         if (!record) {
           if (r->is_object() && r->value("ended", false)) seen_ending(provider, job_id);
@@ -296,16 +296,16 @@ void RemoteConsumer::call_job(const std::string& id, const std::string& method, 
   });
 }
 
-void RemoteConsumer::seen_ending(const std::string& provider, const std::string& job_id) {
+void RemoteConsumer::seen_ending(const PeerId& provider, const JobId& job_id) {
   // The log stream says only that the job ended: ask for its view now, so the
   // end and the exit code are recorded as seen while following, before the
   // receipt is fetched and judged against them.
-  auto t = link_.target(provider);
+  auto t = link_.target(provider.value());
   if (!t) {
     job_ended_.fire(provider, job_id);
     return;
   }
-  link_.service().call(t->key, t->addresses, "run.inspect", {{"job_id", job_id}},
+  link_.service().call(t->key, t->addresses, "run.inspect", {{"job_id", job_id.value()}},
                        [this, provider, job_id](Result<nlohmann::json> r) {
                          if (!r) {
                            job_ended_.fire(provider, job_id);

@@ -23,8 +23,10 @@
 #include <memory>
 #include <string>
 
+#include "api/module.h"
 #include "api/server.h"
 #include "base/hook.h"
+#include "base/strong_id.h"
 #include "jobs/files/transfers.h"
 #include "jobs/files/upload_consumer.h"
 #include "jobs/protocol/job_request.h"
@@ -41,12 +43,13 @@ class ConsumerJobStore;
 
 namespace yonder::jobs::consumer {
 
-class RemoteConsumer {
+class RemoteConsumer : public api::Module {
  public:
+  std::string_view module_name() const override { return "remote jobs (consumer)"; }
   RemoteConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
                  std::unique_ptr<jobs::consumer::ConsumerJobStore> store, std::string hash_cache_dir);
   ~RemoteConsumer();
-  void add_routes(api::Router& router);
+  void add_routes(api::Router& router) override;
   // The jobs submitted from here (for port forwarding's job lookups).
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store() const { return store_; }
   // Uploads and downloads in flight (also used by the fetch routes).
@@ -67,12 +70,12 @@ class RemoteConsumer {
   // that a job it submitted ended (an inspect, stop, list or log read says
   // so), after the end is recorded: the metering receipt is fetched then
   // (jobs/metering/receipts_consumer.h). Subscribe before serving.
-  Hook<std::string, std::string>& job_ended() { return job_ended_; }
+  Hook<PeerId, JobId>& job_ended() { return job_ended_; }
 
  private:
   // The log stream of a job from here reported its end: records the job's
   // view as seen now, then fires job_ended_.
-  void seen_ending(const std::string& provider, const std::string& job_id);
+  void seen_ending(const PeerId& provider, const JobId& job_id);
   void run(const api::Request& req, api::Reply reply);
   void list(const api::Request& req, api::Reply reply);
   // Finds the job (pool), calls `method` on its provider with {"job_id"} +
@@ -85,7 +88,7 @@ class RemoteConsumer {
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
   jobs::files::UploadConsumer uploads_;
   jobs::files::Transfers transfers_;
-  Hook<std::string, std::string> job_ended_;
+  Hook<PeerId, JobId> job_ended_;
 };
 
 }  // namespace yonder::jobs::consumer

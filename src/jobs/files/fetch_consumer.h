@@ -33,6 +33,7 @@
 
 #include <memory>
 
+#include "api/module.h"
 #include "api/answer.h"
 #include "api/server.h"
 #include "config/config.h"
@@ -51,11 +52,12 @@ class ConsumerJobStore;
 
 namespace yonder::jobs::files {
 
-class FetchConsumer {
+class FetchConsumer : public api::Module {
  public:
+  std::string_view module_name() const override { return "fetches (consumer)"; }
   FetchConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
                 std::shared_ptr<jobs::consumer::ConsumerJobStore> store, const config::Config& cfg);
-  void add_routes(api::Router& router);
+  void add_routes(api::Router& router) override;
   // Brings a job's files home: `body` is what POST /v1/jobs/fetch takes
   // ({"job_id", "dir", "paths"?, "base"?, "outputs_limit"?, "transfer_id"?});
   // `answer` (event loop) gets what the route answers. The route and the

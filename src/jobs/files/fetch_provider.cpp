@@ -101,7 +101,7 @@ void FetchProvider::fetch(const PublicKeyBytes& peer, const nlohmann::json& para
         return make_error(ErrorCode::kFailedPrecondition, "job " + p->job_id + " is " + state +
                                                               "; its files can be copied once it runs");
       }
-      auto dir = mounts_.acquire(p->job_id);
+      auto dir = mounts_.acquire(JobId(p->job_id));
       if (!dir) return std::move(dir).error();
       p->mounted = true;
       transfer::ArchiveLimits limits;
@@ -195,7 +195,7 @@ void FetchProvider::finish_quietly(const std::shared_ptr<Pump>& p) {
   if (p->reading) return;
   asio::post(pool_, [this, p] {
     p->packer.reset();  // closes the files it holds before the unmount
-    if (p->mounted) mounts_.release(p->job_id);
+    if (p->mounted) mounts_.release(JobId(p->job_id));
     p->mounted = false;
   });
 }

@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "api/module.h"
 #include "config/config.h"
 #include "jobs/files/workspace_mounts.h"
 #include "jobs/provider/provider_service.h"
@@ -37,12 +38,13 @@ class thread_pool;
 
 namespace yonder::jobs::files {
 
-class FetchProvider {
+class FetchProvider : public api::Module {
  public:
+  std::string_view module_name() const override { return "fetches (provider)"; }
   FetchProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
                 jobs::provider::ProviderService& provider, jobs::provider::RemoteProvider& audit,
                 WorkspaceMounts& mounts, const config::Config& cfg);
-  void register_methods();
+  void register_methods() override;
 
  private:
   struct Pump;

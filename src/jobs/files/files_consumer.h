@@ -21,6 +21,7 @@
 
 #include <memory>
 
+#include "api/module.h"
 #include "api/server.h"
 #include "net/reach/peer_link.h"
 
@@ -35,11 +36,12 @@ class ConsumerJobStore;
 
 namespace yonder::jobs::files {
 
-class FilesConsumer {
+class FilesConsumer : public api::Module {
  public:
+  std::string_view module_name() const override { return "files into jobs (consumer)"; }
   FilesConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
                 std::shared_ptr<jobs::consumer::ConsumerJobStore> store);
-  void add_routes(api::Router& router);
+  void add_routes(api::Router& router) override;
 
  private:
   struct Put;

@@ -84,7 +84,7 @@ void FilesProvider::put(const PublicKeyBytes& peer, const nlohmann::json& params
         return make_error(ErrorCode::kFailedPrecondition,
                           "job " + p->job_id + " is " + state + "; files can be copied into a running job only");
       }
-      auto ws = mounts_.acquire(p->job_id);
+      auto ws = mounts_.acquire(JobId(p->job_id));
       if (!ws) return std::move(ws).error();
       p->mounted = true;
       auto root = transfer::FolderRoot::open(*ws);
@@ -192,7 +192,7 @@ void FilesProvider::release(const std::shared_ptr<Put>& p) {
   if (p->writing) return;
   asio::post(pool_, [this, p] {
     p->writer.reset();  // removes a half-written file; closes its fds before the unmount
-    if (p->mounted) mounts_.release(p->job_id);
+    if (p->mounted) mounts_.release(JobId(p->job_id));
     p->mounted = false;
   });
 }

@@ -33,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/module.h"
 #include "config/config.h"
 #include "net/reach/peer_link.h"
 
@@ -51,13 +52,14 @@ class RemoteProvider;
 
 namespace yonder::jobs::files {
 
-class UploadProvider {
+class UploadProvider : public api::Module {
  public:
+  std::string_view module_name() const override { return "uploads (provider)"; }
   UploadProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
                  jobs::provider::RemoteProvider& owner, const config::Config& cfg, std::string cache_dir,
                  std::string uploads_dir);
   ~UploadProvider();
-  void register_methods();
+  void register_methods() override;
 
   struct Session;
 

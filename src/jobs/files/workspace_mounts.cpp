@@ -8,7 +8,8 @@
 
 namespace yonder::jobs::files {
 
-Result<std::string> WorkspaceMounts::acquire(const std::string& job_id) {
+Result<std::string> WorkspaceMounts::acquire(const JobId& job) {
+  const std::string& job_id = job.value();
   std::string dir = jobs_dir_ + "/" + job_id + "/workspace";
   std::string image = jobs_dir_ + "/" + job_id + "/workspace.img";
   std::lock_guard lock(mutex_);
@@ -40,12 +41,13 @@ Result<std::string> WorkspaceMounts::acquire(const std::string& job_id) {
   return dir;
 }
 
-void WorkspaceMounts::release(const std::string& job_id) {
+void WorkspaceMounts::release(const JobId& job) {
+  const std::string& job_id = job.value();
   std::lock_guard lock(mutex_);
   auto it = mounts_.find(job_id);
   if (it == mounts_.end() || --it->second.users > 0) return;
   // A run of the job that started meanwhile took our mount as its own.
-  bool handed_over = it->second.ours && job_runs_ && job_runs_(job_id);
+  bool handed_over = it->second.ours && job_runs_ && job_runs_(job);
   if (it->second.ours && !handed_over) {
     if (auto st = os::unmount(jobs_dir_ + "/" + job_id + "/workspace"); !st) {
       spdlog::warn("cannot unmount the workspace of job {}: {}", job_id, st.error().to_string());

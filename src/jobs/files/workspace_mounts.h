@@ -13,6 +13,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/strong_id.h"
 
 namespace yonder::jobs::files {
 
@@ -23,12 +24,12 @@ class WorkspaceMounts {
   // requeue that lands here) finds our mount of its image and uses it; our
   // last release must then leave it mounted: the executor unmounts it when
   // that run ends.
-  explicit WorkspaceMounts(std::string jobs_dir, std::function<bool(const std::string& job_id)> job_runs = {})
+  explicit WorkspaceMounts(std::string jobs_dir, std::function<bool(const JobId& job_id)> job_runs = {})
       : jobs_dir_(std::move(jobs_dir)), job_runs_(std::move(job_runs)) {}
   // The job's workspace folder, mounted if need be (counted); kNotFound when
   // the provider has removed it. Pair with release().
-  Result<std::string> acquire(const std::string& job_id);
-  void release(const std::string& job_id);
+  Result<std::string> acquire(const JobId& job_id);
+  void release(const JobId& job_id);
 
  private:
   struct Mount {
@@ -36,7 +37,7 @@ class WorkspaceMounts {
     bool ours = false;  // we mounted it (and unmount it after the last user)
   };
   std::string jobs_dir_;
-  std::function<bool(const std::string&)> job_runs_;
+  std::function<bool(const JobId&)> job_runs_;
   std::mutex mutex_;  // guards mounts_
   std::map<std::string, Mount> mounts_;
 };

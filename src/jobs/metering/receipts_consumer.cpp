@@ -55,12 +55,12 @@ ReceiptsConsumer::~ReceiptsConsumer() {
   timer_.cancel();
 }
 
-void ReceiptsConsumer::start(std::chrono::seconds interval) {
+Status ReceiptsConsumer::start() {
   asio::post(pool_, [this] {
     if (auto st = credits_.reload(); !st) spdlog::warn("credits: {}", st.error().to_string());
   });
-  interval_ = interval;
   if (interval_.count() > 0) schedule_sweep(std::min(kFirstSweep, interval_));
+  return ok_status();
 }
 
 void ReceiptsConsumer::schedule_sweep(std::chrono::seconds after) {
@@ -73,16 +73,17 @@ void ReceiptsConsumer::schedule_sweep(std::chrono::seconds after) {
   });
 }
 
-void ReceiptsConsumer::job_ended(const std::string& provider_id, const std::string& job_id) {
+void ReceiptsConsumer::job_ended(const PeerId& provider, const JobId& job) {
+  const std::string& job_id = job.value();
   if (!in_flight_.insert(job_id).second) return;
-  auto t = link_.target(provider_id);
+  auto t = link_.target(provider.value());
   if (!t) {
     in_flight_.erase(job_id);
     return;
   }
   auto release = [this, job_id] { in_flight_.erase(job_id); };
-  asio::post(pool_, [this, t = *t, job_id, release] {
-    auto have = store_.get(t.node_id, job_id);
+  asio::post(pool_, [this, t = *t, job, job_id, release] {
+    auto have = store_.get(PeerId(t.node_id), job);
     bool done = have && *have && (*have)->state != ReceiptState::kSigned;
     asio::post(io_, [this, t, job_id, release, done] {
       if (done) return release();
@@ -108,7 +109,7 @@ void ReceiptsConsumer::process(const reach::PeerLink::Target& t, const std::stri
       return finish();
     }
     std::string job = r->job_id;
-    auto existing = store_.get(t.node_id, job);
+    auto existing = store_.get(PeerId(t.node_id), JobId(job));
     std::string to_send;
     if (existing && *existing && (*existing)->state == ReceiptState::kCountersigned) {
       to_send = (*existing)->receipt_json;  // countersigned before; the provider may not have heard

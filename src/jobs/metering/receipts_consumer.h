@@ -34,6 +34,7 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include "api/module.h"
 #include "api/server.h"
 #include "crypto/identity.h"
 #include "jobs/metering/credits.h"
@@ -53,21 +54,24 @@ namespace yonder::jobs::metering {
 
 class Verifications;
 
-class ReceiptsConsumer {
+class ReceiptsConsumer : public api::Module {
  public:
+  std::string_view module_name() const override { return "receipts (consumer)"; }
   ReceiptsConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
                    const Identity& identity, std::shared_ptr<jobs::consumer::ConsumerJobStore> jobs,
                    jobs::receipts::ReceiptStore& store, Credits& credits);
   ~ReceiptsConsumer();
-  void add_routes(api::Router& router);
+  void add_routes(api::Router& router) override;
   // Where disputes are recorded (unset: they are only stored and logged).
   // Set before start(); must outlive this.
   void set_verifications(Verifications* verifications) { verifications_ = verifications; }
-  // Starts the sweep timer: a first sweep soon, then every `interval`
-  // (credits.fetch_interval_s); zero: no timer.
-  void start(std::chrono::seconds interval);
+  // How often start()'s sweep timer looks for missing receipts: a first
+  // sweep soon, then every `interval` (credits.fetch_interval_s); zero (the
+  // default): no timer. Set before start().
+  void set_sweep_interval(std::chrono::seconds interval) { interval_ = interval; }
+  Status start() override;
   // A job submitted from here ended: fetch, check and countersign its receipt.
-  void job_ended(const std::string& provider_id, const std::string& job_id);
+  void job_ended(const PeerId& provider_id, const JobId& job_id);
   // Asks the providers of jobs still lacking a receipt; `done` when all answered.
   void sweep(std::function<void()> done);
 

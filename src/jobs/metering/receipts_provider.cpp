@@ -58,7 +58,7 @@ Result<StoredReceipt> ReceiptsProvider::ensure(const nlohmann::json& view) {
   if (!consumer)
     return make_error(ErrorCode::kFailedPrecondition, "job " + job_id + " was not run for a peer; it has no receipt");
   std::lock_guard lock(mutex_);
-  auto existing = store_.get(self_id_, job_id);
+  auto existing = store_.get(PeerId(self_id_), JobId(job_id));
   if (!existing) return std::move(existing).error();
   if (*existing) return **existing;
   mesh::JobEnd end;
@@ -173,7 +173,7 @@ Result<nlohmann::json> ReceiptsProvider::countersign(const PublicKeyBytes& peer,
   }
   std::string peer_id = NodeId(peer).to_string();
   std::lock_guard lock(mutex_);
-  auto stored = store_.get(self_id_, *id);
+  auto stored = store_.get(PeerId(self_id_), JobId(*id));
   if (!stored) return std::move(stored).error();
   if (!*stored || (*stored)->consumer_id != peer_id) return not_found(*id);
   auto theirs = mesh::decode_receipt(params["receipt"].get_ref<const std::string&>());

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/module.h"
 #include "crypto/identity.h"
 #include "jobs/metering/credits.h"
 #include "jobs/provider/provider_service.h"
@@ -37,12 +38,13 @@ class thread_pool;
 
 namespace yonder::jobs::metering {
 
-class ReceiptsProvider {
+class ReceiptsProvider : public api::Module {
  public:
+  std::string_view module_name() const override { return "receipts (provider)"; }
   ReceiptsProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
                    jobs::provider::ProviderService& provider, jobs::provider::RemoteProvider& remote,
                    const Identity& identity, jobs::receipts::ReceiptStore& store, Credits& credits);
-  void register_methods();
+  void register_methods() override;
   // A job ended (its final view): signs and stores its receipt. Blocking.
   void on_job_end(const nlohmann::json& view);
 

@@ -112,11 +112,11 @@ Result<JobRecord> JobStore::read_row(store::Statement& st) {
   return r;
 }
 
-Result<std::optional<JobRecord>> JobStore::get(const std::string& job_id) {
+Result<std::optional<JobRecord>> JobStore::get(const JobId& job_id) {
   std::lock_guard lock(mutex_);
   auto st = db_.prepare(std::string("SELECT ") + kColumns + " FROM jobs WHERE side = 'provider' AND job_id = ?1");
   if (!st) return std::move(st).error();
-  YONDER_TRY(st->bind(1, job_id));
+  YONDER_TRY(st->bind(1, job_id.value()));
   auto row = st->step();
   if (!row) return std::move(row).error();
   if (!*row) return std::optional<JobRecord>();
@@ -141,13 +141,13 @@ Result<std::vector<JobRecord>> JobStore::list() {
   return out;
 }
 
-Status JobStore::remove(const std::string& job_id) {
+Status JobStore::remove(const JobId& job_id) {
   std::lock_guard lock(mutex_);
   return db_.transaction([&]() -> Status {
     for (const char* sql : {"DELETE FROM job_gpu_leases WHERE job_id = ?1", "DELETE FROM jobs WHERE side = 'provider' AND job_id = ?1"}) {
       auto st = db_.prepare(sql);
       if (!st) return std::move(st).error();
-      YONDER_TRY(st->bind(1, job_id));
+      YONDER_TRY(st->bind(1, job_id.value()));
       if (auto r = st->step(); !r) return std::move(r).error();
     }
     return ok_status();

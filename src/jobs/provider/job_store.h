@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/strong_id.h"
 #include "exec/executor.h"
 #include "jobs/provider/job_terms.h"
 #include "store/database.h"
@@ -49,10 +50,10 @@ class JobStore {
   // Inserts or updates the job and replaces its GPU leases, in one
   // transaction. A lease already held by another job is kAlreadyExists.
   Status save(const JobRecord& job);
-  Result<std::optional<JobRecord>> get(const std::string& job_id);
+  Result<std::optional<JobRecord>> get(const JobId& job_id);
   // Every provider job, oldest first.
   Result<std::vector<JobRecord>> list();
-  Status remove(const std::string& job_id);
+  Status remove(const JobId& job_id);
 
  private:
   Result<JobRecord> read_row(store::Statement& st);

@@ -209,7 +209,7 @@ Status ProviderJobs::remove(const JobId& job_id) {
     open_finished_logs_.erase(std::remove(open_finished_logs_.begin(), open_finished_logs_.end(), job_id.value()),
                               open_finished_logs_.end());
   }
-  YONDER_TRY(store_->remove(job_id.value()));
+  YONDER_TRY(store_->remove(job_id));
   std::error_code ec;
   std::filesystem::remove_all(options_.jobs_dir + "/" + job_id.value(), ec);
   return ok_status();

@@ -28,6 +28,7 @@
 #include <mutex>
 #include <string>
 
+#include "api/module.h"
 #include "base/hook.h"
 #include "config/config.h"
 #include "jobs/audit/audit_log.h"
@@ -41,15 +42,16 @@ class thread_pool;
 
 namespace yonder::jobs::provider {
 
-class RemoteProvider {
+class RemoteProvider : public api::Module {
  public:
+  std::string_view module_name() const override { return "remote jobs (provider)"; }
   RemoteProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
                  ProviderService& provider, std::string uploads_dir);
   ~RemoteProvider();
   RemoteProvider(const RemoteProvider&) = delete;
   RemoteProvider& operator=(const RemoteProvider&) = delete;
   // Registers the run.* methods on the link (replacing its placeholders).
-  void register_methods();
+  void register_methods() override;
   // Where requests are recorded (owned by the daemon; may be null).
   void set_audit(audit::AuditLog* audit) { audit_ = audit; }
   // Fired with each finished job's view, on the thread that settled it and

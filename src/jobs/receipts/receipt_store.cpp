@@ -75,12 +75,12 @@ Status ReceiptStore::put(const StoredReceipt& r) {
   return ok_status();
 }
 
-Result<std::optional<StoredReceipt>> ReceiptStore::get(const std::string& provider_id, const std::string& job_id) {
+Result<std::optional<StoredReceipt>> ReceiptStore::get(const PeerId& provider_id, const JobId& job_id) {
   std::lock_guard lock(mutex_);
   auto st = db_.prepare(std::string("SELECT ") + kColumns + " FROM receipts WHERE provider_id = ?1 AND job_id = ?2");
   if (!st) return std::move(st).error();
-  YONDER_TRY(st->bind(1, provider_id));
-  YONDER_TRY(st->bind(2, job_id));
+  YONDER_TRY(st->bind(1, provider_id.value()));
+  YONDER_TRY(st->bind(2, job_id.value()));
   auto row = st->step();
   if (!row) return std::move(row).error();
   if (!*row) return std::optional<StoredReceipt>();

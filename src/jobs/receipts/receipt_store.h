@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/strong_id.h"
 #include "mesh/core/receipt.h"
 #include "store/database.h"
 
@@ -43,7 +44,7 @@ class ReceiptStore {
 
   // Inserts or replaces the row of (provider_id, job_id).
   Status put(const StoredReceipt& r);
-  Result<std::optional<StoredReceipt>> get(const std::string& provider_id, const std::string& job_id);
+  Result<std::optional<StoredReceipt>> get(const PeerId& provider_id, const JobId& job_id);
   // Oldest first.
   Result<std::vector<StoredReceipt>> list();
   // The newest `limit` countersigned receipts, newest first (the evidence a

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "api/module.h"
 #include "api/server.h"
 #include "net/reach/peer_link.h"
 
@@ -37,12 +38,13 @@ class ConsumerJobStore;
 
 namespace yonder::jobs::sessions {
 
-class ForwardConsumer {
+class ForwardConsumer : public api::Module {
  public:
+  std::string_view module_name() const override { return "port forwarding (consumer)"; }
   ForwardConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
                   std::shared_ptr<jobs::consumer::ConsumerJobStore> store);
   ~ForwardConsumer();
-  void add_routes(api::Router& router);
+  void add_routes(api::Router& router) override;
 
   struct Listener;   // forward_consumer.cpp
   struct ExecRelay;  // forward_consumer.cpp

@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 
+#include "api/module.h"
 #include "exec/executor.h"
 #include "jobs/provider/provider_service.h"
 #include "jobs/provider/remote_provider.h"
@@ -44,15 +45,16 @@ namespace yonder::jobs::sessions {
 class ExecPipe;
 class TcpPipe;
 
-class ForwardProvider {
+class ForwardProvider : public api::Module {
  public:
+  std::string_view module_name() const override { return "port forwarding (provider)"; }
   // At most this many forwarded connections at once, for all peers.
   static constexpr size_t kMaxConnections = 64;
 
   ForwardProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
                   jobs::provider::ProviderService& provider, jobs::provider::RemoteProvider& audit);
   ~ForwardProvider();
-  void register_methods();
+  void register_methods() override;
   // false: always relay through `nc` in the job (setting forward.direct).
   void set_direct(bool direct) { direct_ = direct; }
 

@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 
+#include "api/module.h"
 #include "jobs/provider/remote_provider.h"
 #include "net/reach/peer_link.h"
 
@@ -33,8 +34,9 @@ namespace yonder::jobs::sessions {
 
 class TcpPipe;
 
-class HostForward {
+class HostForward : public api::Module {
  public:
+  std::string_view module_name() const override { return "host port forwarding"; }
   // At most this many connections to host ports at once, all peers together.
   static constexpr size_t kMaxConnections = 64;
 
@@ -44,7 +46,7 @@ class HostForward {
   HostForward(boost::asio::io_context& io, reach::PeerLink& link, jobs::provider::RemoteProvider& audit,
               std::set<int> ports);
   ~HostForward();
-  void register_methods();
+  void register_methods() override;
 
  private:
   // The port from params, if this provider opens it; the error otherwise.

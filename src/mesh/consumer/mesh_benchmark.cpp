@@ -127,8 +127,9 @@ void MeshBenchmark::add_routes(api::Router& router) {
   });
 }
 
-void MeshBenchmark::start() {
+Status MeshBenchmark::start() {
   schedule();
+  return ok_status();
 }
 
 void MeshBenchmark::schedule() {

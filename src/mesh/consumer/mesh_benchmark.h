@@ -49,6 +49,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/module.h"
 #include "api/server.h"
 #include "config/config.h"
 #include "net/reach/peer_link.h"
@@ -74,14 +75,15 @@ struct BenchmarkSettings {
 };
 Result<BenchmarkSettings> benchmark_settings_from_config(const config::Config& cfg);
 
-class MeshBenchmark {
+class MeshBenchmark : public api::Module {
  public:
+  std::string_view module_name() const override { return "mesh benchmark"; }
   MeshBenchmark(boost::asio::io_context& io, reach::PeerLink& link, jobs::consumer::RemoteConsumer& remote,
                 jobs::metering::Verifications& verifications, MeshOpinions& opinions, BenchmarkSettings settings);
   ~MeshBenchmark();
-  void add_routes(api::Router& router);
+  void add_routes(api::Router& router) override;
   // Starts the periodic benchmarks (no-op when the interval is 0).
-  void start();
+  Status start() override;
   // A member joined a group this node owns or administers: benchmark it
   // (when automatic benchmarks are on and it is a paired peer).
   void on_member_joined(const PublicKeyBytes& member);

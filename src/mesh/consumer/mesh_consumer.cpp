@@ -515,15 +515,17 @@ void MeshConsumer::lease_for(nlohmann::json b, api::Answer reply) {
   });
 }
 
-void MeshConsumer::bind_lease(const std::string& provider, uint64_t lease_id, const std::string& job_id,
+void MeshConsumer::bind_lease(const PeerId& provider, LeaseId lease_id, const JobId& job_id,
                               std::function<void(Result<nlohmann::json>)> answer) {
-  lease_call(provider, {{"provider", provider}, {"lease_id", lease_id}, {"job_id", job_id}}, std::move(answer),
-             "mesh.bind");
+  lease_call(provider.value(),
+             {{"provider", provider.value()}, {"lease_id", lease_id.value()}, {"job_id", job_id.value()}},
+             std::move(answer), "mesh.bind");
 }
 
-void MeshConsumer::release_lease(const std::string& provider, uint64_t lease_id,
+void MeshConsumer::release_lease(const PeerId& provider, LeaseId lease_id,
                                  std::function<void(Result<nlohmann::json>)> answer) {
-  lease_call(provider, {{"provider", provider}, {"lease_id", lease_id}}, std::move(answer), "mesh.release");
+  lease_call(provider.value(), {{"provider", provider.value()}, {"lease_id", lease_id.value()}}, std::move(answer),
+             "mesh.release");
 }
 
 void MeshConsumer::renew_later(std::shared_ptr<Held> held) {

@@ -48,8 +48,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/module.h"
 #include "api/answer.h"
 #include "api/server.h"
+#include "base/strong_id.h"
 #include "jobs/metering/credits.h"
 #include "mesh/core/membership.h"
 #include "mesh/core/placement.h"
@@ -65,17 +67,18 @@ namespace yonder::mesh {
 class Groups;
 class MeshOpinions;
 
-class MeshConsumer {
+class MeshConsumer : public api::Module {
  public:
+  std::string_view module_name() const override { return "mesh (consumer)"; }
   static constexpr std::chrono::minutes kMaxUnboundRenewal{30};
 
   MeshConsumer(boost::asio::io_context& io, reach::PeerLink& link, MeshSettings settings);
   ~MeshConsumer();
-  void add_routes(api::Router& router);
+  void add_routes(api::Router& router) override;
   // advertisement.push {"advertisement"}: a paired provider's signed
   // advertisement, checked as a pulled one is (mesh/provider/mesh_provider.h pushes
   // it on change and every mesh.advertisement_push_s), kept in the snapshot.
-  void register_methods();
+  void register_methods() override;
   // Our credit standing with each provider feeds placement's credit term
   // (mirrored from this node's own ledger: the provider's view of us is the
   // allowance minus what it gave us net). Unset: every provider 0.
@@ -93,8 +96,8 @@ class MeshConsumer {
   // route's body ({"gpus", "vram_bytes", "min_capability", "labels",
   // "group"}), which may also name "exclude": node ids not to place on.
   void lease_for(nlohmann::json needs, api::Answer answer);
-  void bind_lease(const std::string& provider, uint64_t lease_id, const std::string& job_id, api::Answer answer);
-  void release_lease(const std::string& provider, uint64_t lease_id, api::Answer answer);
+  void bind_lease(const PeerId& provider, LeaseId lease_id, const JobId& job_id, api::Answer answer);
+  void release_lease(const PeerId& provider, LeaseId lease_id, api::Answer answer);
 
   // What this node knows of one provider.
   struct Known {

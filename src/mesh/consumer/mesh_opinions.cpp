@@ -92,15 +92,19 @@ MeshOpinions::~MeshOpinions() {
   if (timer_) timer_->cancel();
 }
 
-void MeshOpinions::start(std::chrono::seconds interval) {
-  interval_ = interval;
+Status MeshOpinions::start() {
+  schedule_refresh();
+  return ok_status();
+}
+
+void MeshOpinions::schedule_refresh() {
   if (interval_.count() == 0) return;
   if (!timer_) timer_ = std::make_unique<asio::steady_timer>(io_);
   timer_->expires_after(interval_);
   timer_->async_wait([this, alive = alive_](boost::system::error_code ec) {
     if (ec || !*alive) return;
     refresh([this, alive] {
-      if (*alive) start(interval_);
+      if (*alive) schedule_refresh();
     });
   });
 }

@@ -46,6 +46,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/module.h"
 #include "api/server.h"
 #include "crypto/identity.h"
 #include "jobs/metering/verifications.h"
@@ -78,19 +79,22 @@ mesh::TrustResult trust_from(const mesh::Opinions& own, const std::map<mesh::Pee
                              const std::vector<mesh::PeerKey>& pre_trusted,
                              const mesh::TrustParams& params = mesh::TrustParams{});
 
-class MeshOpinions {
+class MeshOpinions : public api::Module {
  public:
+  std::string_view module_name() const override { return "mesh opinions"; }
   MeshOpinions(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link, const Identity& self,
                jobs::receipts::ReceiptStore& receipts, jobs::metering::Verifications& verifications);
   ~MeshOpinions();
-  void register_methods();
-  void add_routes(api::Router& router);
+  void register_methods() override;
+  void add_routes(api::Router& router) override;
   // The groups whose owners and admins are pre-trusted (unset: this node alone).
   void set_groups(const Groups* groups) { groups_ = groups; }
 
-  // Refreshes every `interval` (0: only on demand), so placement's
-  // reputation does not wait for someone to run `yonder mesh`.
-  void start(std::chrono::seconds interval);
+  // start() refreshes every `interval` (0, the default: only on demand), so
+  // placement's reputation does not wait for someone to run `yonder mesh`.
+  // Set before start().
+  void set_refresh_interval(std::chrono::seconds interval) { interval_ = interval; }
+  Status start() override;
   // Asks every paired peer for its opinions, then recomputes trust; `done`
   // on the event loop once all answered or timed out.
   void refresh(std::function<void()> done);
@@ -106,6 +110,7 @@ class MeshOpinions {
   bool gpu_claims_verified(const mesh::Advertisement& ad) const;
 
  private:
+  void schedule_refresh();
   struct Source {
     mesh::Opinions opinions;  // verified
     std::string error;        // the last ask's failure ("" when it answered)

@@ -56,6 +56,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/module.h"
 #include "api/server.h"
 #include "base/hook.h"
 #include "crypto/identity.h"
@@ -65,16 +66,18 @@
 
 namespace yonder::mesh {
 
-class Groups {
+class Groups : public api::Module {
  public:
+  std::string_view module_name() const override { return "groups"; }
   Groups(reach::PeerLink& link, const Identity& identity, std::string self_name, std::unique_ptr<GroupStore> store);
   // Reads the stored lists (a list that no longer decodes is dropped with a warning).
   Status load();
+  Status start() override { return load(); }
   // Link methods and the PeerLink hooks (redeem, pair, session).
-  void register_methods();
+  void register_methods() override;
   // GET /v1/groups, POST /v1/groups, POST /v1/groups/invite, /leave, /remove,
   // /label, /admin, GET /v1/groups/members?group=NAME.
-  void add_routes(api::Router& router);
+  void add_routes(api::Router& router) override;
 
   // For placement (`run --mesh --group G`): the list this node holds for the
   // group named (or id-prefixed) `name_or_id`; kNotFound, naming `yonder

@@ -49,17 +49,17 @@ const nlohmann::json* last_attempt(const nlohmann::json& view) {
 
 }  // namespace
 
-void MeshJobsRunner::create_job(nlohmann::json body, std::function<void(Result<nlohmann::json>)> done) {
-  jobs_.create(std::move(body), std::move(done));
+void MeshJobsRunner::create_job(MeshJobSpec spec, std::function<void(Result<nlohmann::json>)> done) {
+  jobs_.create(std::move(spec), std::move(done));
 }
 
-void MeshJobsRunner::inspect_job(const std::string& id, std::function<void(Result<nlohmann::json>)> done) {
-  jobs_.inspect(id, std::move(done));
+void MeshJobsRunner::inspect_job(const MeshJobId& id, std::function<void(Result<nlohmann::json>)> done) {
+  jobs_.inspect(id.value(), std::move(done));
 }
 
-void MeshJobsRunner::stop_job(const std::string& id) {
-  jobs_.stop(id, [id](Result<nlohmann::json> r) {
-    if (!r) spdlog::info("array: stopping mesh job {}: {}", id.substr(0, 12), r.error().message());
+void MeshJobsRunner::stop_job(const MeshJobId& id) {
+  jobs_.stop_job(id.value(), [id](Result<nlohmann::json> r) {
+    if (!r) spdlog::info("array: stopping mesh job {}: {}", id.value().substr(0, 12), r.error().message());
   });
 }
 
@@ -68,7 +68,7 @@ struct MeshArrays::Live {
   MeshArrayRow row;
   std::optional<mesh::ArrayRun> run;
   // Running attempts: attempt id -> mesh job id ("" while it is created).
-  std::map<uint64_t, std::string> jobs;
+  std::map<uint64_t, MeshJobId> jobs;
   std::map<uint32_t, nlohmann::json> failed;   // task -> {"mesh_job_id", "job_id", "why"} of its last try
   std::map<std::string, std::string> names;    // provider id -> name, as the jobs' views say
   std::set<uint32_t> fetching;                 // tasks whose outputs are on their way home
@@ -95,7 +95,7 @@ MeshArrays::~MeshArrays() {
   for (auto& [id, l] : live_) l->timer.cancel();
 }
 
-void MeshArrays::start() {
+Status MeshArrays::start() {
   asio::post(pool_, [this, alive = alive_] {
     auto rows = store_->list(true);
     asio::post(io_, [this, alive, rows = std::move(rows)]() mutable {
@@ -107,6 +107,7 @@ void MeshArrays::start() {
       for (auto& r : *rows) resume(std::move(r));
     });
   });
+  return ok_status();
 }
 
 Result<std::shared_ptr<MeshArrays::Live>> MeshArrays::restore(MeshArrayRow row) {
@@ -140,7 +141,7 @@ void MeshArrays::resume(MeshArrayRow row) {
     if (k == "failed" || k == "error") continue;
     if (!v.is_object() || !v["task"].is_number_unsigned() || !v["mesh_job_id"].is_string()) continue;
     auto attempt = live->run->adopt(v["task"].get<uint32_t>(), unix_now_ms());
-    if (attempt) live->jobs[*attempt] = v["mesh_job_id"].get<std::string>();
+    if (attempt) live->jobs[*attempt] = MeshJobId(v["mesh_job_id"].get<std::string>());
   }
   auto c = live->run->counts();
   spdlog::info("array {}: resumed ({} done, {} failed, {} watched again, {} to run)", live->row.id.substr(0, 12), c.done,
@@ -315,7 +316,7 @@ void MeshArrays::control(const Request& req, Reply reply, bool cancel) {
     if (cancel) {
       l->run->cancel();
       for (const auto& [attempt, job] : l->jobs) {
-        if (!job.empty()) runner_.stop_job(job);
+        if (!job.value().empty()) runner_.stop_job(job);
       }
       spdlog::info("array {}: cancelled", l->row.id.substr(0, 12));
     } else {
@@ -380,15 +381,18 @@ void MeshArrays::launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaun
     for (const auto& k : l.avoid) exclude.push_back(NodeId(k).to_string());
     needs["exclude"] = exclude;
   }
-  nlohmann::json body = {{"job", job->to_json()}, {"needs", needs}, {"retries", 0}};
+  MeshJobSpec task;
+  task.job = std::move(*job);
+  task.needs = std::move(needs);
+  task.retries = 0;
   // --replicas applies per task: the mesh job runs it on K providers and a
   // quorum of their outputs decides.
-  if (spec.contains("replicas")) body["replicas"] = spec["replicas"];
-  if (spec.contains("validator")) body["validator"] = spec["validator"];
-  if (spec.contains("outputs_limit")) body["outputs_limit"] = spec["outputs_limit"];  // the replicas' fetches
-  if (!spec.value("dir", "").empty()) body["dir"] = spec["dir"];
-  live->jobs[l.attempt] = "";
-  runner_.create_job(body, [this, alive = alive_, live, l](Result<nlohmann::json> r) {
+  if (spec.contains("replicas") && spec["replicas"].is_number_unsigned()) task.replicas = spec["replicas"].get<uint64_t>();
+  if (spec.contains("validator") && spec["validator"].is_string()) task.validator = spec["validator"].get<std::string>();
+  task.outputs_unlimited = spec.value("outputs_limit", "") == "off";  // the replicas' fetches
+  task.dir = spec.value("dir", "");
+  live->jobs[l.attempt] = MeshJobId();
+  runner_.create_job(std::move(task), [this, alive = alive_, live, l](Result<nlohmann::json> r) {
     if (!*alive) return;
     if (!r || !(*r)["mesh_job_id"].is_string()) {
       live->jobs.erase(l.attempt);
@@ -402,7 +406,7 @@ void MeshArrays::launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaun
           spdlog::warn("array {}: cannot run its tasks: {}", live->row.id.substr(0, 12), live->error);
           live->run->cancel();
           for (const auto& [running, mesh_job] : live->jobs) {
-            if (!mesh_job.empty()) runner_.stop_job(mesh_job);
+            if (!mesh_job.value().empty()) runner_.stop_job(mesh_job);
           }
           save(live);
           maybe_finish(live);
@@ -416,7 +420,7 @@ void MeshArrays::launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaun
                    r ? std::string("no mesh job id") : r.error().message());
       return;
     }
-    live->jobs[l.attempt] = (*r)["mesh_job_id"].get<std::string>();
+    live->jobs[l.attempt] = MeshJobId((*r)["mesh_job_id"].get<std::string>());
     save(live);
   });
 }
@@ -436,9 +440,9 @@ void MeshArrays::tick(const std::shared_ptr<Live>& live) {
   if (live->row.finished()) return;
   if (live->waiting) return schedule(live);
   // Ask every running attempt's mesh job how it is; act once all answered.
-  std::vector<std::pair<uint64_t, std::string>> asks;
+  std::vector<std::pair<uint64_t, MeshJobId>> asks;
   for (const auto& [attempt, job] : live->jobs) {
-    if (!job.empty()) asks.emplace_back(attempt, job);
+    if (!job.value().empty()) asks.emplace_back(attempt, job);
   }
   if (asks.empty()) {
     pump(live);
@@ -458,7 +462,7 @@ void MeshArrays::tick(const std::shared_ptr<Live>& live) {
       for (const auto& [a, v] : *views) observe(live, a, v);
       for (uint64_t extra : live->run->redundant_attempts()) {
         auto j = live->jobs.find(extra);
-        if (j != live->jobs.end() && !j->second.empty()) runner_.stop_job(j->second);
+        if (j != live->jobs.end() && !j->second.value().empty()) runner_.stop_job(j->second);
       }
       pump(live);
       maybe_finish(live);
@@ -513,7 +517,7 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
       view["result"]["job_id"].is_string() && !view["result"]["job_id"].get<std::string>().empty()) {
     job_id = view["result"]["job_id"].get<std::string>();
   }
-  std::string mesh_job = live->jobs[attempt];
+  std::string mesh_job = live->jobs[attempt].value();
   live->jobs.erase(attempt);
   auto verdict = live->run->finished(attempt, outcome, unix_now_ms(), mesh_job);
   if (!task) return;
@@ -618,9 +622,9 @@ void MeshArrays::save(const std::shared_ptr<Live>& live) {
   }
   nlohmann::json tasks = nlohmann::json::object();
   for (const auto& [attempt, job] : live->jobs) {
-    if (job.empty()) continue;
+    if (job.value().empty()) continue;
     auto t = live->run->task_of(attempt);
-    if (t) tasks[std::to_string(attempt)] = {{"task", *t}, {"mesh_job_id", job}};
+    if (t) tasks[std::to_string(attempt)] = {{"task", *t}, {"mesh_job_id", job.value()}};
   }
   nlohmann::json failed = nlohmann::json::object();
   for (const auto& [t, f] : live->failed) failed[std::to_string(t)] = f;

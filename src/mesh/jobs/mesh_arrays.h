@@ -44,10 +44,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/module.h"
 #include "api/server.h"
 #include "base/error.h"
 #include "mesh/jobs/mesh_array_store.h"
-#include "mesh/jobs/mesh_jobs.h"
+#include "base/strong_id.h"
 #include "mesh/jobs/mesh_jobs.h"
 #include "mesh/core/work_units.h"
 
@@ -69,27 +70,28 @@ class MeshTaskRunner {
  public:
   virtual ~MeshTaskRunner() = default;
   // POST /v1/mesh/jobs: the new job's view ({"mesh_job_id", ...}).
-  virtual void create_job(nlohmann::json body, std::function<void(Result<nlohmann::json>)> done) = 0;
+  virtual void create_job(MeshJobSpec spec, std::function<void(Result<nlohmann::json>)> done) = 0;
   // GET /v1/mesh/jobs/inspect: {"state", "attempts": [{"provider_id",
   // "provider_name", "job_id", "state", "exit_code"}], "result"}.
-  virtual void inspect_job(const std::string& id, std::function<void(Result<nlohmann::json>)> done) = 0;
-  virtual void stop_job(const std::string& id) = 0;
+  virtual void inspect_job(const MeshJobId& id, std::function<void(Result<nlohmann::json>)> done) = 0;
+  virtual void stop_job(const MeshJobId& id) = 0;
 };
 
 // The runner over this daemon's mesh job supervisor, by direct calls.
 class MeshJobsRunner final : public MeshTaskRunner {
  public:
   explicit MeshJobsRunner(MeshJobs& jobs) : jobs_(jobs) {}
-  void create_job(nlohmann::json body, std::function<void(Result<nlohmann::json>)> done) override;
-  void inspect_job(const std::string& id, std::function<void(Result<nlohmann::json>)> done) override;
-  void stop_job(const std::string& id) override;
+  void create_job(MeshJobSpec spec, std::function<void(Result<nlohmann::json>)> done) override;
+  void inspect_job(const MeshJobId& id, std::function<void(Result<nlohmann::json>)> done) override;
+  void stop_job(const MeshJobId& id) override;
 
  private:
   MeshJobs& jobs_;
 };
 
-class MeshArrays {
+class MeshArrays : public api::Module {
  public:
+  std::string_view module_name() const override { return "mesh arrays"; }
   static constexpr uint32_t kDefaultConcurrency = 16;  // at once when the array sets no limit
   static constexpr size_t kMaxParamBytes = 32 * 1024;  // one line of --array-file (an environment value's limit)
 
@@ -98,8 +100,8 @@ class MeshArrays {
              std::chrono::milliseconds tick = std::chrono::milliseconds(250));
   ~MeshArrays();
   // Resumes the arrays a previous run left running (reads on the pool).
-  void start();
-  void add_routes(api::Router& router);
+  Status start() override;
+  void add_routes(api::Router& router) override;
 
   struct Live;
 

@@ -171,7 +171,7 @@ std::shared_ptr<MeshJobs::Live> MeshJobs::make_live(MeshJobRow row) {
   return live;
 }
 
-void MeshJobs::start() {
+Status MeshJobs::start() {
   asio::post(pool_, [this, alive = alive_] {
     auto rows = store_->list(true);
     asio::post(io_, [this, alive, rows = std::move(rows)]() mutable {
@@ -218,11 +218,14 @@ void MeshJobs::start() {
       }
     });
   });
+  return ok_status();
 }
 
 void MeshJobs::add_routes(api::Router& router) {
   router.add("POST", "/v1/mesh/jobs", [this](const Request& req, Reply reply) {
-    create(api::body_json(req), api::answer_with(std::move(reply)));
+    auto spec = parse_mesh_job_spec(api::body_json(req));
+    if (!spec) return reply(Response::error(spec.error()));
+    create(std::move(*spec), api::answer_with(std::move(reply)));
   });
   router.add("GET", "/v1/mesh/jobs/inspect", [this](const Request& req, Reply reply) {
     inspect(api::parse_query(req.query)["id"], api::answer_with(std::move(reply)));
@@ -247,7 +250,7 @@ void MeshJobs::add_routes(api::Router& router) {
     std::string id = b.is_object() && b.contains("mesh_job_id") && b["mesh_job_id"].is_string()
                          ? b["mesh_job_id"].get<std::string>()
                          : "";
-    stop(id, api::answer_with(std::move(reply)));
+    stop_job(id, api::answer_with(std::move(reply)));
   });
 }
 
@@ -264,7 +267,7 @@ void MeshJobs::inspect(const std::string& id, api::Answer answer) {
   });
 }
 
-void MeshJobs::stop(const std::string& id, api::Answer reply) {
+void MeshJobs::stop_job(const std::string& id, api::Answer reply) {
   if (id.empty())
     return reply(make_error(ErrorCode::kInvalidArgument, "the body needs \"mesh_job_id\""));
   std::shared_ptr<Live> live;
@@ -293,43 +296,48 @@ nlohmann::json MeshJobs::view(const Live& live) const {
   return j;
 }
 
-void MeshJobs::create(nlohmann::json b, api::Answer reply) {
-  if (!b.is_object() || !b.contains("job")) {
-    return reply(make_error(ErrorCode::kInvalidArgument, "the body needs \"job\""));
-  }
+Result<MeshJobSpec> parse_mesh_job_spec(const nlohmann::json& b) {
+  auto bad = [](const std::string& why) { return make_error(ErrorCode::kInvalidArgument, why); };
+  if (!b.is_object() || !b.contains("job")) return bad("the body needs \"job\"");
+  MeshJobSpec spec;
   auto request = jobs::protocol::parse_job_request(b["job"]);
-  if (!request) return reply(request.error());
-  std::string dir = b.contains("dir") && b["dir"].is_string() ? b["dir"].get<std::string>() : "";
-  if (!dir.empty() && dir.front() != '/') {
-    return reply(make_error(ErrorCode::kInvalidArgument, "\"dir\" must be an absolute path"));
+  if (!request) return std::move(request).error();
+  spec.job = std::move(*request);
+  if (b.contains("dir")) {
+    if (!b["dir"].is_string()) return bad("\"dir\" must be an absolute path");
+    spec.dir = b["dir"].get<std::string>();
   }
-  nlohmann::json needs = b.value("needs", nlohmann::json::object());
-  if (!needs.is_object())
-    return reply(make_error(ErrorCode::kInvalidArgument, "\"needs\" must be an object"));
+  if (!spec.dir.empty() && spec.dir.front() != '/') return bad("\"dir\" must be an absolute path");
+  spec.needs = b.value("needs", nlohmann::json::object());
+  if (!spec.needs.is_object()) return bad("\"needs\" must be an object");
   auto retries = api::body_uint(b, "retries", 0, kMaxRetries);
-  if (!retries) return reply(retries.error());
+  if (!retries) return std::move(retries).error();
+  spec.retries = *retries;
   auto replicas = api::body_uint(b, "replicas", 1, kMaxReplicas);
-  if (!replicas) return reply(replicas.error());
-  if (*replicas == 0)
-    return reply(make_error(ErrorCode::kInvalidArgument, "\"replicas\" must be 1 or more"));
-  std::string validator;
+  if (!replicas) return std::move(replicas).error();
+  if (*replicas == 0) return bad("\"replicas\" must be 1 or more");
+  spec.replicas = *replicas;
   if (b.contains("validator")) {
     if (!b["validator"].is_string() || b["validator"].get<std::string>().size() > 4096) {
-      return reply(make_error(ErrorCode::kInvalidArgument, "\"validator\" must be a command line"));
+      return bad("\"validator\" must be a command line");
     }
-    validator = b["validator"].get<std::string>();
+    spec.validator = b["validator"].get<std::string>();
   }
+  if (b.contains("outputs_limit")) {
+    if (b["outputs_limit"] != "off") return bad("\"outputs_limit\" can only be \"off\"");
+    spec.outputs_unlimited = true;
+  }
+  return spec;
+}
+
+void MeshJobs::create(MeshJobSpec spec, api::Answer reply) {
   MeshJobRow row;
   row.id = random_hex_id(16);
   row.state = "running";
-  row.spec = {{"job", request->to_json()}, {"dir", dir}, {"needs", needs}, {"retries", *retries}, {"replicas", *replicas}};
-  if (!validator.empty()) row.spec["validator"] = validator;
-  if (b.contains("outputs_limit")) {
-    if (b["outputs_limit"] != "off") {
-      return reply(make_error(ErrorCode::kInvalidArgument, "\"outputs_limit\" can only be \"off\""));
-    }
-    row.spec["outputs_limit"] = "off";
-  }
+  row.spec = {{"job", spec.job.to_json()}, {"dir", spec.dir}, {"needs", spec.needs}, {"retries", spec.retries},
+              {"replicas", spec.replicas}};
+  if (!spec.validator.empty()) row.spec["validator"] = spec.validator;
+  if (spec.outputs_unlimited) row.spec["outputs_limit"] = "off";
   row.created_at = unix_now_s();
   auto live = make_live(std::move(row));
   asio::post(writer_->strand, [this, alive = alive_, live, reply] {
@@ -381,7 +389,7 @@ void MeshJobs::place(const std::shared_ptr<Live>& live, int r) {
     if (live->done || sl.done) {
       sl.current = -1;  // the placeholder; nothing more to decide for it
       if (got)
-        mesh_.release_lease((*got)["provider"].value("node_id", ""), got->value("lease_id", uint64_t{0}),
+        mesh_.release_lease(PeerId((*got)["provider"].value("node_id", "")), LeaseId(got->value("lease_id", uint64_t{0})),
                             [](Result<nlohmann::json>) {});
       return;
     }
@@ -413,12 +421,12 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
   run(live, supervisor::Placed{r, placed});
   if (live->row.attempts.size() == before) return;  // finished or settled meanwhile (the callers check first)
   const MeshAttempt a = live->row.attempts.back();
-  s.lease_id = lease.value("lease_id", uint64_t{0});
+  s.lease_id = LeaseId(lease.value("lease_id", uint64_t{0}));
   spdlog::info("mesh job {}: attempt {} (replica {}) on {}", live->row.id.substr(0, 12), a.attempt, r, a.provider_name);
   // An attempt that never started: the lease goes back, the job goes elsewhere.
   auto not_started = [this, live, r, provider, n = a.attempt](const Error& e) {
     Slot& sl = *live->slots[static_cast<size_t>(r)];
-    mesh_.release_lease(provider, sl.lease_id, [](Result<nlohmann::json>) {});
+    mesh_.release_lease(PeerId(provider), sl.lease_id, [](Result<nlohmann::json>) {});
     MeshAttempt* cur = live->attempt(sl);
     if (cur == nullptr || cur->attempt != n) return;
     spdlog::info("mesh job {}: attempt {} did not start: {}", live->row.id.substr(0, 12), n, e.message());
@@ -467,7 +475,7 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
               if (cur == nullptr || cur->attempt != n) return;
               cur->job_id = job_id;
               cur->state = "running";
-              mesh_.bind_lease(t.node_id, s2.lease_id, job_id, [id = live->row.id](Result<nlohmann::json> b) {
+              mesh_.bind_lease(PeerId(t.node_id), s2.lease_id, JobId(job_id), [id = live->row.id](Result<nlohmann::json> b) {
                 if (!b)
                   spdlog::warn("mesh job {}: binding the lease failed: {}", id.substr(0, 12), b.error().message());
               });

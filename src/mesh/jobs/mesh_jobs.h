@@ -65,9 +65,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/module.h"
 #include "api/answer.h"
 #include "api/server.h"
 #include "config/config.h"
+#include "jobs/protocol/job_request.h"
 #include "mesh/jobs/mesh_job_store.h"
 #include "mesh/jobs/supervisor_core.h"
 #include "net/reach/peer_link.h"
@@ -100,8 +102,24 @@ struct MeshJobSettings {
 };
 Result<MeshJobSettings> mesh_job_settings_from_config(const config::Config& cfg);
 
-class MeshJobs {
+// A mesh job as the consumer asks for it: POST /v1/mesh/jobs decoded by
+// parse_mesh_job_spec, or built by mesh arrays for each task.
+struct MeshJobSpec {
+  jobs::protocol::JobRequest job;
+  std::string dir;                                   // uploaded with each attempt: absolute, "" for none
+  nlohmann::json needs = nlohmann::json::object();  // the lease body (mesh_consumer.h's lease_for)
+  uint64_t retries = 0;                              // reruns of a failing attempt
+  uint64_t replicas = 1;                             // K independent runs judged by a quorum
+  std::string validator;                             // judges a replica's outputs; "" compares digests
+  bool outputs_unlimited = false;                    // "outputs_limit": "off" (run --no-outputs-limit)
+};
+// The route's body ({"job", "dir"?, "needs"?, "retries"?, "replicas"?,
+// "validator"?, "outputs_limit"?}); kInvalidArgument names the field.
+Result<MeshJobSpec> parse_mesh_job_spec(const nlohmann::json& body);
+
+class MeshJobs : public api::Module {
  public:
+  std::string_view module_name() const override { return "mesh jobs"; }
   // `dir`: where jobs keep their checkpoints and staged uploads
   // ($YONDER_HOME/mesh-jobs). The services outlive this object.
   MeshJobs(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link, MeshConsumer& mesh,
@@ -109,14 +127,14 @@ class MeshJobs {
            std::unique_ptr<MeshJobStore> store, std::string dir, MeshJobSettings settings);
   ~MeshJobs();
   // Picks up the jobs a previous run left unfinished (reads on the pool).
-  void start();
-  void add_routes(api::Router& router);
+  Status start() override;
+  void add_routes(api::Router& router) override;
   // The routes' services, as mesh arrays (mesh_arrays.h) call them; each
-  // `answer` (event loop) gets what the route answers. `body`: what POST
-  // /v1/mesh/jobs takes; `id`: a mesh job id or a prefix of one.
-  void create(nlohmann::json body, api::Answer answer);
+  // `answer` (event loop) gets what the route answers. `id`: a mesh job id
+  // or a prefix of one.
+  void create(MeshJobSpec spec, api::Answer answer);
   void inspect(const std::string& id, api::Answer answer);
-  void stop(const std::string& id, api::Answer answer);
+  void stop_job(const std::string& id, api::Answer answer);
   // Where replica outcomes are recorded (agreed / outvoted per provider);
   // unset: not recorded. Must outlive this object.
   void set_verifications(jobs::metering::Verifications* v) { verifications_ = v; }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/strong_id.h"
 #include "mesh/jobs/mesh_jobs.h"
 
 namespace yonder::mesh {
@@ -35,7 +36,7 @@ struct MeshJobs::Slot {
   int replica;
   asio::steady_timer timer;
   int current = -1;  // index in row.attempts of the attempt in flight; -1: none
-  uint64_t lease_id = 0;
+  LeaseId lease_id;
   std::set<std::string> failed_on;  // providers that lost or failed it
   bool allow_failed = false;        // nobody else could take it: try them again
   uint32_t placement_failures = 0;

@@ -85,19 +85,20 @@ mesh::UnixMs MeshProvider::now_ms() const {
       .count();
 }
 
-void MeshProvider::start() {
+Status MeshProvider::start() {
   std::ifstream in(horizon_file_);
   std::string text;
   std::getline(in, text);
   int64_t v = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || v <= 0 || v > mesh::kMaxUnixMs) return;
+  if (ec != std::errc() || v <= 0 || v > mesh::kMaxUnixMs) return ok_status();
   horizon_ms_ = v;
   if (v > now_ms()) {
     hold_until_ms_ = v;
     spdlog::info("mesh: a previous run may have leased devices until {} ms from now; no new leases until then",
                  v - now_ms());
   }
+  return ok_status();
 }
 
 void MeshProvider::with_devices(std::function<void(Result<Devices>)> then) {

@@ -54,6 +54,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/module.h"
 #include "config/config.h"
 #include "crypto/identity.h"
 #include "gpu/inventory.h"
@@ -79,15 +80,16 @@ struct MeshSettings {
 };
 Result<MeshSettings> mesh_settings_from_config(const config::Config& cfg);
 
-class MeshProvider {
+class MeshProvider : public api::Module {
  public:
+  std::string_view module_name() const override { return "mesh (provider)"; }
   MeshProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
                jobs::provider::ProviderService& provider, gpu::GpuInventory& inventory, const Identity& identity,
                MeshSettings settings, std::string horizon_file);
   ~MeshProvider();
   // Reads the horizon a previous run left (blocking, once, before serving).
-  void start();
-  void register_methods();
+  Status start() override;
+  void register_methods() override;
   // A job ended (its final view; any thread): its lease, if bound, is released.
   void on_job_end(const nlohmann::json& view);
   // What the advertisement shows may have changed (e.g. a job was

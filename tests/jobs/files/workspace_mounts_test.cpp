@@ -49,7 +49,7 @@ class WorkspaceMountsTest : public ::testing::Test {
 
 TEST_F(WorkspaceMountsTest, AReaderAfterTheExecutorUnmountedStillSeesTheFiles) {
   WorkspaceMounts mounts(jobs());
-  auto first = mounts.acquire("j1");  // while the job runs: the executor's mount
+  auto first = mounts.acquire(JobId("j1"));  // while the job runs: the executor's mount
   ASSERT_TRUE(first.ok()) << first.error().to_string();
   EXPECT_EQ(read_all(*first + "/square.txt"), "64\n");
 
@@ -57,15 +57,15 @@ TEST_F(WorkspaceMountsTest, AReaderAfterTheExecutorUnmountedStillSeesTheFiles) {
   ASSERT_TRUE(os::unmount(workspace()).ok());
   ASSERT_FALSE(os::is_mount_point(workspace()));
 
-  auto second = mounts.acquire("j1");
+  auto second = mounts.acquire(JobId("j1"));
   ASSERT_TRUE(second.ok()) << second.error().to_string();
   EXPECT_TRUE(os::is_mount_point(workspace()));
   EXPECT_EQ(read_all(*second + "/square.txt"), "64\n");
 
   // Ours now: unmounted after the last user, not before.
-  mounts.release("j1");
+  mounts.release(JobId("j1"));
   EXPECT_TRUE(os::is_mount_point(workspace()));
-  mounts.release("j1");
+  mounts.release(JobId("j1"));
   EXPECT_FALSE(os::is_mount_point(workspace()));
 }
 
@@ -109,10 +109,10 @@ TEST_F(WorkspaceMountsTest, AFileSystemKeptAliveElsewhereIsMountedAgainNotReadSt
   ASSERT_TRUE(os::unmount(workspace()).ok());  // the job ended
   ASSERT_FALSE(os::is_mount_point(workspace()));
   WorkspaceMounts mounts(jobs());
-  auto r = mounts.acquire("j1");
+  auto r = mounts.acquire(JobId("j1"));
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(read_all(*r + "/square.txt"), "64\n");
-  mounts.release("j1");
+  mounts.release(JobId("j1"));
   EXPECT_FALSE(os::is_mount_point(workspace()));
   let_go();
 
@@ -127,7 +127,7 @@ TEST_F(WorkspaceMountsTest, AFileSystemKeptAliveElsewhereIsMountedAgainNotReadSt
 // reads on, and the next reader gets the same files.
 TEST_F(WorkspaceMountsTest, AnUnmountWhileAReaderHasFilesOpenLetsTheReaderFinish) {
   WorkspaceMounts mounts(jobs());
-  auto first = mounts.acquire("j1");
+  auto first = mounts.acquire(JobId("j1"));
   ASSERT_TRUE(first.ok()) << first.error().to_string();
   std::ifstream open_file(*first + "/square.txt");
   ASSERT_TRUE(open_file.is_open());
@@ -138,19 +138,19 @@ TEST_F(WorkspaceMountsTest, AnUnmountWhileAReaderHasFilesOpenLetsTheReaderFinish
   std::getline(open_file, line);
   EXPECT_EQ(line, "64");
 
-  auto second = mounts.acquire("j1");
+  auto second = mounts.acquire(JobId("j1"));
   ASSERT_TRUE(second.ok()) << second.error().to_string();
   EXPECT_EQ(read_all(*second + "/square.txt"), "64\n");
   open_file.close();
-  mounts.release("j1");
-  mounts.release("j1");
+  mounts.release(JobId("j1"));
+  mounts.release(JobId("j1"));
   EXPECT_FALSE(os::is_mount_point(workspace()));
 }
 
 TEST_F(WorkspaceMountsTest, TheExecutorsMountIsLeftToTheExecutor) {
   WorkspaceMounts mounts(jobs());
-  ASSERT_TRUE(mounts.acquire("j1").ok());
-  mounts.release("j1");
+  ASSERT_TRUE(mounts.acquire(JobId("j1")).ok());
+  mounts.release(JobId("j1"));
   EXPECT_TRUE(os::is_mount_point(workspace()));  // not ours to unmount
   ASSERT_TRUE(os::unmount(workspace()).ok());
 }
@@ -162,22 +162,22 @@ TEST_F(WorkspaceMountsTest, TheExecutorsMountIsLeftToTheExecutor) {
 TEST_F(WorkspaceMountsTest, ASameProviderRequeueLeavesTheRunningJobsFilesAlone) {
   ASSERT_TRUE(os::unmount(workspace()).ok());  // the first run ended
   bool runs = false;
-  WorkspaceMounts mounts(jobs(), [&](const std::string& id) { return id == "j1" && runs; });
-  auto fetch = mounts.acquire("j1");
+  WorkspaceMounts mounts(jobs(), [&](const JobId& id) { return id == JobId("j1") && runs; });
+  auto fetch = mounts.acquire(JobId("j1"));
   ASSERT_TRUE(fetch.ok()) << fetch.error().to_string();
   ASSERT_TRUE(os::is_mount_point(workspace()));
   runs = true;  // the executor started the job again on our mount
   std::ofstream(workspace() + "/second-run.txt") << "writing\n";
-  mounts.release("j1");
+  mounts.release(JobId("j1"));
   EXPECT_TRUE(os::is_mount_point(workspace())) << "the running job's workspace was unmounted under it";
   EXPECT_EQ(read_all(workspace() + "/second-run.txt"), "writing\n");
   // The executor unmounts it when that run ends; a later reader mounts it again.
   ASSERT_TRUE(os::unmount(workspace()).ok());
   runs = false;
-  auto later = mounts.acquire("j1");
+  auto later = mounts.acquire(JobId("j1"));
   ASSERT_TRUE(later.ok());
   EXPECT_EQ(read_all(*later + "/second-run.txt"), "writing\n");
-  mounts.release("j1");
+  mounts.release(JobId("j1"));
   EXPECT_FALSE(os::is_mount_point(workspace()));
 }
 
@@ -185,7 +185,7 @@ TEST_F(WorkspaceMountsTest, ARemovedWorkspaceIsNotFound) {
   ASSERT_TRUE(os::unmount(workspace()).ok());
   std::filesystem::remove(image());
   WorkspaceMounts mounts(jobs());
-  auto r = mounts.acquire("j1");
+  auto r = mounts.acquire(JobId("j1"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::kNotFound);
   EXPECT_NE(r.error().message().find("no workspace left"), std::string::npos) << r.error().message();

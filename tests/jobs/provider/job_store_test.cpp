@@ -30,7 +30,7 @@ TEST(JobStore, RoundTripsAJobWithHandleAndLeases) {
   r.result = {{"started_at", 5}};
   r.created_at = 1;
   ASSERT_TRUE(store.save(r).ok());
-  auto back = store.get("j1");
+  auto back = store.get(JobId("j1"));
   ASSERT_TRUE(back.ok() && back->has_value());
   EXPECT_EQ((*back)->state, JobState::kRunning);
   EXPECT_EQ((*back)->handle->task_id, "cid");
@@ -43,7 +43,7 @@ TEST(JobStore, RoundTripsAJobWithHandleAndLeases) {
   auto clash = store.save(other);
   ASSERT_FALSE(clash.ok());
   EXPECT_EQ(clash.error().code(), ErrorCode::kAlreadyExists);
-  EXPECT_FALSE(store.get("j2")->has_value()) << "the whole save rolled back";
+  EXPECT_FALSE(store.get(JobId("j2"))->has_value()) << "the whole save rolled back";
   // Finishing releases the lease.
   r.state = JobState::kExited;
   r.exit_code = 0;
@@ -54,7 +54,7 @@ TEST(JobStore, RoundTripsAJobWithHandleAndLeases) {
   ASSERT_EQ(all->size(), 2u);
   EXPECT_EQ((*all)[0].job_id, "j1");
   EXPECT_EQ(*(*all)[0].exit_code, 0);
-  ASSERT_TRUE(store.remove("j1").ok());
+  ASSERT_TRUE(store.remove(JobId("j1")).ok());
   EXPECT_EQ(store.list()->size(), 1u);
 }
 
