@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   share->add_option("--gpus", share_args.gpus, "GPUs per job (default 1)");
   share->add_option("--vram", share_args.vram, "VRAM limit per job, e.g. 20G");
   share->add_option("--max-time", share_args.max_time, "Wall time limit per job, e.g. 2h (default 2h)");
-  share->add_option("--max-jobs", share_args.max_jobs, "Concurrent jobs (default 1)");
+  share->add_option("--max-jobs", share_args.max_jobs, "Jobs running at once (default 1); more wait in the queue");
   share->add_option("--cpus", share_args.cpus, "CPUs per job, e.g. 4 or 0.5");
   share->add_option("--memory", share_args.memory, "Memory per job, e.g. 16G");
   share->add_option("--disk", share_args.disk, "Workspace disk per job, e.g. 50G");
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   scope->add_option("--gpus", scope_args.gpus, "GPUs per job");
   scope->add_option("--vram", scope_args.vram, "VRAM limit per job");
   scope->add_option("--max-time", scope_args.max_time, "Wall time per job");
-  scope->add_option("--max-jobs", scope_args.max_jobs, "Concurrent jobs");
+  scope->add_option("--max-jobs", scope_args.max_jobs, "Jobs running at once; more wait in the queue");
   scope->add_option("--cpus", scope_args.cpus, "CPUs per job");
   scope->add_option("--memory", scope_args.memory, "Memory per job");
   scope->add_option("--disk", scope_args.disk, "Disk per job");

@@ -267,6 +267,13 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
   if (submitted->contains("notice") && (*submitted)["notice"].is_string() && !ctx.json) {
     std::fprintf(stderr, "yonder: the provider says: %s\n", terminal_safe((*submitted)["notice"].get<std::string>()).c_str());
   }
+  // A job past the provider's or the scope's jobs at once waits its turn:
+  // said now, so an attached run that prints nothing yet is not a mystery.
+  if (submitted->value("state", "") == "queued" && submitted->contains("waiting_for") &&
+      (*submitted)["waiting_for"].is_string()) {
+    std::fprintf(stderr, "yonder: job %s is queued: %s\n", short_id(id).c_str(),
+                 terminal_safe((*submitted)["waiting_for"].get<std::string>()).c_str());
+  }
   if (a.detach) {
     if (ctx.json) {
       std::printf("%s\n", submitted->dump(2).c_str());

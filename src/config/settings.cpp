@@ -58,6 +58,9 @@ constexpr std::array kSettings = {
                 "Jobs starting or running at once, all peers together; more wait in the queue."},
     SettingSpec{"jobs.max_per_peer", T::kInt, "2", "2", "", "", "Jobs one peer may have running at once."},
     SettingSpec{"jobs.max_queued", T::kInt, "100", "100", "", "", "Jobs waiting in the queue before submits are refused."},
+    SettingSpec{"jobs.max_queued_per_peer", T::kInt, "20", "20", "", "",
+                "Jobs one peer may have waiting in the queue before its submits are refused (a peer over its "
+                "scope's jobs at once waits here)."},
     SettingSpec{"jobs.default_cpus", T::kInt, "1", "1", "", "", "CPUs a job gets when it does not ask."},
     SettingSpec{"jobs.max_cpus", T::kInt, "0", "0 (all cores)", "", "", "Most CPUs one job may ask for; 0: all cores."},
     SettingSpec{"jobs.default_memory_mib", T::kInt, "2048", "2048", "", "", "Memory (MiB, no swap) a job gets when it does not ask."},

@@ -101,6 +101,38 @@ TEST_F(RemoteJobs, OutOfScopeRequestsAreRefusedWithTheReason) {
   EXPECT_EQ(laptop.yonder_json({"ps", "--all"})["jobs"].size(), 0u);
 }
 
+TEST_F(RemoteJobs, AJobPastTheScopesJobsAtOnceWaitsInTheQueueAndStartsWhenOneEnds) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "1"});
+  auto first = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sleep", "300"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::string a = first.out.substr(0, first.out.find('\n'));
+  // The second is accepted and waits, saying why, instead of being refused.
+  auto second = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "echo", "second"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  std::string b = second.out.substr(0, second.out.find('\n'));
+  EXPECT_NE(second.err.find("is queued"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("--max-jobs"), std::string::npos) << second.err;
+  json waiting = laptop.yonder_json({"ps"});
+  bool seen = false;
+  for (const auto& j : waiting["jobs"]) {
+    if (j["job_id"] != b) continue;
+    seen = true;
+    EXPECT_EQ(j["state"], "queued") << j.dump();
+    EXPECT_NE(j.value("waiting_for", "").find("the most your scope on this provider allows at once (1)"),
+              std::string::npos)
+        << j.dump();
+    EXPECT_EQ(j.value("queue_position", -1), 0) << j.dump();
+  }
+  EXPECT_TRUE(seen) << waiting.dump();
+  // The first ends: the second runs to its end.
+  ASSERT_EQ(laptop.yonder({"stop", a}).exit_code, 0);
+  auto logs = laptop.yonder({"logs", "-f", b});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_EQ(logs.out, "second\n");
+}
+
 TEST_F(RemoteJobs, OnlyTheSubmitterSeesStopsOrReadsItsJob) {
   TempDir dir;
   Node studio(dir, "studio", true), laptop(dir, "laptop", false), intruder(dir, "intruder", false);

@@ -81,6 +81,7 @@ nlohmann::json terms_to_json(const JobTerms& t) {
   nlohmann::json j = {{"request", t.request.to_json()}, {"wall_time_s", t.wall_time_s}, {"vram_bytes", t.vram_bytes},
                       {"gpus", t.gpus},  {"disk_bytes", t.disk_bytes},   {"simulate_gpus", t.simulate_gpus}};
   if (!t.workspace_seed.empty()) j["workspace_seed"] = t.workspace_seed;
+  if (t.max_running > 0) j["max_running"] = t.max_running;
   return j;
 }
 
@@ -113,6 +114,7 @@ Result<JobTerms> terms_from_json(const nlohmann::json& j) {
   YONDER_TRY(number("vram_bytes", t.vram_bytes));
   YONDER_TRY(number("gpus", t.gpus));
   YONDER_TRY(number("disk_bytes", t.disk_bytes));
+  YONDER_TRY(number("max_running", t.max_running));
   if (auto it = j.find("simulate_gpus"); it != j.end()) {
     if (!it->is_boolean()) return damaged("'simulate_gpus' is not true or false");
     t.simulate_gpus = it->get<bool>();

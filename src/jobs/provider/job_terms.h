@@ -59,6 +59,7 @@ struct JobTerms {
   uint64_t disk_bytes = 0;     // 0 (an older row): jobs.default_disk_mib
   bool simulate_gpus = false;  // gpu.simulate: fake devices were leased
   std::string workspace_seed;  // the uploaded folder the workspace starts from; "" none
+  int max_running = 0;         // its peer's jobs at once under the scope it was submitted with; 0: none
 };
 
 // The terms of a job the provider accepts now.
@@ -66,7 +67,7 @@ JobTerms job_terms(const JobRequest& request, const ResolvedJob& resolved, bool 
                    std::string workspace_seed);
 
 // The job store's encoding ({"request", "wall_time_s", "vram_bytes", "gpus",
-// "disk_bytes", "simulate_gpus", "workspace_seed"?}) and its decoder, which
+// "disk_bytes", "simulate_gpus", "workspace_seed"?, "max_running"?}) and its decoder, which
 // reads the request with parse_job_request: kDataLoss names what is damaged.
 nlohmann::json terms_to_json(const JobTerms& terms);
 Result<JobTerms> terms_from_json(const nlohmann::json& json);

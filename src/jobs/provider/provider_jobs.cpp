@@ -106,7 +106,7 @@ Status ProviderJobs::save_locked(Live& job) {
 }
 
 Result<nlohmann::json> ProviderJobs::submit(const PeerId& peer_id, const JobRequest& request,
-                                            const std::string& workspace_seed) {
+                                            const std::string& workspace_seed, int peer_limit) {
   auto resolved = resolve(request, options_.limits);
   if (!resolved) return std::move(resolved).error();
   if (resolved->gpus > 0) {
@@ -126,6 +126,14 @@ Result<nlohmann::json> ProviderJobs::submit(const PeerId& peer_id, const JobRequ
     return make_error(ErrorCode::kResourceExhausted, "the provider's queue is full (" + std::to_string(queue_.size()) +
                                                          " jobs, jobs.max_queued); try again later");
   }
+  int waiting = 0;
+  for (const auto& id : queue_) waiting += jobs_.at(id)->rec.peer_id == peer_id.value();
+  if (waiting >= options_.max_queued_per_peer) {
+    return make_error(ErrorCode::kResourceExhausted,
+                      "you already have " + std::to_string(waiting) +
+                          " job(s) waiting in this provider's queue, the most it takes from one peer "
+                          "(jobs.max_queued_per_peer); wait for them to start or stop one (yonder stop JOB)");
+  }
   if (options_.account_disk) {
     if (auto disk = disk_snapshot_locked()) {
       auto d = decide_disk(static_cast<uint64_t>(resolved->task.limits.disk_bytes), *disk);
@@ -138,6 +146,7 @@ Result<nlohmann::json> ProviderJobs::submit(const PeerId& peer_id, const JobRequ
   r.peer_id = peer_id.value();
   r.state = JobState::kQueued;
   r.terms = job_terms(request, *resolved, options_.simulate_gpus, workspace_seed);
+  r.terms.max_running = std::max(0, peer_limit);
   r.created_at = now_s();
   YONDER_TRY(save_locked(*job));  // persisted before acknowledged
   jobs_[r.job_id] = job;
@@ -409,8 +418,7 @@ QueueSnapshot ProviderJobs::snapshot_locked(MonoTime now, bool queue) {
   bool gpu_jobs = false;
   for (const auto& id : queue_) {
     const JobRecord& r = jobs_.at(id)->rec;
-    s.queue.push_back({r.job_id, r.peer_id, r.terms.gpus, r.terms.vram_bytes,
-                       disk_promise(r)});
+    s.queue.push_back({r.job_id, r.peer_id, r.terms.gpus, r.terms.vram_bytes, disk_promise(r), r.terms.max_running});
     gpu_jobs = gpu_jobs || s.queue.back().gpus > 0;
   }
   if (queue_order_ && queue_.size() > 1) {

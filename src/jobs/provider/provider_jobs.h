@@ -62,6 +62,7 @@ struct ProviderOptions {
   int max_concurrent = 4;        // starting + running, all peers
   int max_per_peer = 2;
   int max_queued = 100;
+  int max_queued_per_peer = 20;  // one peer's jobs waiting
   uint64_t log_max_bytes = 16 << 20;
   std::string jobs_dir;          // per-job folders (logs; the executor keeps workspaces there too)
   std::chrono::seconds stop_grace{10};
@@ -100,8 +101,10 @@ class ProviderJobs {
   // Persists the job (queued) and schedules it. Returns the job's view.
   // `workspace_seed`: a folder of uploaded files the workspace starts with
   // (exec::TaskSpec::seed_dir); the manager deletes it once the job started.
+  // `peer_limit`: how many of this peer's jobs its scope lets run at once
+  // (0: only jobs.max_per_peer); past it the job waits in the queue.
   Result<nlohmann::json> submit(const PeerId& peer_id, const JobRequest& request,
-                                const std::string& workspace_seed = "");
+                                const std::string& workspace_seed = "", int peer_limit = 0);
   Result<nlohmann::json> get(const JobId& job_id);
   Result<nlohmann::json> list();
   // One peer's jobs, oldest first, and how many of them are queued,

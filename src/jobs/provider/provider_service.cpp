@@ -73,6 +73,7 @@ Result<std::unique_ptr<ProviderService>> ProviderService::create(const config::C
   options.max_concurrent = static_cast<int>(cfg.get_int("jobs.max_concurrent"));
   options.max_per_peer = static_cast<int>(cfg.get_int("jobs.max_per_peer"));
   options.max_queued = static_cast<int>(cfg.get_int("jobs.max_queued"));
+  options.max_queued_per_peer = static_cast<int>(cfg.get_int("jobs.max_queued_per_peer"));
   options.log_max_bytes = static_cast<uint64_t>(std::max<int64_t>(64 * 1024, cfg.get_int("jobs.log_max_bytes")));
   options.jobs_dir = paths.home + "/jobs";
   // Slurm's workspaces live on the cluster's shared folder, not in images here.

@@ -72,9 +72,14 @@ void plan_starts(const QueueSnapshot& s, QueuePlan& plan) {
   for (const auto& id : plan.order) {
     if (total >= s.max_concurrent) break;
     const WaitingJob& job = *waiting.at(id);
-    if (per_peer[job.peer_id] >= s.max_per_peer) {
-      plan.actions.push_back(WaitJob{id, "this peer already has " + std::to_string(s.max_per_peer) +
-                                             " job(s) running (jobs.max_per_peer)"});
+    bool scoped = job.peer_limit > 0 && job.peer_limit < s.max_per_peer;
+    int cap = scoped ? job.peer_limit : s.max_per_peer;
+    if (per_peer[job.peer_id] >= cap) {
+      std::string n = std::to_string(per_peer[job.peer_id]), limit = std::to_string(cap);
+      plan.actions.push_back(WaitJob{
+          id, scoped ? n + " of your jobs are starting or running, the most your scope on this provider allows at once (" +
+                           limit + "); it starts when one ends, or ask the provider to raise it (yonder scope PEER --max-jobs N)"
+                     : "this peer already has " + limit + " job(s) running (jobs.max_per_peer)"});
       continue;
     }
     // A job that must wait keeps its place, saying for what; one this

@@ -16,8 +16,12 @@
 //  2. One pass, front to back, while fewer than `max_concurrent` jobs are
 //     starting or running; jobs behind that point are not looked at (their
 //     last "waiting for" stays). For each job, in this order:
-//       - its peer already has `max_per_peer` jobs starting or running: it
-//         waits ("jobs.max_per_peer");
+//       - its peer already has as many jobs starting or running as it may:
+//         `max_per_peer`, or the job's `peer_limit` (the peer's scope,
+//         `--max-jobs`) when that is smaller: it waits, the reason naming
+//         which limit and how to raise it. A peer over its limit is never
+//         refused for it: its jobs wait their turn, like Slurm's pending;
+//         only the queue's size limits are refusals (at submit);
 //       - disk (when the snapshot has a disk): disk_budget.h's decide_disk
 //         on its workspace promise. Never: refused. Later: it waits;
 //       - GPUs (when it asks for any): pick_gpus (gpu_leases.h), the first
@@ -75,6 +79,7 @@ struct WaitingJob {
   int gpus = 0;
   uint64_t vram_bytes = 0;  // per GPU: devices with less memory do not count
   uint64_t disk_bytes = 0;  // its workspace promise (--disk, or the default)
+  int peer_limit = 0;       // its peer's jobs at once by the scope it was submitted under; 0: none
 
   bool operator==(const WaitingJob&) const = default;
 };

@@ -44,8 +44,10 @@ Error over_scope(const std::string& what, const std::string& asked, const std::s
 }
 
 // Holds the request to the caller's scope; fills unset fields from it where
-// the scope is tighter than the provider's default.
-Status apply_scope(JobRequest& r, const Scope& s, const ProviderLimits& l, int active_jobs) {
+// the scope is tighter than the provider's default. The scope's jobs at
+// once (--max-jobs) is not a refusal: past it a job waits in the queue
+// (queue_core.h), so it goes to submit() instead.
+Status apply_scope(JobRequest& r, const Scope& s, const ProviderLimits& l) {
   if (r.egress && !s.egress) {
     return make_error(ErrorCode::kPermissionDenied, "this job asks for network egress but your scope on this provider "
                                                     "does not allow it; ask the provider (yonder scope PEER --egress)");
@@ -77,12 +79,6 @@ Status apply_scope(JobRequest& r, const Scope& s, const ProviderLimits& l, int a
     int64_t cap = static_cast<int64_t>(s.disk_bytes / kMiB);
     if (r.disk_mib == 0) r.disk_mib = std::min(cap, l.default_disk_mib);
     if (r.disk_mib > cap) return over_scope("of disk", format_size(r.disk_mib * kMiB), format_size(s.disk_bytes), "--disk SIZE");
-  }
-  if (s.max_jobs > 0 && active_jobs >= s.max_jobs) {
-    return make_error(ErrorCode::kResourceExhausted,
-                      "you already have " + std::to_string(active_jobs) +
-                          " job(s) queued or running on this provider, the most your scope allows; wait for one to "
-                          "end or stop it (yonder stop JOB)");
   }
   return ok_status();
 }
@@ -314,15 +310,14 @@ void RemoteProvider::submit(const PublicKeyBytes& peer, const nlohmann::json& pa
     auto result = [&]() -> Result<nlohmann::json> {
       auto jobs = ready();
       if (!jobs) return std::move(jobs).error();
-      int active = (*jobs)->active_jobs(PeerId(peer_id));
-      YONDER_TRY(apply_scope(request, scope, (*jobs)->options().limits, active));
+      YONDER_TRY(apply_scope(request, scope, (*jobs)->options().limits));
       std::string seed;
       if (!upload.empty()) {
         auto dir = take_upload(upload, peer_id);
         if (!dir) return std::move(dir).error();
         seed = *dir;
       }
-      auto view = (*jobs)->submit(PeerId(peer_id), request, seed);
+      auto view = (*jobs)->submit(PeerId(peer_id), request, seed, scope.max_jobs);
       if (!view && !seed.empty()) {
         std::error_code ec;
         std::filesystem::remove_all(seed, ec);

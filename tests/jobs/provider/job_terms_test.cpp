@@ -78,11 +78,13 @@ TEST(JobTerms, WhatTheStoreKeepsReadsBackAsItWasAccepted) {
   EXPECT_EQ(t.vram_bytes, 1024ULL << 20);
   EXPECT_EQ(t.disk_bytes, 64ULL << 20);
   EXPECT_TRUE(t.simulate_gpus);
+  t.max_running = 2;  // the scope's jobs at once when it was submitted
   // Stored as text, read back: the same terms.
   auto back = terms_from_json(json::parse(terms_to_json(t).dump()));
   ASSERT_TRUE(back.ok()) << back.error().to_string();
   EXPECT_EQ(terms_to_json(*back), terms_to_json(t));
   EXPECT_EQ(back->workspace_seed, t.workspace_seed);
+  EXPECT_EQ(back->max_running, 2);
   // A CPU job never claims fake GPUs, whatever gpu.simulate says.
   r.gpus = 0;
   EXPECT_FALSE(job_terms(r, *resolve(r, ProviderLimits{}), true, "").simulate_gpus);

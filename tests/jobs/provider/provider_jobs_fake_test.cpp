@@ -183,13 +183,13 @@ class ProviderJobsFakeTest : public ::testing::Test {
   // manager's watchdog wakes.
   void advance(std::chrono::nanoseconds d) { clock_.advance(d); }
 
-  std::string submit(const std::string& peer, json request) {
+  std::string submit(const std::string& peer, json request, int peer_limit = 0) {
     request["image"] = kImage;
     if (!request.contains("command")) request["command"] = {"fake", "run"};
     auto parsed = parse_job_request(request);
     EXPECT_TRUE(parsed.ok()) << parsed.error().to_string();
     if (!parsed) return "";
-    auto v = jobs_->submit(PeerId(peer), *parsed);
+    auto v = jobs_->submit(PeerId(peer), *parsed, "", peer_limit);
     EXPECT_TRUE(v.ok()) << v.error().to_string();
     return v.ok() ? (*v)["job_id"].get<std::string>() : "";
   }
@@ -272,6 +272,38 @@ TEST_F(ProviderJobsFakeTest, JobsStartInOrderUpToMaxConcurrentAndMaxPerPeer) {
   EXPECT_EQ(jobs_->active_jobs(PeerId("p1")), 3);
   EXPECT_EQ(jobs_->executor_status()["running"], 3);
   EXPECT_EQ(jobs_->executor_status()["queued"], 2);
+}
+
+TEST_F(ProviderJobsFakeTest, AJobPastItsScopesJobsAtOnceWaitsNamingTheScopeAndStartsWhenOneEnds) {
+  executor_.script("exit0", {.exit_after = 10s, .exit_code = 0});
+  start_manager([](ProviderOptions& o) {
+    o.max_concurrent = 4;
+    o.max_per_peer = 4;
+    o.max_queued_per_peer = 2;
+  });
+  // Shared with --max-jobs 1: the second job waits instead of being refused.
+  std::string a = submit("p1", {{"command", {"fake", "exit0"}}}, 1), b = submit("p1", {}, 1);
+  std::string other = submit("p2", {}, 1);
+  await_parked(4);  // a and other
+  EXPECT_EQ(state(a), "running");
+  EXPECT_EQ(state(other), "running") << "another peer's limit is its own";
+  json vb = view(b);
+  EXPECT_EQ(vb["state"], "queued");
+  EXPECT_NE(vb.value("waiting_for", "").find("the most your scope on this provider allows at once (1)"),
+            std::string::npos)
+      << vb.dump();
+  EXPECT_EQ(vb["queue_position"], 0);
+  // The queue bounds what one peer may leave waiting, and says so.
+  submit("p1", {}, 1);
+  auto third = jobs_->submit(PeerId("p1"), *protocol::parse_job_request({{"image", kImage}}), "", 1);
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.error().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(third.error().message().find("jobs.max_queued_per_peer"), std::string::npos) << third.error().message();
+  // a ends: b starts in the same pass.
+  advance(10s);
+  EXPECT_EQ(await_end(a)["exit_code"], 0);
+  await_parked(4);  // b and other
+  EXPECT_EQ(state(b), "running");
 }
 
 TEST_F(ProviderJobsFakeTest, AQueuedJobStartsWhenARunningOneExits) {
@@ -582,7 +614,10 @@ int open_job_logs(const std::string& jobs_dir) {
 // someone follows nor every finished one may hold its log open.
 TEST_F(ProviderJobsFakeTest, QueuedAndFinishedJobsDoNotEachHoldTheirLogOpen) {
   executor_.script("b", {.output = {{0s, exec::LogStream::kStdout, "b\n"}}});
-  start_manager([](ProviderOptions& o) { o.max_per_peer = 1; });
+  start_manager([](ProviderOptions& o) {
+    o.max_per_peer = 1;
+    o.max_queued_per_peer = 100;  // one peer's 40 jobs wait
+  });
   const std::string jobs_dir = dir_ / "jobs";
   std::string blocker = submit("p", {{"command", {"fake", "b"}}});
   await_log(blocker);

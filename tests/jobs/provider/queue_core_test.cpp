@@ -31,7 +31,7 @@ GpuView two_gpus() {
 }
 
 WaitingJob job(const std::string& id, const std::string& peer, int gpus = 0, uint64_t disk = 0) {
-  return {id, peer, gpus, 0, disk};
+  return {id, peer, gpus, 0, disk, 0};
 }
 
 ActiveJob running(const std::string& id, const std::string& peer, std::vector<std::string> uuids = {}) {
@@ -86,6 +86,39 @@ TEST(QueueCore, APeerAtItsLimitWaitsAndTheJobsBehindItStart) {
   EXPECT_EQ(waits[0].job_id, "p2");
   EXPECT_EQ(waits[0].reason, "this peer already has 1 job(s) running (jobs.max_per_peer)");
   EXPECT_EQ(plan.queue, (std::vector<std::string>{"p2"}));
+}
+
+TEST(QueueCore, APeerOverItsScopesLimitWaitsWithTheScopeNamedNotRefused) {
+  QueueSnapshot s;
+  s.now = kNow;
+  s.max_per_peer = 4;
+  s.active = {running("a", "p")};
+  WaitingJob second = job("p2", "p");
+  second.peer_limit = 1;  // shared with --max-jobs 1
+  WaitingJob other = job("q1", "q");
+  other.peer_limit = 1;
+  s.queue = {second, other};
+  QueuePlan plan = plan_queue(s);
+  EXPECT_EQ(started_ids(plan), (std::vector<std::string>{"q1"}));
+  EXPECT_TRUE(all_of_kind<RefuseJob>(plan).empty());
+  auto waits = all_of_kind<WaitJob>(plan);
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].job_id, "p2");
+  EXPECT_NE(waits[0].reason.find("1 of your jobs are starting or running"), std::string::npos) << waits[0].reason;
+  EXPECT_NE(waits[0].reason.find("--max-jobs"), std::string::npos) << waits[0].reason;
+  EXPECT_EQ(plan.queue, (std::vector<std::string>{"p2"}));
+  // When the running one has ended, it starts.
+  s.active.clear();
+  s.queue = {second};
+  EXPECT_EQ(started_ids(plan_queue(s)), (std::vector<std::string>{"p2"}));
+  // A scope wider than the provider's own limit changes nothing.
+  second.peer_limit = 9;
+  s.max_per_peer = 1;
+  s.active = {running("a", "p")};
+  s.queue = {second};
+  auto wider = all_of_kind<WaitJob>(plan_queue(s));
+  ASSERT_EQ(wider.size(), 1u);
+  EXPECT_NE(wider[0].reason.find("jobs.max_per_peer"), std::string::npos);
 }
 
 TEST(QueueCore, AGpuJobWaitsForAHeldGpuWhileACpuJobBehindItStarts) {
@@ -320,6 +353,7 @@ QueueSnapshot random_snapshot(std::mt19937_64& rng) {
     w.gpus = pick(3) == 0 ? 1 + static_cast<int>(pick(3)) : 0;
     w.vram_bytes = pick(3) == 0 ? (pick(2) ? 20 * kGiB : 40 * kGiB) : 0;
     w.disk_bytes = pick(8) * kGiB;
+    w.peer_limit = static_cast<int>(pick(4));
     s.queue.push_back(std::move(w));
   }
   if (pick(2) == 0) {
@@ -435,6 +469,15 @@ TEST(QueueCoreProperty, NeverStartsMoreThanTheSlotsThePeersOrTheDiskAllow) {
       promised += w.disk_bytes;
     }
     for (const auto& [peer, n] : added) ASSERT_LE(before[peer] + n, s.max_per_peer) << "run " << run;
+    // Each start, in the plan's order, stays within its own scope's limit.
+    std::map<std::string, int> so_far = before;
+    for (const auto& st : starts) {
+      const WaitingJob& w = queued(s, st.job_id);
+      if (w.peer_limit > 0) {
+        ASSERT_LT(so_far[w.peer_id], w.peer_limit) << "run " << run << " job " << w.job_id;
+      }
+      ++so_far[w.peer_id];
+    }
     if (s.disk && !starts.empty()) {
       const DiskSnapshot& d = *s.disk;
       uint64_t free_now = d.free_bytes > d.reserve_bytes ? d.free_bytes - d.reserve_bytes : 0;
