@@ -67,16 +67,16 @@ Status add_limits(nlohmann::json& body, const std::optional<int>& gpus, const st
     if (*max_jobs < 1) return make_error(ErrorCode::kInvalidArgument, "--max-jobs must be 1 or more");
     body["max_jobs"] = *max_jobs;
   }
-  auto size = [&](const std::optional<std::string>& v, const char* field) -> Status {
+  auto size = [&](const std::optional<std::string>& v, const char* field, const char* flag) -> Status {
     if (!v) return ok_status();
-    auto n = parse_size(*v);
+    auto n = parse_resource_size(*v, flag);
     if (!n) return std::move(n).error();
     body[field] = *n;
     return ok_status();
   };
-  YONDER_TRY(size(vram, "vram_bytes"));
-  YONDER_TRY(size(memory, "memory_bytes"));
-  YONDER_TRY(size(disk, "disk_bytes"));
+  YONDER_TRY(size(vram, "vram_bytes", "--vram"));
+  YONDER_TRY(size(memory, "memory_bytes", "--memory"));
+  YONDER_TRY(size(disk, "disk_bytes", "--disk"));
   if (max_time) {
     auto d = parse_duration_s(*max_time);
     if (!d) return std::move(d).error();

@@ -406,8 +406,8 @@ Result<jobs::protocol::JobRequest> job_request_of(const RunArgs& a) {
   if (a.gpus) job.gpus = *a.gpus;
   auto mib = [](const std::optional<std::string>& v, int64_t& out, const char* flag) -> Status {
     if (!v) return ok_status();
-    auto n = parse_size(*v);
-    if (!n) return std::move(n).error().with_context(flag);
+    auto n = parse_resource_size(*v, flag);
+    if (!n) return std::move(n).error();
     out = static_cast<int64_t>(*n >> 20);
     return ok_status();
   };

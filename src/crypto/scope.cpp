@@ -93,6 +93,20 @@ Result<uint64_t> parse_size(std::string_view text) {
                                   {{'K', 1ull << 10}, {'M', 1ull << 20}, {'G', 1ull << 30}, {'T', 1ull << 40}}, 1);
 }
 
+Result<uint64_t> parse_resource_size(std::string_view text, std::string_view flag) {
+  std::string f(flag), t(text.substr(0, 32));
+  if (!text.empty() && text.back() >= '0' && text.back() <= '9') {
+    return make_error(ErrorCode::kInvalidArgument, f + " " + t + " has no unit: write " + t + "G for " + t +
+                                                       " GiB or " + t + "M for " + t + " MiB");
+  }
+  auto n = parse_size(text);
+  if (!n) return Error(n.error()).with_context(f);
+  if (*n < (1ull << 20)) {
+    return make_error(ErrorCode::kInvalidArgument, f + " " + t + " is less than 1 MiB: give it in M or G (like 512M)");
+  }
+  return n;
+}
+
 Result<uint32_t> parse_duration_s(std::string_view text) {
   auto r = parse_number_with_suffix(text, "duration (like 90s, 30m, 2h, 1d)",
                                     {{'S', 1}, {'M', 60}, {'H', 3600}, {'D', 86400}}, 1);

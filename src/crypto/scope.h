@@ -52,6 +52,11 @@ Scope narrower_of(const Scope& a, const Scope& b);
 Result<uint8_t> parse_capabilities(std::string_view text);
 // "20G", "512M", "1T", "1024" (bytes); binary units.
 Result<uint64_t> parse_size(std::string_view text);
+// A job's or a scope's memory, VRAM or disk ("20G", "512M"): the unit is
+// required and the size is at least 1 MiB, so `--vram 20` is refused with
+// the fix rather than read as 20 bytes (which rounds to no limit at all).
+// `flag` names the option in the error.
+Result<uint64_t> parse_resource_size(std::string_view text, std::string_view flag);
 // "90s", "30m", "2h", "1d".
 Result<uint32_t> parse_duration_s(std::string_view text);
 std::string format_size(uint64_t bytes);

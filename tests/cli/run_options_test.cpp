@@ -321,6 +321,8 @@ TEST(JobRequestOf, ABadFlagIsNamed) {
   for (auto c : {Case{[](RunArgs& a) { a.env = {"NOEQUALS"}; }, "-e takes KEY=VALUE"},
                  Case{[](RunArgs& a) { a.env = {"=v"}; }, "-e takes KEY=VALUE"},
                  Case{[](RunArgs& a) { a.vram = "lots"; }, "--vram"},
+                 Case{[](RunArgs& a) { a.vram = "20"; }, "--vram 20 has no unit: write 20G"},
+                 Case{[](RunArgs& a) { a.disk = "512K"; }, "less than 1 MiB"},
                  Case{[](RunArgs& a) { a.memory = "12Q"; }, "--memory"},
                  Case{[](RunArgs& a) { a.time = "soon"; }, "--time"},
                  Case{[](RunArgs& a) { a.cpus = "0"; }, "--cpus"},

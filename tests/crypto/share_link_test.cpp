@@ -368,6 +368,14 @@ TEST(Scope, ParsesUnitsAndCapabilities) {
   EXPECT_EQ(*parse_size("1024"), 1024u);
   EXPECT_FALSE(parse_size("G").ok());
   EXPECT_FALSE(parse_size("12X").ok());
+  // A job's or a scope's sizes need a unit and at least 1 MiB.
+  EXPECT_EQ(*parse_resource_size("20G", "--vram"), 20ull << 30);
+  auto bare = parse_resource_size("20", "--vram");
+  ASSERT_FALSE(bare.ok());
+  EXPECT_NE(bare.error().message().find("--vram 20 has no unit: write 20G for 20 GiB"), std::string::npos)
+      << bare.error().message();
+  EXPECT_FALSE(parse_resource_size("512K", "--memory").ok());
+  EXPECT_NE(parse_resource_size("nope", "--disk").error().to_string().find("--disk"), std::string::npos);
   EXPECT_FALSE(parse_size("99999999999999999999T").ok());
   EXPECT_EQ(*parse_duration_s("2h"), 7200u);
   EXPECT_EQ(*parse_duration_s("90s"), 90u);
