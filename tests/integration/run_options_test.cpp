@@ -74,6 +74,14 @@ TEST_F(RunOptions, EnvFileWorkdirAndJobFile) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "A=from-file\nB=from -e\nS=taken from here\nN=unset\n");
 
+  // A size without a unit is refused with the fix, not read as bytes.
+  auto bare = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--vram", "20", "--", "true"});
+  EXPECT_EQ(bare.exit_code, 2) << bare.err;
+  EXPECT_NE(bare.err.find("--vram 20 has no unit: write 20G"), std::string::npos) << bare.err;
+  auto scope = studio.yonder({"scope", "laptop", "--memory", "16"});
+  EXPECT_NE(scope.exit_code, 0);
+  EXPECT_NE(scope.err.find("--memory 16 has no unit"), std::string::npos) << scope.err;
+
   // A bad line is named by file and line, before anything runs.
   std::ofstream(work + "/bad.env") << "A=1\nMY VAR=2\n";
   auto bad = laptop.yonder(
