@@ -98,6 +98,8 @@ int cancel_submit(const Context& ctx, const std::string& transfer_id) {
 int cmd_run(const Context& ctx, const RunArgs& given) {
   auto effective = effective_run_args(given, ctx.env);  // the job file and env files under the flags
   if (!effective) return print_error(effective.error(), kExitUsage);
+  // No --on, no `on` in the job file: the default provider, if one is set.
+  if (effective->peer.empty() && !effective->mesh) effective->peer = ctx.cfg.get("run.default_on");
   const RunArgs& a = *effective;
   // --out names paths inside the job's workspace: "../x" or "/etc" are
   // refused now, before anything is uploaded or run.
@@ -117,7 +119,8 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
   }
   if (a.peer.empty() && !a.mesh) {
     return print_error(make_error(ErrorCode::kInvalidArgument,
-                                  "--on is required: the provider (a peer name or node id), or `on` in the job file; "
+                                  "--on is required: the provider (a peer name or node id), or `on` in the job file, "
+                                  "or a default (yonder config set run.default_on PEER, or YONDER_ON=PEER); "
                                   "or --mesh to let Yonder choose among your paired providers"),
                        kExitUsage);
   }

@@ -383,7 +383,17 @@ Result<RunArgs> effective_run_args(const RunArgs& given, const config::EnvFn& en
     return ok_status();
   };
   YONDER_TRY(add_layer(file.env_files, file.env));
-  YONDER_TRY(add_layer(given.env_files, given.env));
+  // `-e KEY` (no '='), as with docker: the value of KEY here; left out when
+  // KEY is not set here.
+  std::vector<std::string> given_env;
+  for (const auto& kv : given.env) {
+    if (kv.find('=') != std::string::npos || kv.empty()) {
+      given_env.push_back(kv);
+    } else if (auto v = env(kv.c_str())) {
+      given_env.push_back(kv + "=" + *v);
+    }
+  }
+  YONDER_TRY(add_layer(given.env_files, given_env));
   for (const auto& p : out.ports) {
     if (auto parsed = parse_port_pair(p); !parsed) return Error(parsed.error()).with_context("-p");
   }

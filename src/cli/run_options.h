@@ -51,7 +51,8 @@ Result<PortPair> parse_port_pair(std::string_view text);
 // of `given`, which win: a value given on the command line replaces the
 // file's (a list replaces the file's list). The environment is merged by
 // name, later layers winning: the file's env_file, its [env], our
-// --env-file, our -e. The env files are read here (their entries become
+// --env-file, our -e (a bare `-e KEY` takes KEY's value from `env`, and is
+// left out when KEY is unset there, as docker does). The env files are read here (their entries become
 // K=V in `env`) and the ports checked.
 Result<RunArgs> effective_run_args(const RunArgs& given, const config::EnvFn& env);
 

@@ -97,6 +97,8 @@ constexpr std::array kSettings = {
                 "Most data (MiB; holes in sparse files do not count) one fetch of a job's outputs brings home without "
                 "asking, as for outputs.max_files. The target folder's free space is checked whatever this says."},
     // Metering and credits: receipts of finished jobs feed them (`yonder credits`).
+    SettingSpec{"run.default_on", T::kString, "", "none", "YONDER_ON", "",
+                "The provider `yonder run` uses when neither --on nor the job file names one (a peer name or node id)."},
     SettingSpec{"credits.starting_allowance", T::kInt, "3600", "3600", "", "",
                 "Credit (reference GPU-seconds) a peer starts with, so newcomers are served before they could "
                 "contribute; a peer's balance is this plus what it gave minus what it took."},

@@ -224,6 +224,18 @@ TEST(PortPair, LocalRemoteOrRemoteAlone) {
 
 // Flags win over the file; lists replace lists; the environment is merged
 // by name: the file's env_file < its [env] < our --env-file < our -e.
+TEST(EffectiveRunArgs, ABareDashEKeyTakesItsValueFromHereOrIsLeftOut) {
+  RunArgs cli;
+  cli.image = "python";
+  cli.env = {"TOKEN", "UNSET_HERE", "PLAIN=1"};
+  auto a = effective_run_args(cli, fake_env({{"TOKEN", "s3cret=x"}}));
+  ASSERT_TRUE(a.ok()) << a.error().to_string();
+  EXPECT_EQ(a->env, (std::vector<std::string>{"TOKEN=s3cret=x", "PLAIN=1"}));
+  auto job = job_request_of(*a);
+  ASSERT_TRUE(job.ok()) << job.error().to_string();
+  EXPECT_EQ(job->env, (std::map<std::string, std::string>{{"PLAIN", "1"}, {"TOKEN", "s3cret=x"}}));
+}
+
 TEST(EffectiveRunArgs, FlagsOverrideTheJobFileAndEnvironmentLayersMerge) {
   testing::TempDir dir;
   std::ofstream(dir / "file.env") << "A=from-file-env-file\nB=from-file-env-file\nC=from-file-env-file\n"

@@ -74,6 +74,19 @@ TEST_F(RunOptions, EnvFileWorkdirAndJobFile) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "A=from-file\nB=from -e\nS=taken from here\nN=unset\n");
 
+  // A default provider instead of --on, and -e KEY from our environment.
+  Env with_default = laptop.env();
+  with_default["YONDER_ON"] = "studio";
+  with_default["MY_TOKEN"] = "from-here";
+  auto defaulted = run(yonder_args({"run", "--image", kImage, "--no-upload", "-e", "MY_TOKEN", "--", "sh", "-c",
+                                    "echo \"T=$MY_TOKEN\""}),
+                       with_default);
+  EXPECT_EQ(defaulted.exit_code, 0) << defaulted.err;
+  EXPECT_EQ(defaulted.out, "T=from-here\n");
+  auto no_default = laptop.yonder({"run", "--image", kImage, "--no-upload", "--", "true"});
+  EXPECT_EQ(no_default.exit_code, 2);
+  EXPECT_NE(no_default.err.find("run.default_on"), std::string::npos) << no_default.err;
+
   // A size without a unit is refused with the fix, not read as bytes.
   auto bare = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--vram", "20", "--", "true"});
   EXPECT_EQ(bare.exit_code, 2) << bare.err;
