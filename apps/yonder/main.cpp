@@ -17,6 +17,7 @@
 #include "cli/mesh_job_commands.h"
 #include "cli/peer_commands.h"
 #include "cli/progress.h"
+#include "cli/usage_error.h"
 #include "release/app_flags.h"
 #include "release/completion.h"
 
@@ -354,8 +355,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return kExitUsage;
+    return yonder::cli::report_usage_error(app, e, argc, argv);
   }
 
   if (*completion) {

@@ -152,9 +152,7 @@ int cmd_shutdown(const Context& ctx) {
 
 int cmd_config_get(const Context& ctx, const std::string& key) {
   if (config::find_setting(key) == nullptr) {
-    return print_error(make_error(ErrorCode::kInvalidArgument,
-                                  "unknown setting `" + key + "`; `yonder config show` lists the settings"),
-                       kExitUsage);
+    return print_error(config::unknown_setting(key), kExitUsage);
   }
   if (ctx.json) {
     print_json({{"key", key}, {"value", ctx.cfg.get(key)}, {"source", config::source_name(ctx.cfg.source(key))}});

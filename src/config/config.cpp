@@ -171,8 +171,7 @@ Result<Config> Config::parse(std::string_view text, std::string_view origin) {
       std::string full = std::string(table_key.str()) + "." + std::string(key.str());
       const SettingSpec* spec = find_setting(full);
       if (spec == nullptr) {
-        return make_error(ErrorCode::kInvalidArgument, at(key.source(), origin) + ": unknown setting `" + full +
-                                                           "`; `yonder config show` lists the settings");
+        return unknown_setting(full).with_context(at(key.source(), origin));
       }
       auto text_value = toml_text(node);
       bool type_ok = text_value && ((spec->type == SettingType::kString && node.is_string()) ||
@@ -221,8 +220,7 @@ Status Config::apply_env(const EnvFn& env) {
 Status Config::set(std::string_view key, std::string_view value) {
   const SettingSpec* spec = find_setting(key);
   if (spec == nullptr) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "unknown setting `" + std::string(key) + "`; `yonder config show` lists the settings");
+    return unknown_setting(key);
   }
   auto valid = validate_value(*spec, value);
   if (!valid) return std::move(valid).error();
@@ -232,7 +230,7 @@ Status Config::set(std::string_view key, std::string_view value) {
 
 Status Config::unset(std::string_view key) {
   if (find_setting(key) == nullptr) {
-    return make_error(ErrorCode::kInvalidArgument, "unknown setting `" + std::string(key) + "`");
+    return unknown_setting(key);
   }
   auto it = file_.find(key);
   if (it != file_.end()) file_.erase(it);

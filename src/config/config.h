@@ -32,6 +32,9 @@ struct SettingSpec {
 
 std::span<const SettingSpec> all_settings();
 const SettingSpec* find_setting(std::string_view key);
+// "unknown setting `KEY`", with the closest setting's name when KEY looks
+// like a typo of one, and where to see them all.
+Error unknown_setting(std::string_view key);
 
 // Reads an environment variable; injected so tests need not touch the real one.
 using EnvFn = std::function<std::optional<std::string>(const char*)>;

@@ -1,5 +1,6 @@
 #include <array>
 
+#include "base/suggest.h"
 #include "config/config.h"
 
 namespace yonder::config {
@@ -236,6 +237,14 @@ constexpr std::array kSettings = {
 }  // namespace
 
 std::span<const SettingSpec> all_settings() { return kSettings; }
+
+Error unknown_setting(std::string_view key) {
+  std::vector<std::string> keys;
+  for (const auto& s : kSettings) keys.emplace_back(s.key);
+  std::string k(key.substr(0, 80));
+  return make_error(ErrorCode::kInvalidArgument,
+                    "unknown setting `" + k + "`" + did_you_mean(k, keys) + "; `yonder config show` lists the settings");
+}
 
 const SettingSpec* find_setting(std::string_view key) {
   for (const auto& s : kSettings) {

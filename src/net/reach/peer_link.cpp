@@ -14,6 +14,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "base/suggest.h"
 #include "discovery/lan_discovery.h"
 #include "discovery/pair_key.h"
 #include "net/punch/signal.h"
@@ -481,8 +482,11 @@ std::vector<std::string> PeerLink::advertised_addresses() const {
 Result<const peers::PeerRecord*> PeerLink::find_peer(const std::string& text) const {
   const peers::PeerRecord* p = store_.find_by_text(text);
   if (p == nullptr) {
-    return make_error(ErrorCode::kNotFound, "no paired peer \"" + text.substr(0, 80) +
-                                                "\" (or the name is ambiguous); `yonder peers` lists them");
+    std::vector<std::string> names;
+    for (const auto& r : store_.peers()) names.push_back(r.name);
+    std::string t = text.substr(0, 80);
+    return make_error(ErrorCode::kNotFound, "no paired peer \"" + t + "\" (or the name is ambiguous)" +
+                                                did_you_mean(t, names) + "; `yonder peers` lists them");
   }
   return p;
 }
