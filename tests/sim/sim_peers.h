@@ -1,6 +1,6 @@
 // A TEST DOUBLE of the node's peer link (reach::PeerLink) for simulations:
 // each SimNode has a real Identity (from the seed), a real trust store
-// (peers/trust_store.h, SQLite in a temp folder) and a real LinkService, and
+// (peers/trust_store.h, SQLite in a folder in memory) and a real LinkService, and
 // implements reach::Peers over them, so node features (groups, jobs, mesh)
 // run unchanged. What it leaves out is what PeerLink adds to reach a peer:
 // sockets, LAN discovery, relays, punching. Instead SimNet joins two
@@ -18,6 +18,8 @@
 #pragma once
 
 #include <utility>  // before Boost.Asio (GCC 12)
+
+#include <stdlib.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -41,7 +43,6 @@
 #include "net/reach/peers.h"
 #include "peers/trust_store.h"
 #include "store/migrations.h"
-#include "support/temp_dir.h"
 
 namespace yonder::sim {
 
@@ -109,9 +110,7 @@ class SimPeers final : public reach::Peers, public link::TrustPolicy {
     scope.capabilities = 0xff;
     std::string id_text = hex_encode(ByteView(id.data(), id.size()));
     links_[id_text] = {id, scope};
-    return nlohmann::json{{"id", id_text},
-                          {"link", "yonder-sim-link"},
-                          {"label", body.value("label", "")}};
+    return nlohmann::json{{"id", id_text}, {"link", "yonder-sim-link"}, {"label", body.value("label", "")}};
   }
   void on_redeemed(RedeemedHook hook) override { on_redeemed_ = std::move(hook); }
   void on_paired(PairedHook hook) override { on_paired_ = std::move(hook); }
@@ -201,7 +200,7 @@ class SimNet {
     auto identity = Identity::from_seed(ByteView(seed, sizeof seed));
     if (!identity) std::abort();
     auto node = std::make_unique<SimNode>(name, std::move(*identity));
-    node->dir = dir_ / name;
+    node->dir = dir_.path + "/" + name;
     std::filesystem::create_directories(node->dir);
     // One database per node with the daemon's schema, as its state.db.
     node->db = node->dir + "/node.db";
@@ -252,7 +251,8 @@ class SimNet {
     run_until([&] { return up_a->has_value() && up_b->has_value(); });
     if (!*up_a || !*up_b) {
       return make_error(ErrorCode::kUnavailable, a.name + " <-> " + b.name + " did not come up (" +
-                                                     (*up_a ? "" : a.name + " waits") + (*up_b ? "" : " " + b.name + " waits") + ")");
+                                                     (*up_a ? "" : a.name + " waits") +
+                                                     (*up_b ? "" : " " + b.name + " waits") + ")");
     }
     if (!**up_a) return (*up_a)->error();
     if (!**up_b) return (*up_b)->error();
@@ -305,7 +305,26 @@ class SimNet {
   }
 
   std::mt19937_64 rng_;
-  testing::TempDir dir_;
+  // The nodes' folders. In memory (/dev/shm) where there is one: each
+  // node's migrations and pins are SQLite transactions, and their fsyncs on
+  // a busy disk took seconds of an otherwise CPU-bound simulation.
+  struct Folder {
+    Folder() {
+      std::error_code ec;
+      std::string base = std::filesystem::is_directory("/dev/shm", ec) ? "/dev/shm" : "/tmp";
+      std::string tmpl = base + "/yonder-sim-XXXXXX";
+      if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+      path = tmpl;
+    }
+    ~Folder() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+    Folder(const Folder&) = delete;
+    Folder& operator=(const Folder&) = delete;
+    std::string path;
+  };
+  Folder dir_;
   std::vector<std::unique_ptr<SimNode>> nodes_;
   std::map<std::pair<PublicKeyBytes, PublicKeyBytes>, link::MemoryPair> carriers_;
 };
