@@ -42,9 +42,13 @@ uint64_t query_u64(const std::map<std::string, std::string>& q, const std::strin
 
 }  // namespace
 
-RemoteConsumer::RemoteConsumer(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+RemoteConsumer::RemoteConsumer(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                                std::unique_ptr<ConsumerJobStore> store, std::string hash_cache_dir)
-    : io_(io), pool_(pool), link_(link), store_(std::move(store)), uploads_(io, pool, link, std::move(hash_cache_dir)) {}
+    : io_(io),
+      pool_(pool),
+      link_(link),
+      store_(std::move(store)),
+      uploads_(io, pool, link, std::move(hash_cache_dir)) {}
 
 RemoteConsumer::~RemoteConsumer() = default;
 
@@ -89,8 +93,9 @@ void RemoteConsumer::run(const Request& req, Reply reply) {
   });
 }
 
-void RemoteConsumer::submit(const reach::PeerLink::Target& t, const jobs::protocol::JobRequest& request, const std::string& dir,
-                            const std::string& transfer_id, std::function<void(Result<nlohmann::json>)> answer) {
+void RemoteConsumer::submit(const reach::Peers::Target& t, const jobs::protocol::JobRequest& request,
+                            const std::string& dir, const std::string& transfer_id,
+                            std::function<void(Result<nlohmann::json>)> answer) {
   auto progress = transfers_.begin(transfer_id, dir.empty() ? "submit" : "upload", t.name, dir);
   nlohmann::json job = request.to_json();
   // Ends the request once: the transfer's outcome, then the answer.

@@ -30,7 +30,7 @@
 #include "jobs/files/transfers.h"
 #include "jobs/files/upload_consumer.h"
 #include "jobs/protocol/job_request.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -46,7 +46,7 @@ namespace yonder::jobs::consumer {
 class RemoteConsumer : public api::Module {
  public:
   std::string_view module_name() const override { return "remote jobs (consumer)"; }
-  RemoteConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  RemoteConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                  std::unique_ptr<jobs::consumer::ConsumerJobStore> store, std::string hash_cache_dir);
   ~RemoteConsumer();
   void add_routes(api::Router& router) override;
@@ -58,7 +58,7 @@ class RemoteConsumer : public api::Module {
   // "" for none) to `target`, submits `job`, remembers the job; `answer`
   // (event loop) gets the route's answer ({"job_id", ..., "upload"}) or why
   // it failed.
-  void submit(const reach::PeerLink::Target& target, const jobs::protocol::JobRequest& job, const std::string& dir,
+  void submit(const reach::Peers::Target& target, const jobs::protocol::JobRequest& job, const std::string& dir,
               const std::string& transfer_id, std::function<void(Result<nlohmann::json>)> answer);
   // Calls `method` (run.inspect, run.stop, run.logs) on the provider of job
   // `id` (submitted from here) with {"job_id"} + `params`; with `record`,
@@ -84,7 +84,7 @@ class RemoteConsumer : public api::Module {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
   jobs::files::UploadConsumer uploads_;
   jobs::files::Transfers transfers_;

@@ -59,7 +59,7 @@ struct Fetch {
 
 }  // namespace
 
-FetchConsumer::FetchConsumer(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+FetchConsumer::FetchConsumer(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                              std::shared_ptr<jobs::consumer::ConsumerJobStore> store, const config::Config& cfg)
     : io_(io), pool_(pool), link_(link), store_(std::move(store)) {
   budget_.max_files = static_cast<uint64_t>(std::max<int64_t>(0, cfg.get_int("outputs.max_files")));

@@ -33,12 +33,12 @@
 
 #include <memory>
 
-#include "api/module.h"
 #include "api/answer.h"
+#include "api/module.h"
 #include "api/server.h"
 #include "config/config.h"
 #include "jobs/files/transfers.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 #include "transfer/outputs_policy.h"
 
 namespace boost::asio {
@@ -55,7 +55,7 @@ namespace yonder::jobs::files {
 class FetchConsumer : public api::Module {
  public:
   std::string_view module_name() const override { return "fetches (consumer)"; }
-  FetchConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  FetchConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                 std::shared_ptr<jobs::consumer::ConsumerJobStore> store, const config::Config& cfg);
   void add_routes(api::Router& router) override;
   // Brings a job's files home: `body` is what POST /v1/jobs/fetch takes
@@ -69,7 +69,7 @@ class FetchConsumer : public api::Module {
  private:
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
   Transfers* transfers_ = nullptr;
   transfer::OutputsBudget budget_;  // from the settings

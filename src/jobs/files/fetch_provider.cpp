@@ -36,7 +36,7 @@ struct FetchProvider::Pump {
   bool release_pending = false;  // finish_quietly() waits for the read in flight
 };
 
-FetchProvider::FetchProvider(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+FetchProvider::FetchProvider(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                              jobs::provider::ProviderService& provider, jobs::provider::RemoteProvider& audit,
                              WorkspaceMounts& mounts, const config::Config& cfg)
     : io_(io),

@@ -29,7 +29,7 @@
 #include "jobs/files/workspace_mounts.h"
 #include "jobs/provider/provider_service.h"
 #include "jobs/provider/remote_provider.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -41,7 +41,7 @@ namespace yonder::jobs::files {
 class FetchProvider : public api::Module {
  public:
   std::string_view module_name() const override { return "fetches (provider)"; }
-  FetchProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  FetchProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                 jobs::provider::ProviderService& provider, jobs::provider::RemoteProvider& audit,
                 WorkspaceMounts& mounts, const config::Config& cfg);
   void register_methods() override;
@@ -56,7 +56,7 @@ class FetchProvider : public api::Module {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   jobs::provider::ProviderService& provider_;
   jobs::provider::RemoteProvider& audit_;
   WorkspaceMounts& mounts_;

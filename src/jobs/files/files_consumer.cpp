@@ -41,7 +41,7 @@ struct FilesConsumer::Put {
   std::unique_ptr<asio::steady_timer> retry;
 };
 
-FilesConsumer::FilesConsumer(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+FilesConsumer::FilesConsumer(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                              std::shared_ptr<jobs::consumer::ConsumerJobStore> store)
     : io_(io), pool_(pool), link_(link), store_(std::move(store)) {}
 

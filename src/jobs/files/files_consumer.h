@@ -23,7 +23,7 @@
 
 #include "api/module.h"
 #include "api/server.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -39,7 +39,7 @@ namespace yonder::jobs::files {
 class FilesConsumer : public api::Module {
  public:
   std::string_view module_name() const override { return "files into jobs (consumer)"; }
-  FilesConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  FilesConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                 std::shared_ptr<jobs::consumer::ConsumerJobStore> store);
   void add_routes(api::Router& router) override;
 
@@ -53,7 +53,7 @@ class FilesConsumer : public api::Module {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
 };
 

@@ -32,7 +32,7 @@ struct FilesProvider::Put {
   bool done = false, writing = false, eof_pending = false, release_pending = false;
 };
 
-FilesProvider::FilesProvider(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+FilesProvider::FilesProvider(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                              jobs::provider::ProviderService& provider, jobs::provider::RemoteProvider& audit,
                              WorkspaceMounts& mounts, const config::Config& cfg)
     : io_(io),

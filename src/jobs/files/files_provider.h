@@ -30,7 +30,7 @@
 #include "jobs/files/workspace_mounts.h"
 #include "jobs/provider/provider_service.h"
 #include "jobs/provider/remote_provider.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -42,7 +42,7 @@ namespace yonder::jobs::files {
 class FilesProvider : public api::Module {
  public:
   std::string_view module_name() const override { return "files into jobs (provider)"; }
-  FilesProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  FilesProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                 jobs::provider::ProviderService& provider, jobs::provider::RemoteProvider& audit,
                 WorkspaceMounts& mounts, const config::Config& cfg);
   void register_methods() override;
@@ -58,7 +58,7 @@ class FilesProvider : public api::Module {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   jobs::provider::ProviderService& provider_;
   jobs::provider::RemoteProvider& audit_;
   WorkspaceMounts& mounts_;

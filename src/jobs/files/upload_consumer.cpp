@@ -37,7 +37,7 @@ constexpr uint64_t kMaxListBytes = 1ull << 40;  // the provider sets the real bo
 
 struct UploadConsumer::State {
   explicit State(asio::io_context& io) : timer(io), answer_timer(io) {}
-  reach::PeerLink::Target target;
+  reach::Peers::Target target;
   std::string dir;
   std::shared_ptr<TransferProgress> progress;
   std::function<void(Result<nlohmann::json>)> done;
@@ -62,14 +62,15 @@ struct UploadConsumer::State {
   std::string lane;          // its key in lanes_
 };
 
-UploadConsumer::UploadConsumer(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+UploadConsumer::UploadConsumer(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                                std::string hash_cache_dir)
     : io_(io), pool_(pool), link_(link), hash_cache_dir_(std::move(hash_cache_dir)) {}
 
 UploadConsumer::~UploadConsumer() = default;
 
-void UploadConsumer::upload(const reach::PeerLink::Target& target, const std::string& dir,
-                            std::shared_ptr<TransferProgress> progress, std::function<void(Result<nlohmann::json>)> done) {
+void UploadConsumer::upload(const reach::Peers::Target& target, const std::string& dir,
+                            std::shared_ptr<TransferProgress> progress,
+                            std::function<void(Result<nlohmann::json>)> done) {
   auto s = std::make_shared<State>(io_);
   s->target = target;
   s->dir = dir;

@@ -34,7 +34,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "jobs/files/transfers.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -45,14 +45,14 @@ namespace yonder::jobs::files {
 
 class UploadConsumer {
  public:
-  UploadConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  UploadConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                  std::string hash_cache_dir);
   ~UploadConsumer();
 
   // Uploads `dir` (absolute) to `target`; `done` (event loop) gets the
   // provider's final reply: {"upload_id", "files", "bytes", "sent_files",
   // "sent_bytes", "reused_files", "skipped", "attempts"}.
-  void upload(const reach::PeerLink::Target& target, const std::string& dir, std::shared_ptr<TransferProgress> progress,
+  void upload(const reach::Peers::Target& target, const std::string& dir, std::shared_ptr<TransferProgress> progress,
               std::function<void(Result<nlohmann::json>)> done);
 
   struct State;
@@ -70,7 +70,7 @@ class UploadConsumer {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   std::string hash_cache_dir_;
   // provider node id + '\n' + folder -> its uploads; the front one runs.
   std::mutex lanes_mutex_;

@@ -71,7 +71,7 @@ struct UploadProvider::Session {
   }
 };
 
-UploadProvider::UploadProvider(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+UploadProvider::UploadProvider(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                                jobs::provider::RemoteProvider& owner, const config::Config& cfg, std::string cache_dir,
                                std::string uploads_dir)
     : io_(io),

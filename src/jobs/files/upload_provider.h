@@ -35,7 +35,7 @@
 
 #include "api/module.h"
 #include "config/config.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -55,7 +55,7 @@ namespace yonder::jobs::files {
 class UploadProvider : public api::Module {
  public:
   std::string_view module_name() const override { return "uploads (provider)"; }
-  UploadProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  UploadProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                  jobs::provider::RemoteProvider& owner, const config::Config& cfg, std::string cache_dir,
                  std::string uploads_dir);
   ~UploadProvider();
@@ -73,7 +73,7 @@ class UploadProvider : public api::Module {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   jobs::provider::RemoteProvider& owner_;
   uint64_t max_upload_bytes_;
   uint64_t cache_cap_bytes_;

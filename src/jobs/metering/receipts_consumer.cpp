@@ -37,7 +37,7 @@ std::function<void()> countdown(size_t count, std::function<void()> done) {
 
 }  // namespace
 
-ReceiptsConsumer::ReceiptsConsumer(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+ReceiptsConsumer::ReceiptsConsumer(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                                    const Identity& identity, std::shared_ptr<jobs::consumer::ConsumerJobStore> jobs,
                                    jobs::receipts::ReceiptStore& store, Credits& credits)
     : io_(io),
@@ -100,7 +100,7 @@ void ReceiptsConsumer::job_ended(const PeerId& provider, const JobId& job) {
   });
 }
 
-void ReceiptsConsumer::process(const reach::PeerLink::Target& t, const std::string& text, std::function<void()> done) {
+void ReceiptsConsumer::process(const reach::Peers::Target& t, const std::string& text, std::function<void()> done) {
   asio::post(pool_, [this, t, text, done = std::move(done)]() mutable {
     auto finish = [this, done] { asio::post(io_, done); };
     auto r = mesh::decode_receipt(text);

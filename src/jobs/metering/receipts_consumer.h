@@ -39,7 +39,7 @@
 #include "crypto/identity.h"
 #include "jobs/metering/credits.h"
 #include "jobs/receipts/receipt_store.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -57,7 +57,7 @@ class Verifications;
 class ReceiptsConsumer : public api::Module {
  public:
   std::string_view module_name() const override { return "receipts (consumer)"; }
-  ReceiptsConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  ReceiptsConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                    const Identity& identity, std::shared_ptr<jobs::consumer::ConsumerJobStore> jobs,
                    jobs::receipts::ReceiptStore& store, Credits& credits);
   ~ReceiptsConsumer();
@@ -77,7 +77,7 @@ class ReceiptsConsumer : public api::Module {
 
  private:
   // Checks, countersigns, stores (pool) and sends back (loop) one receipt from `t`.
-  void process(const reach::PeerLink::Target& t, const std::string& text, std::function<void()> done);
+  void process(const reach::Peers::Target& t, const std::string& text, std::function<void()> done);
   void schedule_sweep(std::chrono::seconds after);
   void credits(const api::Request& req, api::Reply reply);
   void receipts(const api::Request& req, api::Reply reply);
@@ -86,7 +86,7 @@ class ReceiptsConsumer : public api::Module {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   const Identity& identity_;
   std::string self_id_;
   std::shared_ptr<jobs::consumer::ConsumerJobStore> jobs_;

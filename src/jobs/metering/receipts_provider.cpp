@@ -38,7 +38,7 @@ Error not_found(const std::string& job_id) {
 
 }  // namespace
 
-ReceiptsProvider::ReceiptsProvider(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+ReceiptsProvider::ReceiptsProvider(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                                    jobs::provider::ProviderService& provider, jobs::provider::RemoteProvider& remote,
                                    const Identity& identity, jobs::receipts::ReceiptStore& store, Credits& credits)
     : io_(io),

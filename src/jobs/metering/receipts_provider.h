@@ -29,7 +29,7 @@
 #include "jobs/provider/provider_service.h"
 #include "jobs/provider/remote_provider.h"
 #include "jobs/receipts/receipt_store.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -41,7 +41,7 @@ namespace yonder::jobs::metering {
 class ReceiptsProvider : public api::Module {
  public:
   std::string_view module_name() const override { return "receipts (provider)"; }
-  ReceiptsProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  ReceiptsProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                    jobs::provider::ProviderService& provider, jobs::provider::RemoteProvider& remote,
                    const Identity& identity, jobs::receipts::ReceiptStore& store, Credits& credits);
   void register_methods() override;
@@ -55,7 +55,7 @@ class ReceiptsProvider : public api::Module {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   jobs::provider::ProviderService& provider_;
   jobs::provider::RemoteProvider& remote_;
   const Identity& identity_;

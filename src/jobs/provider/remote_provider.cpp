@@ -132,7 +132,7 @@ nlohmann::json encode_logs(const jobs::provider::LogRead& read, uint64_t offset)
 
 }  // namespace
 
-RemoteProvider::RemoteProvider(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+RemoteProvider::RemoteProvider(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                                ProviderService& provider, std::string uploads_dir)
     : io_(io), pool_(pool), link_(link), provider_(provider), uploads_dir_(std::move(uploads_dir)) {
   // Uploads an earlier run left behind: a queued job may still hold one as

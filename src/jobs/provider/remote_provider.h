@@ -33,7 +33,7 @@
 #include "config/config.h"
 #include "jobs/audit/audit_log.h"
 #include "jobs/provider/provider_service.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -45,7 +45,7 @@ namespace yonder::jobs::provider {
 class RemoteProvider : public api::Module {
  public:
   std::string_view module_name() const override { return "remote jobs (provider)"; }
-  RemoteProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  RemoteProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                  ProviderService& provider, std::string uploads_dir);
   ~RemoteProvider();
   RemoteProvider(const RemoteProvider&) = delete;
@@ -84,7 +84,7 @@ class RemoteProvider : public api::Module {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   ProviderService& provider_;
   std::string uploads_dir_;
   audit::AuditLog* audit_ = nullptr;

@@ -35,12 +35,12 @@ constexpr size_t kTokenBytes = 32;  // hex characters the CLI sends first on an 
 }  // namespace
 
 struct ForwardConsumer::Listener : std::enable_shared_from_this<Listener> {
-  Listener(asio::io_context& context, reach::PeerLink& peer_link) : io(context), link(peer_link), acceptor(context) {}
+  Listener(asio::io_context& context, reach::Peers& peer_link) : io(context), link(peer_link), acceptor(context) {}
 
   asio::io_context& io;
-  reach::PeerLink& link;
+  reach::Peers& link;
   tcp::acceptor acceptor;
-  reach::PeerLink::Target target;
+  reach::Peers::Target target;
   std::string forward_id, job_id;  // job_id "": a port on the provider host itself (forward.host)
   int remote_port = 0;
   uint64_t accepted = 0;
@@ -110,14 +110,14 @@ struct ForwardConsumer::Listener : std::enable_shared_from_this<Listener> {
 // user could connect to the port); then the connection is relayed unchanged
 // over an exec.session tunnel (the frames are end to end, CLI to provider).
 struct ForwardConsumer::ExecRelay : std::enable_shared_from_this<ExecRelay> {
-  ExecRelay(asio::io_context& context, reach::PeerLink& peer_link)
+  ExecRelay(asio::io_context& context, reach::Peers& peer_link)
       : link(peer_link), acceptor(context), socket(context), timer(context) {}
 
-  reach::PeerLink& link;
+  reach::Peers& link;
   tcp::acceptor acceptor;
   tcp::socket socket;
   asio::steady_timer timer;
-  reach::PeerLink::Target target;
+  reach::Peers::Target target;
   nlohmann::json params;
   std::string token;
   std::array<char, kTokenBytes> got{};
@@ -171,7 +171,7 @@ struct ForwardConsumer::ExecRelay : std::enable_shared_from_this<ExecRelay> {
   }
 };
 
-ForwardConsumer::ForwardConsumer(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+ForwardConsumer::ForwardConsumer(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                                  std::shared_ptr<jobs::consumer::ConsumerJobStore> store)
     : io_(io), pool_(pool), link_(link), store_(std::move(store)) {}
 
@@ -331,7 +331,7 @@ void ForwardConsumer::create(const Request& req, Reply reply) {
   });
 }
 
-void ForwardConsumer::open_listener(const reach::PeerLink::Target& t, const std::string& job_id, int64_t remote,
+void ForwardConsumer::open_listener(const reach::Peers::Target& t, const std::string& job_id, int64_t remote,
                                     int64_t local, const Reply& reply) {
   auto l = std::make_shared<Listener>(io_, link_);
   boost::system::error_code ec;

@@ -25,7 +25,7 @@
 
 #include "api/module.h"
 #include "api/server.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -41,7 +41,7 @@ namespace yonder::jobs::sessions {
 class ForwardConsumer : public api::Module {
  public:
   std::string_view module_name() const override { return "port forwarding (consumer)"; }
-  ForwardConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  ForwardConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                   std::shared_ptr<jobs::consumer::ConsumerJobStore> store);
   ~ForwardConsumer();
   void add_routes(api::Router& router) override;
@@ -53,12 +53,12 @@ class ForwardConsumer : public api::Module {
   void create(const api::Request& req, api::Reply reply);
   void exec(const api::Request& req, api::Reply reply);
   // Listens on 127.0.0.1:local for a forward to `job_id` ("" the provider host).
-  void open_listener(const reach::PeerLink::Target& t, const std::string& job_id, int64_t remote, int64_t local,
+  void open_listener(const reach::Peers::Target& t, const std::string& job_id, int64_t remote, int64_t local,
                      const api::Reply& reply);
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store_;
   std::map<std::string, std::shared_ptr<Listener>> listeners_;  // by forward id
   std::map<ExecRelay*, std::shared_ptr<ExecRelay>> sessions_;

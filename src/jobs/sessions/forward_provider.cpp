@@ -308,7 +308,7 @@ class ExecPipe : public std::enable_shared_from_this<ExecPipe> {
   std::thread reader_, writer_;
 };
 
-ForwardProvider::ForwardProvider(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+ForwardProvider::ForwardProvider(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                                  jobs::provider::ProviderService& provider, jobs::provider::RemoteProvider& audit)
     : io_(io), pool_(pool), link_(link), provider_(provider), audit_(audit), alive_(std::make_shared<bool>(true)) {}
 

@@ -33,7 +33,7 @@
 #include "exec/executor.h"
 #include "jobs/provider/provider_service.h"
 #include "jobs/provider/remote_provider.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -51,7 +51,7 @@ class ForwardProvider : public api::Module {
   // At most this many forwarded connections at once, for all peers.
   static constexpr size_t kMaxConnections = 64;
 
-  ForwardProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  ForwardProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                   jobs::provider::ProviderService& provider, jobs::provider::RemoteProvider& audit);
   ~ForwardProvider();
   void register_methods() override;
@@ -67,7 +67,7 @@ class ForwardProvider : public api::Module {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   jobs::provider::ProviderService& provider_;
   jobs::provider::RemoteProvider& audit_;
   std::shared_ptr<bool> alive_;

@@ -39,7 +39,7 @@ Result<std::set<int>> HostForward::parse_ports(const std::string& text) {
   return out;
 }
 
-HostForward::HostForward(asio::io_context& io, reach::PeerLink& link, jobs::provider::RemoteProvider& audit,
+HostForward::HostForward(asio::io_context& io, reach::Peers& link, jobs::provider::RemoteProvider& audit,
                          std::set<int> ports)
     : io_(io), link_(link), audit_(audit), ports_(std::move(ports)), alive_(std::make_shared<bool>(true)) {}
 

@@ -24,7 +24,7 @@
 
 #include "api/module.h"
 #include "jobs/provider/remote_provider.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -43,7 +43,7 @@ class HostForward : public api::Module {
   // "11434, 8888" -> {11434, 8888}; "" -> {}. kInvalidArgument names a bad entry.
   static Result<std::set<int>> parse_ports(const std::string& text);
 
-  HostForward(boost::asio::io_context& io, reach::PeerLink& link, jobs::provider::RemoteProvider& audit,
+  HostForward(boost::asio::io_context& io, reach::Peers& link, jobs::provider::RemoteProvider& audit,
               std::set<int> ports);
   ~HostForward();
   void register_methods() override;
@@ -54,7 +54,7 @@ class HostForward : public api::Module {
   void open(const PublicKeyBytes& peer, const nlohmann::json& params, link::TunnelAccept accept);
 
   boost::asio::io_context& io_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   jobs::provider::RemoteProvider& audit_;
   std::set<int> ports_;
   std::shared_ptr<bool> alive_;

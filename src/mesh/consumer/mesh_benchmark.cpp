@@ -67,7 +67,7 @@ Result<BenchmarkSettings> benchmark_settings_from_config(const config::Config& c
 
 struct MeshBenchmark::Run {
   explicit Run(asio::io_context& io) : timer(io) {}
-  reach::PeerLink::Target target;
+  reach::Peers::Target target;
   mesh::BenchmarkSpec spec;
   std::string image;
   std::string gpu_model;  // as the provider advertises it ("" when it did not say)
@@ -82,7 +82,7 @@ struct MeshBenchmark::Run {
   asio::steady_timer timer;
 };
 
-MeshBenchmark::MeshBenchmark(asio::io_context& io, reach::PeerLink& link, jobs::consumer::RemoteConsumer& remote,
+MeshBenchmark::MeshBenchmark(asio::io_context& io, reach::Peers& link, jobs::consumer::RemoteConsumer& remote,
                              jobs::metering::Verifications& verifications, MeshOpinions& opinions,
                              BenchmarkSettings settings)
     : io_(io),
@@ -169,7 +169,7 @@ void MeshBenchmark::on_member_joined(const PublicKeyBytes& member) {
   });
 }
 
-void MeshBenchmark::verify(const reach::PeerLink::Target& target, uint32_t size, Check check,
+void MeshBenchmark::verify(const reach::Peers::Target& target, uint32_t size, Check check,
                            std::function<void(Result<nlohmann::json>)> done) {
   if (check == Check::kGpu && settings_.gpu_image.empty()) {
     return done(make_error(ErrorCode::kFailedPrecondition,

@@ -52,7 +52,7 @@
 #include "api/module.h"
 #include "api/server.h"
 #include "config/config.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace yonder::jobs::consumer {
 class RemoteConsumer;
@@ -78,7 +78,7 @@ Result<BenchmarkSettings> benchmark_settings_from_config(const config::Config& c
 class MeshBenchmark : public api::Module {
  public:
   std::string_view module_name() const override { return "mesh benchmark"; }
-  MeshBenchmark(boost::asio::io_context& io, reach::PeerLink& link, jobs::consumer::RemoteConsumer& remote,
+  MeshBenchmark(boost::asio::io_context& io, reach::Peers& link, jobs::consumer::RemoteConsumer& remote,
                 jobs::metering::Verifications& verifications, MeshOpinions& opinions, BenchmarkSettings settings);
   ~MeshBenchmark();
   void add_routes(api::Router& router) override;
@@ -89,7 +89,7 @@ class MeshBenchmark : public api::Module {
   void on_member_joined(const PublicKeyBytes& member);
   enum class Check { kCpu, kGpu, kAuto };
   // Runs one check; `done` gets the route's answer or why it could not run.
-  void verify(const reach::PeerLink::Target& target, uint32_t size, Check check,
+  void verify(const reach::Peers::Target& target, uint32_t size, Check check,
               std::function<void(Result<nlohmann::json>)> done);
 
  private:
@@ -99,7 +99,7 @@ class MeshBenchmark : public api::Module {
   void schedule();
 
   boost::asio::io_context& io_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   jobs::consumer::RemoteConsumer& remote_;
   jobs::metering::Verifications& verifications_;
   MeshOpinions& opinions_;

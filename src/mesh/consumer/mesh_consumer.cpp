@@ -52,7 +52,7 @@ std::string refusal_text(const mesh::LeaseMessage& m) {
 
 // Calls `method` on `t`, answering `done` once: the result, or a timeout
 // error after `timeout`. `late` gets a result that came after the timeout.
-void call_with_timeout(asio::io_context& io, reach::PeerLink& link, const reach::PeerLink::Target& t,
+void call_with_timeout(asio::io_context& io, reach::Peers& link, const reach::Peers::Target& t,
                        const std::string& method, const nlohmann::json& params, std::chrono::milliseconds timeout,
                        std::function<void(Result<nlohmann::json>)> done,
                        std::function<void(Result<nlohmann::json>)> late = nullptr) {
@@ -102,13 +102,13 @@ Result<mesh::Advertisement> verified_advertisement(const nlohmann::json& m, cons
 
 struct MeshConsumer::Held {
   explicit Held(asio::io_context& io) : timer(io) {}
-  reach::PeerLink::Target target;
+  reach::Peers::Target target;
   uint64_t lease_id = 0;
   std::chrono::steady_clock::time_point since;
   asio::steady_timer timer;
 };
 
-MeshConsumer::MeshConsumer(asio::io_context& io, reach::PeerLink& link, MeshSettings settings)
+MeshConsumer::MeshConsumer(asio::io_context& io, reach::Peers& link, MeshSettings settings)
     : io_(io), link_(link), settings_(std::move(settings)) {}
 
 MeshConsumer::~MeshConsumer() {
@@ -454,7 +454,7 @@ void MeshConsumer::lease_for(nlohmann::json b, api::Answer reply) {
                                          "); try again later, or ask for less (`yonder mesh` shows what is free)"));
       }
       const Known& k = known_.at(plan.ranked[i].provider);
-      reach::PeerLink::Target t = k.target;
+      reach::Peers::Target t = k.target;
       mesh::LeaseMessage offer;
       offer.kind = mesh::LeaseKind::kOffer;
       offer.request_id = next_request_id_++;

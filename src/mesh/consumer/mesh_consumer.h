@@ -56,7 +56,7 @@
 #include "mesh/core/membership.h"
 #include "mesh/core/placement.h"
 #include "mesh/provider/mesh_provider.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -72,7 +72,7 @@ class MeshConsumer : public api::Module {
   std::string_view module_name() const override { return "mesh (consumer)"; }
   static constexpr std::chrono::minutes kMaxUnboundRenewal{30};
 
-  MeshConsumer(boost::asio::io_context& io, reach::PeerLink& link, MeshSettings settings);
+  MeshConsumer(boost::asio::io_context& io, reach::Peers& link, MeshSettings settings);
   ~MeshConsumer();
   void add_routes(api::Router& router) override;
   // advertisement.push {"advertisement"}: a paired provider's signed
@@ -101,7 +101,7 @@ class MeshConsumer : public api::Module {
 
   // What this node knows of one provider.
   struct Known {
-    reach::PeerLink::Target target;
+    reach::Peers::Target target;
     std::optional<mesh::Advertisement> ad;  // the newest verified one
     std::string error;                      // why the last ask failed ("" when it did not)
     mesh::UnixMs fetched_at_ms = 0;  // when the newest answer or push came
@@ -123,7 +123,7 @@ class MeshConsumer : public api::Module {
   void forget(const std::string& key);
 
   boost::asio::io_context& io_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   MeshSettings settings_;
   const jobs::metering::Credits* credits_ = nullptr;
   const Groups* groups_ = nullptr;

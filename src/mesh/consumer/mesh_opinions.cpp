@@ -83,7 +83,7 @@ mesh::TrustResult trust_from(const mesh::Opinions& own, const std::map<mesh::Pee
   return mesh::compute_trust(receipts, outcomes, pre_trusted, params);
 }
 
-MeshOpinions::MeshOpinions(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link, const Identity& self,
+MeshOpinions::MeshOpinions(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link, const Identity& self,
                            jobs::receipts::ReceiptStore& receipts, jobs::metering::Verifications& verifications)
     : io_(io), pool_(pool), link_(link), self_(self), receipts_(receipts), verifications_(verifications) {}
 
@@ -143,7 +143,7 @@ void MeshOpinions::refresh(std::function<void()> done) {
   // others would refuse, and each refusal is a row in their audit log.
   auto targets = link_.targets();
   targets.erase(std::remove_if(targets.begin(), targets.end(),
-                               [](const reach::PeerLink::Target& t) {
+                               [](const reach::Peers::Target& t) {
                                  return !t.granted_to_us || !t.granted_to_us->allows(Capability::kMesh);
                                }),
                 targets.end());

@@ -55,7 +55,7 @@
 #include "mesh/core/membership.h"
 #include "mesh/core/reputation.h"
 #include "mesh/core/verification.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -82,7 +82,7 @@ mesh::TrustResult trust_from(const mesh::Opinions& own, const std::map<mesh::Pee
 class MeshOpinions : public api::Module {
  public:
   std::string_view module_name() const override { return "mesh opinions"; }
-  MeshOpinions(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link, const Identity& self,
+  MeshOpinions(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link, const Identity& self,
                jobs::receipts::ReceiptStore& receipts, jobs::metering::Verifications& verifications);
   ~MeshOpinions();
   void register_methods() override;
@@ -120,7 +120,7 @@ class MeshOpinions : public api::Module {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   const Identity& self_;
   jobs::receipts::ReceiptStore& receipts_;
   jobs::metering::Verifications& verifications_;

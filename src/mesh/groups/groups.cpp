@@ -39,8 +39,7 @@ Error not_admin(const Membership& m) {
 
 }  // namespace
 
-Groups::Groups(reach::PeerLink& link, const Identity& identity, std::string self_name,
-               std::unique_ptr<GroupStore> store)
+Groups::Groups(reach::Peers& link, const Identity& identity, std::string self_name, std::unique_ptr<GroupStore> store)
     : link_(link),
       identity_(identity),
       self_(identity.public_key()),

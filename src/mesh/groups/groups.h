@@ -2,7 +2,7 @@
 // the group's owner or an admin (mesh/core/membership.h), kept in SQLite
 // (group_store.h) and gossiped among the members over their peer links.
 //
-// Invites. A group invite is an ordinary share link (PeerLink::share, the
+// Invites. A group invite is an ordinary share link (reach::Peers::share, the
 // scope given to `yonder group invite`) whose id this node remembers as an
 // invite into the group (table group_invites). No new link format: the
 // holder redeems it with `yonder pair` or `yonder group join` like any
@@ -60,20 +60,20 @@
 #include "api/server.h"
 #include "base/hook.h"
 #include "crypto/identity.h"
-#include "mesh/groups/group_store.h"
 #include "mesh/core/membership.h"
-#include "net/reach/peer_link.h"
+#include "mesh/groups/group_store.h"
+#include "net/reach/peers.h"
 
 namespace yonder::mesh {
 
 class Groups : public api::Module {
  public:
   std::string_view module_name() const override { return "groups"; }
-  Groups(reach::PeerLink& link, const Identity& identity, std::string self_name, std::unique_ptr<GroupStore> store);
+  Groups(reach::Peers& link, const Identity& identity, std::string self_name, std::unique_ptr<GroupStore> store);
   // Reads the stored lists (a list that no longer decodes is dropped with a warning).
   Status load();
   Status start() override { return load(); }
-  // Link methods and the PeerLink hooks (redeem, pair, session).
+  // Link methods and the pairing hooks of reach::Peers (redeem, pair, session).
   void register_methods() override;
   // GET /v1/groups, POST /v1/groups, POST /v1/groups/invite, /leave, /remove,
   // /label, /admin, GET /v1/groups/members?group=NAME.
@@ -121,7 +121,7 @@ class Groups : public api::Module {
   nlohmann::json members_json(const Held& g) const;
   bool paired(const mesh::PeerKey& key) const;
 
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   const Identity& identity_;
   mesh::PeerKey self_;
   std::string self_name_;

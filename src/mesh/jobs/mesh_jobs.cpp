@@ -142,7 +142,7 @@ Result<MeshJobSettings> mesh_job_settings_from_config(const config::Config& cfg)
   return s;
 }
 
-MeshJobs::MeshJobs(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link, MeshConsumer& mesh,
+MeshJobs::MeshJobs(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link, MeshConsumer& mesh,
                    jobs::consumer::RemoteConsumer& remote, jobs::files::FetchConsumer& fetch,
                    std::unique_ptr<MeshJobStore> store, std::string dir, MeshJobSettings settings)
     : io_(io),

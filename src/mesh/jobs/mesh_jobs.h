@@ -72,7 +72,7 @@
 #include "jobs/protocol/job_request.h"
 #include "mesh/jobs/mesh_job_store.h"
 #include "mesh/jobs/supervisor_core.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -122,7 +122,7 @@ class MeshJobs : public api::Module {
   std::string_view module_name() const override { return "mesh jobs"; }
   // `dir`: where jobs keep their checkpoints and staged uploads
   // ($YONDER_HOME/mesh-jobs). The services outlive this object.
-  MeshJobs(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link, MeshConsumer& mesh,
+  MeshJobs(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link, MeshConsumer& mesh,
            jobs::consumer::RemoteConsumer& remote, jobs::files::FetchConsumer& fetch,
            std::unique_ptr<MeshJobStore> store, std::string dir, MeshJobSettings settings);
   ~MeshJobs();
@@ -177,7 +177,7 @@ class MeshJobs : public api::Module {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   MeshConsumer& mesh_;
   jobs::consumer::RemoteConsumer& remote_;
   jobs::files::FetchConsumer& fetch_;

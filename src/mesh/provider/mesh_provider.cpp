@@ -60,7 +60,7 @@ Result<MeshSettings> mesh_settings_from_config(const config::Config& cfg) {
   return s;
 }
 
-MeshProvider::MeshProvider(asio::io_context& io, asio::thread_pool& pool, reach::PeerLink& link,
+MeshProvider::MeshProvider(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
                            jobs::provider::ProviderService& provider, gpu::GpuInventory& inventory,
                            const Identity& identity, MeshSettings settings, std::string horizon_file)
     : io_(io),
@@ -199,7 +199,7 @@ void MeshProvider::push_now() {
   for (const auto& s : link_.service().sessions()) {
     if (s.established && !s.draining) online.insert(s.peer);
   }
-  std::vector<reach::PeerLink::Target> to;
+  std::vector<reach::Peers::Target> to;
   for (auto& t : link_.targets()) {
     auto grant = link_.grant_of(t.key);
     if (grant && grant->allows(Capability::kMesh) && online.count(t.key)) to.push_back(std::move(t));

@@ -61,7 +61,7 @@
 #include "jobs/provider/provider_service.h"
 #include "mesh/core/advertisement.h"
 #include "mesh/core/lease_book.h"
-#include "net/reach/peer_link.h"
+#include "net/reach/peers.h"
 
 namespace boost::asio {
 class io_context;
@@ -83,7 +83,7 @@ Result<MeshSettings> mesh_settings_from_config(const config::Config& cfg);
 class MeshProvider : public api::Module {
  public:
   std::string_view module_name() const override { return "mesh (provider)"; }
-  MeshProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::PeerLink& link,
+  MeshProvider(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
                jobs::provider::ProviderService& provider, gpu::GpuInventory& inventory, const Identity& identity,
                MeshSettings settings, std::string horizon_file);
   ~MeshProvider();
@@ -117,7 +117,7 @@ class MeshProvider : public api::Module {
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
-  reach::PeerLink& link_;
+  reach::Peers& link_;
   jobs::provider::ProviderService& provider_;
   gpu::GpuInventory& inventory_;
   const Identity& identity_;

@@ -41,17 +41,6 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-// The capability a request method needs; nullopt: any pinned peer may call it.
-std::optional<Capability> capability_for(const std::string& method) {
-  auto prefix = method.substr(0, method.find('.'));
-  if (prefix == "run") return Capability::kRun;
-  if (prefix == "exec") return Capability::kExec;
-  if (prefix == "forward") return Capability::kForward;
-  if (prefix == "files") return Capability::kFiles;
-  if (prefix == "mesh") return Capability::kMesh;
-  return std::nullopt;
-}
-
 const char* capability_name(Capability c) {
   switch (c) {
     case Capability::kRun: return "run";

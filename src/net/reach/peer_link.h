@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "crypto/identity.h"
 #include "net/link/link_service.h"
+#include "net/reach/peers.h"
 #include "net/reach/punch_paths.h"
 #include "net/reach/relay_paths.h"
 #include "peers/trust_store.h"
@@ -41,7 +42,7 @@ struct PortMapperStatus;
 
 namespace yonder::reach {
 
-class PeerLink final : public link::TrustPolicy {
+class PeerLink final : public link::TrustPolicy, public Peers {
  public:
   static Result<std::unique_ptr<PeerLink>> create(boost::asio::io_context& io, const Identity& identity,
                                                   const config::Config& cfg, const config::Paths& paths,
@@ -52,26 +53,13 @@ class PeerLink final : public link::TrustPolicy {
   Status start();
   void stop();
   void add_routes(api::Router& router);
-  link::LinkService& service() { return *service_; }
-  // For node features that talk to peers (remote jobs); event loop only.
-  struct Target {
-    PublicKeyBytes key{};
-    std::string node_id;
-    std::string name;
-    std::vector<std::string> addresses;
-    std::optional<Scope> granted_to_us;  // what it lets this node do; nullopt: nothing (it paired with us)
-  };
-  // A paired peer by node id, name or first group of its id.
-  Result<Target> target(const std::string& id_or_name) const;
-  // A request that must be answered within `deadline`: a peer that stopped
-  // answering (a stopped process keeps its connection open) gets
-  // kUnavailable naming it, instead of the link's own request timeout.
+  // Peers (peers.h): what node features use; event loop only.
+  link::LinkService& service() override { return *service_; }
+  Result<Target> target(const std::string& id_or_name) const override;
   void call_within(const Target& t, const std::string& method, const nlohmann::json& params,
-                   std::chrono::milliseconds deadline, std::function<void(Result<nlohmann::json>)> done);
-  // Every paired peer that is not denied (the mesh asks each for its capacity).
-  std::vector<Target> targets() const;
-  // What this node grants `key` now; nullopt when it is not pinned (or denied).
-  std::optional<Scope> grant_of(const PublicKeyBytes& key) const;
+                   std::chrono::milliseconds deadline, std::function<void(Result<nlohmann::json>)> done) override;
+  std::vector<Target> targets() const override;
+  std::optional<Scope> grant_of(const PublicKeyBytes& key) const override;
   size_t peer_count() const;
   uint16_t port() const { return service_->port(); }
   // The relays and what they see of this node (for netcheck).
@@ -91,21 +79,10 @@ class PeerLink final : public link::TrustPolicy {
                                 const std::string& peer_name, const std::string& short_auth_string) override;
   Status authorize(const PublicKeyBytes& key, const std::string& method) override;
   void seen(const PublicKeyBytes& key) override;
-  // Called (event loop) for every request authorize() refuses, for the
-  // audit log; keep it short (post blocking work elsewhere).
-  using RefusalHook = std::function<void(const PublicKeyBytes& key, const std::string& method, const Error& why)>;
-  void on_refused(RefusalHook hook) { on_refused_ = std::move(hook); }
-
-  // Groups (mesh/groups/groups.h) build on pairing through these. Event loop only.
-  // Makes a share link from a POST /v1/share body (scope fields, expires_s,
-  // uses, label); the same answer as that route.
-  Result<nlohmann::json> share(const nlohmann::json& body);
-  // A share link was redeemed: `key` (named `name`) is pinned now, before
-  // the pairing is answered; the fields of the object returned are added to
-  // that answer (pair_ok).
-  using RedeemedHook =
-      std::function<nlohmann::json(const LinkIdBytes& id, const PublicKeyBytes& key, const std::string& name)>;
-  void on_redeemed(RedeemedHook hook) { on_redeemed_ = std::move(hook); }
+  // Peers: the refusals of authorize() and the pairing hooks (peers.h).
+  void on_refused(RefusalHook hook) override { on_refused_ = std::move(hook); }
+  Result<nlohmann::json> share(const nlohmann::json& body) override;
+  void on_redeemed(RedeemedHook hook) override { on_redeemed_ = std::move(hook); }
   // Changes of trust made here (a link created or revoked, a pairing with
   // its check digits, deny, allow, a scope change), for the audit log:
   // (actor: "local" or the peer's id, action "trust.*", subject, detail).
@@ -116,14 +93,9 @@ class PeerLink final : public link::TrustPolicy {
   // What a consumer that pairs here is told about how jobs run, with its
   // scope (a Slurm provider: no container). Empty: nothing to say.
   void set_provider_notice(std::string notice) { provider_notice_ = std::move(notice); }
-  // This node paired with `provider` (POST /v1/pair), which answered
-  // `answer` (pair_ok): `done(extra)` must follow, and `extra` goes into the
-  // route's answer as "groups".
-  using PairedHook = std::function<void(const PublicKeyBytes& provider, const nlohmann::json& answer,
-                                        std::function<void(nlohmann::json)> done)>;
-  void on_paired(PairedHook hook) { on_paired_ = std::move(hook); }
-  // A session with a pinned peer is established (after the path hooks).
-  void on_session(std::function<void(const PublicKeyBytes& peer)> hook) { on_session_ = std::move(hook); }
+  void on_paired(PairedHook hook) override { on_paired_ = std::move(hook); }
+  // After the path hooks.
+  void on_session(std::function<void(const PublicKeyBytes& peer)> hook) override { on_session_ = std::move(hook); }
 
  private:
   PeerLink(const Identity& identity, peers::TrustStore store, std::string name, std::string listen,
