@@ -4,6 +4,9 @@
 // --filter and --format.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -12,6 +15,7 @@
 
 #include "support/docker_env.h"
 #include "support/job_node.h"
+#include "support/live_process.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 #include "support/wait_until.h"
@@ -36,7 +40,7 @@ class DockerHabits : public ::testing::Test {
     YONDER_REQUIRE_DOCKER_OR_SKIP();
     studio_ = std::make_unique<Node>(dir_, "studio", true);
     laptop_ = std::make_unique<Node>(dir_, "laptop", false);
-    laptop_->pair_with(*studio_, {"--max-jobs", "4"});
+    laptop_->pair_with(*studio_, {"--max-jobs", "4", "--scope", "run,files"});
   }
   // Submits `script` detached; returns the job id.
   std::string detached(const std::string& script) {
@@ -108,6 +112,25 @@ TEST_F(DockerHabits, InspectShowsTheJobAsJsonStateFirst) {
   EXPECT_LT(r.out.find("\"exit_code\""), r.out.find("\"image\""));
 }
 
+TEST_F(DockerHabits, InspectShowsTheJobAsLastSeenWhenItsProviderDoesNotAnswer) {
+  std::string id = detached("exit 6");
+  ASSERT_EQ(laptop().yonder({"wait", id}).exit_code, 6);
+  // SIGSTOP keeps the provider's connections open but answers nothing.
+  ASSERT_EQ(::kill(studio_->daemon().pid(), SIGSTOP), 0);
+  struct Resume {
+    int pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{studio_->daemon().pid()};
+  auto r = laptop().yonder({"inspect", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto v = json::parse(r.out, nullptr, false);
+  EXPECT_EQ(v["state"], "exited") << r.out;
+  EXPECT_EQ(v["exit_code"], 6) << r.out;
+  EXPECT_EQ(v["provider_reachable"], false) << r.out;
+  EXPECT_NE(r.err.find("did not answer"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("as last seen"), std::string::npos) << r.err;
+}
+
 TEST_F(DockerHabits, InspectOfAMissingJobSaysHowToListJobs) {
   auto r = laptop().yonder({"inspect", "abcd1234"});
   EXPECT_NE(r.exit_code, 0);
@@ -127,6 +150,22 @@ TEST_F(DockerHabits, LogsTailPrintsOnlyTheLastLines) {
   auto bad = laptop().yonder({"logs", "-n", "x", id});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--tail 20"), std::string::npos) << bad.err;
+}
+
+TEST_F(DockerHabits, LogsTailWithFollowPrintsTheLastLinesThenWhatComesAfter) {
+  // The job prints three lines, then waits for a file we put into its workspace.
+  std::string id = detached("echo a; echo b; echo c; until [ -e go ]; do sleep 0.1; done; echo d; exit 2");
+  ASSERT_TRUE(wait_until([&] {
+    return laptop().yonder({"logs", id}).out == "a\nb\nc\n";
+  })) << laptop().yonder({"logs", id}).out;
+  LiveProcess follow({program_path("yonder"), "logs", "-f", "-n", "1", id}, laptop().env());
+  ASSERT_TRUE(follow.wait_for("c\n", std::chrono::seconds(30))) << follow.output();
+  std::string go = dir_ / "go";
+  std::ofstream(go) << "";
+  auto cp = laptop().yonder({"cp", go, id + ":"});
+  ASSERT_EQ(cp.exit_code, 0) << cp.err;
+  EXPECT_EQ(follow.wait(std::chrono::seconds(60)), 2) << follow.output();
+  EXPECT_EQ(follow.out(), "c\nd\n");
 }
 
 TEST_F(DockerHabits, LogsTimestampsPutEachLinesTimeBeforeIt) {
