@@ -13,6 +13,7 @@
 #include "cli/forward_commands.h"
 #include "cli/group_commands.h"
 #include "cli/job_commands.h"
+#include "cli/job_status_commands.h"
 #include "cli/mesh_commands.h"
 #include "cli/mesh_job_commands.h"
 #include "cli/peer_commands.h"
@@ -195,21 +196,35 @@ int main(int argc, char** argv) {
   run->add_flag("--json", json, "With -d: print the job as JSON");
   run->add_option("command", run_args.command, "The command and its arguments, after -- (optional with a job file "
                                                "that has one)");
-  bool ps_all = false;
-  auto* ps = app.add_subcommand("ps", "Jobs this node runs on providers (unfinished; --all for every one)");
-  ps->add_flag("-a,--all", ps_all, "Finished jobs too");
+  PsArgs ps_args;
+  auto* ps =
+      app.add_subcommand("ps", "Jobs this node runs on providers, newest first (unfinished; --all for every one)");
+  ps->add_flag("-a,--all", ps_args.all, "Finished jobs too");
+  ps->add_flag("-q,--quiet", ps_args.quiet, "Only the job ids, one a line");
+  ps->add_option("--format", ps_args.format, "table (default) or json (one job a line)");
+  ps->add_option("--filter", ps_args.filters,
+                 "KEY=VALUE: state (queued, starting, running, exited, stopped, failed), provider or image "
+                 "(repeatable; one key's values are alternatives)")
+      ->allow_extra_args(false);
   ps->add_flag("--json", json, "Machine-readable output");
   auto* transfers = app.add_subcommand("transfers", "Uploads this node's daemon is sending now, with their progress");
   transfers->add_flag("--json", json, "Machine-readable output");
   std::string job_id;
-  bool logs_follow = false;
+  LogsArgs logs_args;
   auto* logs = app.add_subcommand("logs", "A job's output (from its provider's persisted log)");
   logs->add_option("job", job_id, "Job id (or a unique prefix)")->required();
-  logs->add_flag("-f,--follow", logs_follow, "Keep printing until the job ends");
-  bool logs_raw = false;
-  logs->add_flag("--raw", logs_raw, "Pass the job's terminal control sequences through as they came");
-  std::string logs_since;
-  logs->add_option("--since", logs_since, "Only output written since: a duration (10m, 2h), an RFC 3339 UTC time, or Unix seconds");
+  logs->add_flag("-f,--follow", logs_args.follow, "Keep printing until the job ends, then exit with its exit code");
+  logs->add_flag("--raw", logs_args.raw, "Pass the job's terminal control sequences through as they came");
+  logs->add_option("--since", logs_args.since,
+                   "Only output written since: a duration (10m, 2h), an RFC 3339 UTC time, or Unix seconds");
+  logs->add_option("-n,--tail", logs_args.tail, "Only the last N lines (all: every line)");
+  logs->add_flag("-t,--timestamps", logs_args.timestamps, "Put each line's time (RFC 3339, UTC) before it");
+  std::vector<std::string> wait_jobs;
+  auto* wait_cmd =
+      app.add_subcommand("wait", "Block until jobs end; print each one's exit code and exit with the last one's");
+  wait_cmd->add_option("jobs", wait_jobs, "Job ids (or unique prefixes)")->required();
+  auto* inspect = app.add_subcommand("inspect", "Everything known about a job, as JSON");
+  inspect->add_option("job", job_id, "Job id (or a unique prefix)")->required();
   auto* stop = app.add_subcommand("stop", "Stop a job (SIGTERM, then SIGKILL after the provider's grace)");
   stop->add_option("job", job_id, "Job id (or a unique prefix)")->required();
   stop->add_flag("--json", json, "Machine-readable output");
@@ -390,9 +405,11 @@ int main(int argc, char** argv) {
   if (*speedtest) return cmd_speedtest(*ctx, peer, speed_bytes, speed_streams);
   if (*call) return cmd_call(*ctx, peer, call_method, call_params);
   if (*run) return cmd_run(*ctx, run_args);
-  if (*ps) return cmd_ps(*ctx, ps_all);
+  if (*ps) return cmd_ps(*ctx, ps_args);
   if (*transfers) return cmd_transfers(*ctx);
-  if (*logs) return cmd_logs(*ctx, job_id, logs_follow, logs_since, logs_raw);
+  if (*logs) return cmd_logs(*ctx, job_id, logs_args);
+  if (*wait_cmd) return cmd_wait(*ctx, wait_jobs);
+  if (*inspect) return cmd_inspect(*ctx, job_id);
   if (*stop) return cmd_stop(*ctx, job_id);
   if (*exec) return cmd_exec(*ctx, exec_args);
   if (*forward) {

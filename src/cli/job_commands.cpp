@@ -17,6 +17,7 @@
 #include "cli/exit_codes.h"
 #include "cli/fetched_files.h"
 #include "cli/job_logs.h"
+#include "cli/job_status_commands.h"
 #include "cli/mesh_commands.h"
 #include "cli/mesh_job_commands.h"
 #include "cli/progress.h"
@@ -340,64 +341,28 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
   return kExitCouldNotRun;
 }
 
-int cmd_ps(const Context& ctx, bool all) {
-  auto r = api(ctx, "GET", std::string("/v1/jobs") + (all ? "?all=1" : ""));
-  if (!r) return fail(ctx, r.error());
-  if (ctx.json) {
-    std::printf("%s\n", r->dump(2).c_str());
-    return kExitOk;
-  }
-  std::printf("%-12s  %-16s  %-24s  %-9s  %-4s  %s\n", "JOB", "PROVIDER", "IMAGE", "STATE", "EXIT", "COMMAND");
-  bool cleaned = false;
-  for (const auto& j : (*r)["jobs"]) {
-    std::string cmd;
-    for (const auto& a : j.value("command", json::array())) cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
-    if (cmd.size() > 40) cmd = cmd.substr(0, 37) + "...";
-    std::string state = j.value("state", "");
-    if (!j.value("provider_reachable", true)) state += "?";
-    if (j.contains("workspace_removed_at") || j.contains("log_removed_at")) {
-      state += "*";
-      cleaned = true;
-    }
-    std::string exit = j["exit_code"].is_number_integer() ? std::to_string(j["exit_code"].get<int>()) : "-";
-    std::printf("%-12s  %-16s  %-24s  %-9s  %-4s  %s\n", short_id(j.value("job_id", "")).c_str(),
-                shown(j, "provider_name", "").substr(0, 16).c_str(), j.value("image", "").substr(0, 24).c_str(),
-                state.c_str(), exit.c_str(), cmd.c_str());
-  }
-  if (cleaned) {
-    std::printf("* cleaned: the provider removed the ended job's workspace, so its outputs can no longer be fetched "
-                "(and, past its logs cap, the log; `yonder logs` says so)\n");
-  }
-  // A provider that did not answer: its jobs are shown as last seen ("?").
-  for (const auto& u : r->value("unanswered", json::array())) {
-    std::fprintf(stderr, "yonder: %s; its jobs are shown as last seen (marked ?)\n",
-                 terminal_safe(u.value("why", "")).c_str());
-  }
-  // Mesh jobs run as the jobs above, one attempt at a time: say which is which.
-  if (auto mesh = api(ctx, "GET", std::string("/v1/mesh/jobs") + (all ? "?all=1" : "")); mesh) {
-    for (const auto& m : (*mesh)["jobs"]) {
-      std::string attempts;
-      for (const auto& a : m["attempts"]) {
-        attempts += (attempts.empty() ? "" : ", ") + short_id(a.value("job_id", "")) + " on " +
-                    shown(a, "provider_name", "") + " (" + a.value("state", "") + ")";
-      }
-      std::printf("mesh job %s: %s; attempts: %s\n", short_id(m.value("mesh_job_id", "")).c_str(),
-                  m.value("state", "").c_str(), attempts.empty() ? "none yet" : attempts.c_str());
-    }
-  }
-  return kExitOk;
-}
-
-int cmd_logs(const Context& ctx, const std::string& job, bool follow, const std::string& since, bool raw) {
-  int64_t since_ns = 0;
-  if (!since.empty()) {
-    auto s = parse_since(since);
+int cmd_logs(const Context& ctx, const std::string& job, const LogsArgs& args) {
+  LogsOptions options;
+  options.follow = args.follow;
+  options.raw = args.raw;
+  options.timestamps = args.timestamps;
+  if (!args.since.empty()) {
+    auto s = parse_since(args.since);
     if (!s) return print_error(s.error(), kExitUsage);
-    since_ns = *s;
+    options.since_ns = *s;
   }
-  auto r = print_logs(ctx, job, follow, since_ns, raw);
+  if (!args.tail.empty()) {
+    auto t = parse_tail(args.tail);
+    if (!t) return print_error(t.error(), kExitUsage);
+    options.tail = *t;
+  }
+  auto r = print_logs(ctx, job, options);
   if (!r) return fail(ctx, r.error());
-  return kExitOk;
+  if (!args.follow || !*r) return kExitOk;
+  // Followed to the end: exit as the job did, as `wait` does.
+  auto view = api(ctx, "GET", "/v1/jobs/inspect?id=" + job);
+  if (!view) return fail(ctx, view.error());
+  return exit_code_of_ended(*view);
 }
 
 int cmd_stop(const Context& ctx, const std::string& job) {

@@ -1,4 +1,5 @@
-// Remote jobs from the command line: run, ps, logs, stop (docs/cli.md).
+// Remote jobs from the command line: run, logs, stop, cp (docs/cli.md;
+// ps, wait and inspect: cli/job_status_commands.h).
 // Each talks to the local daemon, which talks to the provider over the link.
 #pragma once
 
@@ -59,9 +60,15 @@ struct RunArgs {
 // 128 + the signal (130 for Ctrl-C, 143 for SIGTERM) when we stopped the job
 // because of that signal; 0 after a detach.
 int cmd_run(const Context& ctx, const RunArgs& args);
-int cmd_ps(const Context& ctx, bool all);
-// `raw`: the job's control sequences pass as they came (see LogFollower::set_raw).
-int cmd_logs(const Context& ctx, const std::string& job, bool follow, const std::string& since = "", bool raw = false);
+struct LogsArgs {
+  bool follow = false;
+  std::string since;        // cli/job_logs.h parse_since
+  bool raw = false;         // the job's control sequences pass as they came (see LogFollower::set_raw)
+  std::string tail;         // -n/--tail: a count of lines or "all"; empty: all
+  bool timestamps = false;  // -t: each line after its RFC 3339 time
+};
+// Exit code: 0; with `follow`, the job's own once it ended (as `wait`).
+int cmd_logs(const Context& ctx, const std::string& job, const LogsArgs& args);
 int cmd_stop(const Context& ctx, const std::string& job);
 // `yonder cp JOB:PATH [LOCAL]`: copies a file or folder out of a running or
 // ended job's workspace into LOCAL (a folder, default the working directory).

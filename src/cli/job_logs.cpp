@@ -70,18 +70,38 @@ Result<LogFollower::Step> LogFollower::next(std::chrono::milliseconds wait, bool
     if (!bytes) continue;
     std::string text(bytes->begin(), bytes->end());
     std::string stream = rec.value("stream", "stdout");
-    if (stream == "stdout") {
-      job_write_all(stdout, raw_ ? text : out_filter_.feed(text));
-    } else if (stream == "stderr") {
-      job_write_all(stderr, raw_ ? text : err_filter_.feed(text));
-    } else {  // the provider's own note about the job: its words, made safe
-      job_write_all(stderr, "yonder: " + terminal_safe(text, true) + (text.empty() || text.back() != '\n' ? "\n" : ""));
+    int64_t t = rec.contains("t") && rec["t"].is_number_integer() ? rec["t"].get<int64_t>() : 0;
+    if (quiet_) continue;
+    if (tail_) {
+      tail_->add(stream, t, text);
+    } else {
+      emit(stream, t, text);
     }
   }
   step.printed = !records.empty();
   offset_ = r->value("next_offset", offset_);
   step.ended = r->value("ended", false);
   return step;
+}
+
+void LogFollower::emit(const std::string& stream, int64_t unix_ns, const std::string& text) {
+  if (stream == "stdout") {
+    std::string out = raw_ ? text : out_filter_.feed(text);
+    job_write_all(stdout, timestamps_ ? out_stamper_.stamp(out, unix_ns) : out);
+  } else if (stream == "stderr") {
+    std::string err = raw_ ? text : err_filter_.feed(text);
+    job_write_all(stderr, timestamps_ ? err_stamper_.stamp(err, unix_ns) : err);
+  } else {  // the provider's own note about the job: its words, made safe
+    std::string note = "yonder: " + terminal_safe(text, true) + (text.empty() || text.back() != '\n' ? "\n" : "");
+    job_write_all(stderr, timestamps_ ? rfc3339_nano(unix_ns) + " " + note : note);
+  }
+}
+
+void LogFollower::release_tail() {
+  if (!tail_) return;
+  LogTail held = std::move(*tail_);
+  tail_.reset();
+  for (const auto& line : held.lines()) emit(line.stream, line.unix_ns, line.text);
 }
 
 Result<int64_t> parse_since(const std::string& text) {
@@ -101,15 +121,24 @@ Result<int64_t> parse_since(const std::string& text) {
   return now - *d * kNs;
 }
 
-Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow, int64_t since_ns, bool raw) {
+Result<bool> print_logs(const Context& ctx, const std::string& job, const LogsOptions& options) {
   LogFollower logs(ctx, job);
-  logs.set_raw(raw);
-  logs.set_since(since_ns);
+  logs.set_raw(options.raw);
+  logs.set_since(options.since_ns);
+  logs.set_timestamps(options.timestamps);
+  // --tail: read what there is now without waiting, keep its last lines,
+  // print them, then (with -f) follow as usual.
+  bool holding = options.tail.has_value();
+  if (holding) logs.hold_tail(*options.tail);
   while (true) {
-    auto step = logs.next(kFollowWait, follow);
+    auto step = logs.next(holding ? std::chrono::milliseconds(0) : kFollowWait, options.follow);
     if (!step) return std::move(step).error();
+    if (holding && (step->ended || !step->printed)) {
+      logs.release_tail();
+      holding = false;
+    }
     if (step->ended) return true;
-    if (!follow && !step->printed) return false;
+    if (!options.follow && !step->printed) return false;
   }
 }
 

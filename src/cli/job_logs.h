@@ -5,10 +5,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/terminal_text.h"
 #include "cli/context.h"
+#include "cli/log_lines.h"
 
 namespace yonder::cli {
 
@@ -33,8 +35,21 @@ class LogFollower {
   // by default TerminalFilter (base/terminal_text.h) drops all but colours
   // and the cursor moves of progress bars.
   void set_raw(bool raw) { raw_ = raw; }
+  // Puts each line's RFC 3339 time before it (`-t`).
+  void set_timestamps(bool on) { timestamps_ = on; }
+  // Prints nothing, only follows to the end (`yonder wait`).
+  void set_quiet(bool on) { quiet_ = on; }
+  // Reads on from this record boundary (a view's log_bytes) instead of the start.
+  void set_offset(uint64_t offset) { offset_ = offset; }
+  // Holds what the steps read, keeping its last `lines` lines, until
+  // release_tail() prints them (`--tail N`: read to the end first).
+  void hold_tail(size_t lines) { tail_.emplace(lines); }
+  void release_tail();
 
  private:
+  // One record's text to where its stream goes, filtered and stamped.
+  void emit(const std::string& stream, int64_t unix_ns, const std::string& text);
+
   const Context& ctx_;
   std::string job_;
   uint64_t offset_ = 0;
@@ -42,16 +57,27 @@ class LogFollower {
   bool told_ = false;
   int64_t since_ns_ = 0;
   bool raw_ = false;
+  bool timestamps_ = false;
+  bool quiet_ = false;
+  std::optional<LogTail> tail_;
   TerminalFilter out_filter_, err_filter_;  // one per stream: a sequence may span records
+  LineStamper out_stamper_, err_stamper_;
 };
 
 // How long one follow step waits at the daemon for new output.
 inline constexpr std::chrono::milliseconds kFollowWait{15000};
 
-// `yonder logs [-f]`: prints the job's output; with `follow`, until it ends.
+struct LogsOptions {
+  bool follow = false;   // until the job ends
+  int64_t since_ns = 0;  // only records written from then on (Unix ns; 0: all)
+  bool raw = false;
+  std::optional<size_t> tail;  // only the last N lines of what there is now (then, with follow, the rest)
+  bool timestamps = false;
+};
+
+// `yonder logs`: prints the job's output; with `follow`, until it ends.
 // Returns whether the end was seen.
-// `since_ns`: only records written from then on (Unix ns; 0: all).
-Result<bool> print_logs(const Context& ctx, const std::string& job, bool follow, int64_t since_ns = 0, bool raw = false);
+Result<bool> print_logs(const Context& ctx, const std::string& job, const LogsOptions& options);
 
 // `--since`: a duration back from now ("10m", "2h"), an RFC 3339 UTC time
 // ("2026-11-30T14:00:00Z") or Unix seconds. Returns Unix ns.

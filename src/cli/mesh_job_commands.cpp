@@ -166,7 +166,7 @@ int run_mesh_job(const Context& ctx, const MeshJobArgs& args) {
   if (args.replicas > 1 && result.contains("quorum") && result["quorum"].is_object()) {
     const json& q = result["quorum"];
     // The accepted replica's output, as if it had been followed.
-    if (q.value("decided", false) && !job_id.empty()) (void)print_logs(ctx, job_id, false);
+    if (q.value("decided", false) && !job_id.empty()) (void)print_logs(ctx, job_id, LogsOptions{});
     for (const auto& r : q["replicas"]) {
       std::string verdict = r.contains("valid") ? (r.value("valid", false) ? ", accepted" : ", rejected") : "";
       std::fprintf(stderr, "yonder: replica %d on %s: %s%s%s\n", r.value("replica", 0),

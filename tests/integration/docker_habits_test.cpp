@@ -1,0 +1,242 @@
+// What a docker user types on day one, through the real `yonder` against a
+// provider and a consumer (real yonderd each, paired over loopback TLS,
+// jobs on the real dockerd): wait, inspect, logs --tail/-t/-f, ps -q,
+// --filter and --format.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/docker_env.h"
+#include "support/job_node.h"
+#include "support/live_process.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+#include "support/wait_until.h"
+
+namespace yonder::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kImage = "yonder-test/busybox:1";
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+class DockerHabits : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    YONDER_REQUIRE_DOCKER_OR_SKIP();
+    studio_ = std::make_unique<Node>(dir_, "studio", true);
+    laptop_ = std::make_unique<Node>(dir_, "laptop", false);
+    laptop_->pair_with(*studio_, {"--max-jobs", "4", "--scope", "run,files"});
+  }
+  // Submits `script` detached; returns the job id.
+  std::string detached(const std::string& script) {
+    auto d =
+        laptop_->yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c", script});
+    EXPECT_EQ(d.exit_code, 0) << d.err;
+    return d.out.substr(0, d.out.find('\n'));
+  }
+  Node& laptop() { return *laptop_; }
+
+  TempDir dir_;
+  std::unique_ptr<Node> studio_, laptop_;
+};
+
+TEST_F(DockerHabits, WaitExitsWithTheJobsExitCode) {
+  std::string id = detached("sleep 1; exit 3");
+  auto w = laptop().yonder({"wait", id});
+  EXPECT_EQ(w.exit_code, 3) << w.err;
+  EXPECT_EQ(w.out, "3\n");
+  // Already ended: answers at once, the same.
+  EXPECT_EQ(laptop().yonder({"wait", id.substr(0, 6)}).out, "3\n");
+}
+
+TEST_F(DockerHabits, WaitPrintsEachJobsExitCodeAndExitsWithTheLastOnes) {
+  std::string a = detached("exit 0"), b = detached("sleep 1; exit 5");
+  auto w = laptop().yonder({"wait", b, a});
+  EXPECT_EQ(w.exit_code, 0) << w.err;
+  EXPECT_EQ(w.out, "5\n0\n");
+}
+
+TEST_F(DockerHabits, WaitOnAJobThatFailedToStartSaysWhyAndExitsNonZero) {
+  // An allowed image that is not on the provider, which may not pull it.
+  auto d =
+      laptop().yonder({"run", "--on", "studio", "--image", "yonder-test/absent:1", "--no-upload", "-d", "--", "true"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  auto w = laptop().yonder({"wait", id});
+  EXPECT_EQ(w.exit_code, 125) << w.out << w.err;
+  EXPECT_EQ(w.out, "");
+  EXPECT_NE(w.err.find("failed without running to an end: start_failed"), std::string::npos) << w.err;
+  EXPECT_NE(w.err.find("yonder inspect"), std::string::npos) << w.err;
+}
+
+TEST_F(DockerHabits, WaitOnAMissingJobSaysHowToListJobs) {
+  auto w = laptop().yonder({"wait", "abcd1234"});
+  EXPECT_NE(w.exit_code, 0);
+  EXPECT_NE(w.err.find("yonder ps --all"), std::string::npos) << w.err;
+}
+
+TEST_F(DockerHabits, InspectShowsTheJobAsJsonStateFirst) {
+  std::string id = detached("echo hello; exit 2");
+  ASSERT_EQ(laptop().yonder({"wait", id}).exit_code, 2);
+  auto r = laptop().yonder({"inspect", id.substr(0, 8)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto v = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(v.is_object()) << r.out;
+  EXPECT_EQ(v["job_id"], id);
+  EXPECT_EQ(v["state"], "exited");
+  EXPECT_EQ(v["exit_code"], 2);
+  EXPECT_EQ(v["image"], kImage);
+  EXPECT_EQ(v["command"], json({"sh", "-c", "echo hello; exit 2"}));
+  EXPECT_EQ(v["provider_name"], "studio");
+  EXPECT_TRUE(v["started_at"].is_number_integer()) << r.out;
+  EXPECT_TRUE(v["finished_at"].is_number_integer()) << r.out;
+  EXPECT_EQ(v["log_bytes"], 16 + 6) << r.out;  // one record: "hello\n"
+  // What a person looks for first comes first.
+  EXPECT_EQ(r.out.find("\"job_id\""), r.out.find('"'));
+  EXPECT_LT(r.out.find("\"state\""), r.out.find("\"image\""));
+  EXPECT_LT(r.out.find("\"exit_code\""), r.out.find("\"image\""));
+}
+
+TEST_F(DockerHabits, InspectShowsTheJobAsLastSeenWhenItsProviderDoesNotAnswer) {
+  std::string id = detached("exit 6");
+  ASSERT_EQ(laptop().yonder({"wait", id}).exit_code, 6);
+  // SIGSTOP keeps the provider's connections open but answers nothing.
+  ASSERT_EQ(::kill(studio_->daemon().pid(), SIGSTOP), 0);
+  struct Resume {
+    int pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{studio_->daemon().pid()};
+  auto r = laptop().yonder({"inspect", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto v = json::parse(r.out, nullptr, false);
+  EXPECT_EQ(v["state"], "exited") << r.out;
+  EXPECT_EQ(v["exit_code"], 6) << r.out;
+  EXPECT_EQ(v["provider_reachable"], false) << r.out;
+  EXPECT_NE(r.err.find("did not answer"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("as last seen"), std::string::npos) << r.err;
+}
+
+TEST_F(DockerHabits, InspectOfAMissingJobSaysHowToListJobs) {
+  auto r = laptop().yonder({"inspect", "abcd1234"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("yonder ps --all"), std::string::npos) << r.err;
+}
+
+TEST_F(DockerHabits, LogsTailPrintsOnlyTheLastLines) {
+  std::string id = detached("for i in 1 2 3 4 5; do echo line $i; done");
+  ASSERT_EQ(laptop().yonder({"wait", id}).exit_code, 0);
+  auto two = laptop().yonder({"logs", "--tail", "2", id});
+  EXPECT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_EQ(two.out, "line 4\nline 5\n");
+  EXPECT_EQ(laptop().yonder({"logs", "-n", "3", id}).out, "line 3\nline 4\nline 5\n");
+  EXPECT_EQ(laptop().yonder({"logs", "-n", "0", id}).out, "");
+  EXPECT_EQ(laptop().yonder({"logs", "-n", "all", id}).out, "line 1\nline 2\nline 3\nline 4\nline 5\n");
+  auto bad = laptop().yonder({"logs", "-n", "x", id});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--tail 20"), std::string::npos) << bad.err;
+}
+
+TEST_F(DockerHabits, LogsTailWithFollowPrintsTheLastLinesThenWhatComesAfter) {
+  // The job prints three lines, then waits for a file we put into its workspace.
+  std::string id = detached("echo a; echo b; echo c; until [ -e go ]; do sleep 0.1; done; echo d; exit 2");
+  ASSERT_TRUE(wait_until([&] {
+    return laptop().yonder({"logs", id}).out == "a\nb\nc\n";
+  })) << laptop().yonder({"logs", id}).out;
+  LiveProcess follow({program_path("yonder"), "logs", "-f", "-n", "1", id}, laptop().env());
+  ASSERT_TRUE(follow.wait_for("c\n", std::chrono::seconds(30))) << follow.output();
+  std::string go = dir_ / "go";
+  std::ofstream(go) << "";
+  auto cp = laptop().yonder({"cp", go, id + ":"});
+  ASSERT_EQ(cp.exit_code, 0) << cp.err;
+  EXPECT_EQ(follow.wait(std::chrono::seconds(60)), 2) << follow.output();
+  EXPECT_EQ(follow.out(), "c\nd\n");
+}
+
+TEST_F(DockerHabits, LogsTimestampsPutEachLinesTimeBeforeIt) {
+  std::string id = detached("echo one; echo two");
+  ASSERT_EQ(laptop().yonder({"wait", id}).exit_code, 0);
+  auto r = laptop().yonder({"logs", "-t", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  std::regex stamped(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (one|two))");
+  for (const auto& l : lines) EXPECT_TRUE(std::regex_match(l, stamped)) << l;
+  EXPECT_LE(lines[0].substr(0, 30), lines[1].substr(0, 30));
+  auto tail = laptop().yonder({"logs", "-t", "-n", "1", id});
+  ASSERT_EQ(lines_of(tail.out).size(), 1u) << tail.out;
+  EXPECT_TRUE(std::regex_match(lines_of(tail.out)[0], std::regex(R"(\S+Z two)"))) << tail.out;
+}
+
+TEST_F(DockerHabits, LogsFollowExitsWithTheJobsExitCode) {
+  std::string id = detached("echo hi; sleep 1; echo bye; exit 4");
+  auto r = laptop().yonder({"logs", "-f", id});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_EQ(r.out, "hi\nbye\n");
+  // Without -f it prints what there is and succeeds, as docker's does.
+  EXPECT_EQ(laptop().yonder({"logs", id}).exit_code, 0);
+}
+
+TEST_F(DockerHabits, PsQuietListsIdsNewestFirst) {
+  std::string a = detached("exit 0");
+  std::string b = detached("exit 0");
+  ASSERT_EQ(laptop().yonder({"wait", a, b}).exit_code, 0);
+  auto r = laptop().yonder({"ps", "-a", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, b + "\n" + a + "\n");
+  EXPECT_EQ(laptop().yonder({"ps", "-q"}).out, "");  // both ended
+}
+
+TEST_F(DockerHabits, PsFilterByStateShowsOnlyThoseJobs) {
+  std::string done = detached("exit 1");
+  ASSERT_EQ(laptop().yonder({"wait", done}).exit_code, 1);
+  std::string running = detached("echo up; sleep 60");
+  ASSERT_TRUE(wait_until([&] {
+    return laptop().yonder({"ps", "-q", "--filter", "state=running"}).out == running + "\n";
+  })) << laptop().yonder({"ps", "-a"}).out;
+  // An ended state lists ended jobs without -a, as docker's does.
+  EXPECT_EQ(laptop().yonder({"ps", "-q", "--filter", "status=exited"}).out, done + "\n");
+  EXPECT_EQ(laptop().yonder({"ps", "-q", "--filter", "state=exited", "--filter", "state=running"}).out,
+            running + "\n" + done + "\n");
+  EXPECT_EQ(laptop().yonder({"ps", "-q", "--filter", "state=running", "--filter", "provider=elsewhere"}).out, "");
+  auto bad = laptop().yonder({"ps", "--filter", "color=red"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("state=running"), std::string::npos) << bad.err;
+  EXPECT_EQ(laptop().yonder({"stop", running}).exit_code, 0);
+}
+
+TEST_F(DockerHabits, PsFormatJsonIsOneJobALineAndTheTableHasCreatedAndDuration) {
+  std::string id = detached("exit 0");
+  ASSERT_EQ(laptop().yonder({"wait", id}).exit_code, 0);
+  auto r = laptop().yonder({"ps", "-a", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  auto j = json::parse(lines[0], nullptr, false);
+  EXPECT_EQ(j["job_id"], id);
+  EXPECT_EQ(j["state"], "exited");
+  auto table = lines_of(laptop().yonder({"ps", "-a"}).out);
+  ASSERT_GE(table.size(), 2u);
+  EXPECT_NE(table[0].find("CREATED"), std::string::npos) << table[0];
+  EXPECT_NE(table[0].find("DURATION"), std::string::npos) << table[0];
+  EXPECT_NE(table[1].find(" ago"), std::string::npos) << table[1];
+  EXPECT_TRUE(std::regex_search(table[1], std::regex(R"(\s\d+s\s)"))) << table[1];
+}
+
+}  // namespace
+}  // namespace yonder::testing
