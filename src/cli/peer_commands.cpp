@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
+#include "cli/peer_listing.h"
 #include "cli/shown.h"
 #include "crypto/scope.h"
 #include "os/unix_http.h"
@@ -43,15 +44,6 @@ int peer_fail(const Context& ctx, const Error& e) {
     return report_daemon_error(ctx, e);
   }
   return print_error(e, e.code() == ErrorCode::kInvalidArgument ? kExitUsage : kExitError);
-}
-
-std::string when(int64_t t) {
-  std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  ::localtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
-  return buf;
 }
 
 // Adds the optional scope flags to a request body, converting units.
@@ -143,7 +135,7 @@ int cmd_share(const Context& ctx, const ShareArgs& a) {
   std::printf("%s\n\n", link.c_str());
   std::printf("Link %s: %s\n", r->value("id", "").c_str(), shown(*r, "summary", "").c_str());
   std::printf("Valid for %s, %d pairing(s), until %s. Revoke with: yonder links revoke %s\n", a.expires.c_str(),
-              a.uses, when(r->value("expires_at", int64_t{0})).c_str(), r->value("id", "").c_str());
+              a.uses, local_minute(r->value("expires_at", int64_t{0})).c_str(), r->value("id", "").c_str());
   std::printf("Whoever holds this link can pair with this node: send it privately.\n");
   return kExitOk;
 }
@@ -160,12 +152,7 @@ int cmd_links(const Context& ctx) {
     std::printf("No share links. Create one with `yonder share`.\n");
     return kExitOk;
   }
-  std::printf("%-32s  %-8s  %-5s  %-16s  %s\n", "ID", "STATE", "USES", "EXPIRES", "SCOPE");
-  for (const auto& l : links) {
-    std::string uses = std::to_string(l.value("uses_left", 0)) + "/" + std::to_string(l.value("uses_total", 0));
-    std::printf("%-32s  %-8s  %-5s  %-16s  %s\n", l.value("id", "").c_str(), l.value("state", "").c_str(),
-                uses.c_str(), when(l.value("expires_at", int64_t{0})).c_str(), shown(l, "summary", "").c_str());
-  }
+  std::fputs(links_table(links).c_str(), stdout);
   return kExitOk;
 }
 
@@ -206,25 +193,7 @@ int cmd_peers(const Context& ctx) {
     std::printf("No peers. Pair with `yonder pair LINK`, or share with `yonder share`.\n");
     return kExitOk;
   }
-  std::printf("%-16s  %-7s  %-9s  %-16s  %-40s  %s\n", "NAME", "ID", "STATE", "LAST SEEN", "THEY MAY (HERE)", "PATH");
-  for (const auto& p : peers) {
-    std::string state = p.value("denied", false) ? "denied" : p.value("connected", false) ? "connected" : "idle";
-    std::string seen = p["last_seen_at"].is_number() ? when(p["last_seen_at"].get<int64_t>()) : "never";
-    std::string path = p.value("path", "");
-    if (p.contains("rtt_ms")) path += " (" + std::to_string(static_cast<int>(p["rtt_ms"].get<double>() * 1000) / 1000.0).substr(0, 5) + " ms)";
-    // On the relay: why there is no direct path (or that one is being punched).
-    if (p.contains("punch") && p.value("path_kind", "") == "relay") {
-      const auto& pu = p["punch"];
-      std::string st = pu.value("state", "");
-      if (st == "failed") path += "; no direct path: " + shown(pu, "reason", "");
-      else if (!st.empty() && st != "punched") path += "; direct path: " + st;
-    }
-    std::printf("%-16s  %-7s  %-9s  %-16s  %-40s  %s\n", shown(p, "name", "").substr(0, 16).c_str(),
-                p.value("node_id", "").substr(0, 7).c_str(), state.c_str(), seen.c_str(),
-                p.value("grant_summary", "").substr(0, 40).c_str(), path.c_str());
-    std::string notice = shown(p, "provider_notice", "");
-    if (!notice.empty()) std::printf("  the provider says: %s\n", notice.c_str());
-  }
+  std::fputs(peers_table(peers).c_str(), stdout);
   return kExitOk;
 }
 

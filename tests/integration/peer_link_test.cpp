@@ -105,6 +105,13 @@ TEST(PeerLink, PairingHappyPath) {
   ASSERT_EQ(links.size(), 1u);
   EXPECT_EQ(links[0]["state"], "used");
   EXPECT_EQ(studio.yonder_json({"status"})["peers"], 1);
+  // The consumer's table says what the provider lets it do; the
+  // provider's says how many of the link's uses are spent.
+  auto peers = laptop.yonder({"peers"});
+  ASSERT_EQ(peers.exit_code, 0) << peers.err;
+  EXPECT_NE(peers.out.find("we may (there): run,exec; 2 GPUs, 20 GiB VRAM"), std::string::npos) << peers.out;
+  auto listed = studio.yonder({"links"});
+  EXPECT_NE(listed.out.find("1 of 1"), std::string::npos) << listed.out;
   auto ping = laptop.yonder({"ping", "studio", "-c", "3", "-i", "0.01"});
   EXPECT_EQ(ping.exit_code, 0) << ping.err;
   EXPECT_NE(ping.out.find("time="), std::string::npos);

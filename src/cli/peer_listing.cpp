@@ -1,0 +1,78 @@
+#include "cli/peer_listing.h"
+
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "cli/shown.h"
+#include "crypto/scope.h"
+
+namespace yonder::cli {
+std::string local_minute(int64_t t) {
+  std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  ::localtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+std::string peers_table(const nlohmann::json& peers) {
+  char buf[1024];  // a line: the path is cut past it
+  std::snprintf(buf, sizeof buf, "%-16s  %-7s  %-9s  %-16s  %-40s  %s\n", "NAME", "ID", "STATE", "LAST SEEN",
+                "THEY MAY (HERE)", "PATH");
+  std::string out = buf;
+  for (const auto& p : peers) {
+    bool connected = p.value("connected", false);
+    std::string state = p.value("denied", false) ? "denied" : connected ? "connected" : "idle";
+    std::string seen = connected                       ? "now"
+                       : p["last_seen_at"].is_number() ? local_minute(p["last_seen_at"].get<int64_t>())
+                                                       : "never";
+    std::string ours;  // "": it granted us nothing (it paired with us)
+    if (p.contains("granted_to_us") && p["granted_to_us"].is_object()) {
+      auto scope = scope_from_json(p["granted_to_us"]);
+      ours = !scope ? "(unreadable: " + scope.error().message() + ")" : scope->capabilities ? scope->summary() : "nothing";
+    }
+    std::string path = p.value("path", "");
+    if (p.contains("rtt_ms") && p["rtt_ms"].is_number()) {
+      path += " (" + std::to_string(static_cast<int>(p["rtt_ms"].get<double>() * 1000) / 1000.0).substr(0, 5) + " ms)";
+    }
+    // On the relay: why there is no direct path (or that one is being punched).
+    if (p.contains("punch") && p["punch"].is_object() && p.value("path_kind", "") == "relay") {
+      const auto& pu = p["punch"];
+      std::string st = pu.value("state", "");
+      if (st == "failed") {
+        path += "; no direct path: " + shown(pu, "reason", "");
+      } else if (!st.empty() && st != "punched") {
+        path += "; direct path: " + st;
+      }
+    }
+    std::snprintf(buf, sizeof buf, "%-16s  %-7s  %-9s  %-16s  %-40s  %s\n",
+                  shown(p, "name", "").substr(0, 16).c_str(), p.value("node_id", "").substr(0, 7).c_str(), state.c_str(),
+                  seen.c_str(), shown(p, "grant_summary", "").substr(0, 40).c_str(), path.c_str());
+    out += buf;
+    // What it lets us do there: on a line of its own, whole (it is what a
+    // consumer most wants to know of its provider).
+    if (!ours.empty()) out += "  we may (there): " + ours + "\n";
+    std::string notice = shown(p, "provider_notice", "");
+    if (!notice.empty()) out += "  the provider says: " + notice + "\n";
+  }
+  return out;
+}
+
+std::string links_table(const nlohmann::json& links) {
+  char buf[1024];
+  std::snprintf(buf, sizeof buf, "%-32s  %-8s  %-9s  %-16s  %s\n", "ID", "STATE", "USED", "EXPIRES", "SCOPE");
+  std::string out = buf;
+  for (const auto& l : links) {
+    int64_t total = l.value("uses_total", int64_t{0}), left = l.value("uses_left", int64_t{0});
+    std::string used = std::to_string(total - left) + " of " + std::to_string(total);
+    std::snprintf(buf, sizeof buf, "%-32s  %-8s  %-9s  %-16s  %s\n", l.value("id", "").c_str(),
+                  l.value("state", "").c_str(), used.c_str(), local_minute(l.value("expires_at", int64_t{0})).c_str(),
+                  shown(l, "summary", "").c_str());
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace yonder::cli

@@ -1,0 +1,25 @@
+// The tables `yonder peers` and `yonder links` print, from the daemon's
+// answers. Pure: tested without a daemon (tests/cli/peer_listing_test.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace yonder::cli {
+
+// A Unix time as "2026-12-03 18:30" in local time.
+std::string local_minute(int64_t unix_s);
+
+// One line a peer: its name, id, state, when it was last seen ("now" while
+// connected), what it may do here, the path; then, for a peer that granted
+// us something (a provider we paired with), what it lets us do there, on a
+// line of its own. `peers`: the GET /v1/peers answer's "peers".
+std::string peers_table(const nlohmann::json& peers);
+
+// One line a share link: id, state, how many of its uses are spent
+// ("0 of 1"), when it expires, its scope.
+std::string links_table(const nlohmann::json& links);
+
+}  // namespace yonder::cli
