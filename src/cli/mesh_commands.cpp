@@ -118,9 +118,14 @@ int cmd_mesh(const Context& ctx, const std::string& group, bool cached) {
                 group.c_str());
     return kExitOk;
   }
+  // A provider shows its capacity only to peers it granted `mesh`: with
+  // none that did, there is no mesh to show, and saying so is a failure.
+  const char* no_mesh = "a provider shows its GPUs here only to peers it granted `mesh` (a link shared with "
+                        "`--scope run,mesh`, or `yonder scope PEER --add mesh` on the provider); `yonder peers` "
+                        "shows what each lets this node do";
   if (!providers.is_array() || providers.empty()) {
-    std::printf("no paired providers: pair with one (`yonder pair LINK`, a link shared with `--capabilities run,mesh`)\n");
-    return kExitOk;
+    std::fprintf(stderr, "yonder: no paired provider; %s\n", no_mesh);
+    return kExitError;
   }
   std::printf("%-20s  %-28s  %5s  %5s  %8s  %-10s  %-10s  %s\n", "PROVIDER", "GPUS", "FREE", "QUEUE", "RTT", "PATH",
               "FRESH", "LABELS");
@@ -157,6 +162,12 @@ int cmd_mesh(const Context& ctx, const std::string& group, bool cached) {
   const json& t = (*r)["totals"];
   std::printf("total: %d provider(s), %d GPU(s), %d free, %d job(s) queued\n", t.value("providers", 0),
               t.value("gpus", 0), t.value("free", 0), t.value("queued", 0));
+  bool any_capacity = false;
+  for (const auto& p : providers) any_capacity = any_capacity || p.contains("gpus");
+  if (!any_capacity) {
+    std::fprintf(stderr, "yonder: no paired provider shared its capacity with this node; %s\n", no_mesh);
+    return kExitError;
+  }
   return kExitOk;
 }
 

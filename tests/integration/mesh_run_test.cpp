@@ -55,6 +55,22 @@ json provider_named(const json& mesh, const std::string& name) {
   return nullptr;
 }
 
+TEST_F(MeshRun, MeshWithoutTheMeshCapabilityFailsAndSaysHowToGetIt) {
+  TempDir dir;
+  Node studio(dir, "studio", true, provider_env("fake:1:BIG:48", "")), laptop(dir, "laptop", false);
+  auto alone = laptop.yonder({"mesh"});
+  EXPECT_EQ(alone.exit_code, 1) << alone.out;
+  EXPECT_NE(alone.err.find("no paired provider"), std::string::npos) << alone.err;
+  laptop.pair_with(studio, {"--scope", "run"});
+  auto no_mesh = laptop.yonder({"mesh"});
+  EXPECT_EQ(no_mesh.exit_code, 1) << no_mesh.out << no_mesh.err;
+  EXPECT_NE(no_mesh.err.find("--scope run,mesh"), std::string::npos) << no_mesh.err;
+  ASSERT_EQ(studio.yonder({"scope", "laptop", "--add", "mesh"}).exit_code, 0);
+  auto with_mesh = laptop.yonder({"mesh"});
+  EXPECT_EQ(with_mesh.exit_code, 0) << with_mesh.err;
+  EXPECT_NE(with_mesh.out.find("BIG"), std::string::npos) << with_mesh.out;
+}
+
 TEST_F(MeshRun, AJobLandsOnTheOnlyProviderThatFitsAndMeshShowsBoth) {
   TempDir dir;
   Node small(dir, "small", true, provider_env("fake:1:SMALL:16", "site=lab1")),
