@@ -144,7 +144,11 @@ TEST(PeerLink, ExpiredTamperedTruncatedRevokedLinksGiveDistinctMessages) {
   EXPECT_NE(cut.err.find("truncated"), std::string::npos) << cut.err;
 
   json created = studio.yonder_json({"links"})["links"][0];
-  ASSERT_EQ(studio.yonder({"links", "revoke", created["id"]}).exit_code, 0);
+  // A link is named as a job is: by a unique start of its id.
+  auto too_short = studio.yonder({"links", "revoke", created["id"].get<std::string>().substr(0, 2)});
+  EXPECT_NE(too_short.exit_code, 0);
+  EXPECT_NE(too_short.err.find("give at least 4 characters"), std::string::npos) << too_short.err;
+  ASSERT_EQ(studio.yonder({"links", "revoke", created["id"].get<std::string>().substr(0, 8)}).exit_code, 0);
   auto revoked = laptop.yonder({"pair", good});
   EXPECT_NE(revoked.exit_code, 0);
   EXPECT_NE(revoked.err.find("revoked"), std::string::npos) << revoked.err;

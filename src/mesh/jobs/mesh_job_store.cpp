@@ -1,7 +1,7 @@
 #include "mesh/jobs/mesh_job_store.h"
 
 #include "base/clock.h"
-#include "mesh/jobs/id_prefix.h"
+#include "base/id_prefix.h"
 
 #include <chrono>
 

@@ -7,6 +7,7 @@
 
 #include <qrencode.h>
 
+#include "base/id_prefix.h"
 #include "net/reach/peer_link.h"
 
 namespace yonder::reach {
@@ -170,7 +171,20 @@ void PeerLink::add_routes(api::Router& router) {
   router.add("POST", "/v1/links/revoke", [this](const Request& req, Reply reply) {
     auto body = parse_body(req);
     if (!body) return reply(Response::error(body.error()));
-    auto id = parse_link_id(string_field(*body, "id"));
+    // The id as `yonder links` prints it, or a unique start of it.
+    static constexpr IdNoun kLink{"a share link", "share link", "`yonder links` lists them"};
+    std::string given = string_field(*body, "id");
+    if (auto st = check_id_arg(given, kLink); !st) return reply(Response::error(st.error()));
+    auto links = store_.links();
+    if (!links) return reply(Response::error(links.error()));
+    struct Row {
+      std::string id;
+    };
+    std::vector<Row> rows;
+    for (const auto& l : *links) rows.push_back({l.id_text()});
+    auto found = find_by_id_prefix(std::move(rows), given, kLink);
+    if (!found) return reply(Response::error(found.error()));
+    auto id = parse_link_id(found->id);
     if (!id) return reply(Response::error(id.error()));
     if (auto st = store_.revoke_link(*id, unix_seconds(clock_.now())); !st) return reply(Response::error(st.error()));
     spdlog::info("share link {} revoked", hex_encode(*id));
