@@ -58,6 +58,7 @@ TEST_F(RemoteJobs, RunUploadsStreamsOutputAndPropagatesTheExitCode) {
   EXPECT_NE(r.err.find("to-stderr"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("data"), std::string::npos);
   EXPECT_EQ(r.out.find(".git "), std::string::npos) << r.out;      // never sent
+  EXPECT_EQ(r.out.find("lost+found"), std::string::npos) << r.out;  // the workspace file system's, not the job's
   EXPECT_EQ(r.out.find("debug.log"), std::string::npos) << r.out;  // .gitignore
   EXPECT_EQ(r.out.find("secret"), std::string::npos) << r.out;     // .yonderignore
 

@@ -184,6 +184,10 @@ Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
       YONDER_TRY(os::create_ext4_image(handle.workspace_image, spec.limits.disk_bytes, kJobUid, kJobUid));
     }
     if (!os::is_mount_point(handle.workspace)) YONDER_TRY(os::mount_loop(handle.workspace_image, handle.workspace));
+    // mkfs leaves an empty lost+found for fsck; the job's /workspace should
+    // hold the uploaded folder and nothing of ours (e2fsck makes one again
+    // if it ever needs it).
+    if (fresh) ::rmdir((handle.workspace + "/lost+found").c_str());
     if (fresh && !spec.seed_dir.empty()) {
       if (auto copied = os::copy_tree(spec.seed_dir, handle.workspace, kJobUid, kJobUid); !copied) {
         (void)destroy(handle, true);
