@@ -126,6 +126,17 @@ int cmd_share(const Context& ctx, const ShareArgs& a) {
   if (r->contains("relays_left_out") && (*r)["relays_left_out"].is_array()) {
     for (const auto& left : (*r)["relays_left_out"]) std::fprintf(stderr, "%s\n", shown(left, "note", "").c_str());
   }
+  {
+    std::vector<std::string> addresses, relays;
+    for (const auto& x : r->value("addresses", nlohmann::json::array())) {
+      if (x.is_string()) addresses.push_back(x.get<std::string>());
+    }
+    for (const auto& x : r->value("relays", nlohmann::json::array())) {
+      if (x.is_string()) relays.push_back(x.get<std::string>());
+    }
+    std::string warning = share_reach_warning(addresses, relays);
+    if (!warning.empty()) std::fprintf(stderr, "yonder: note: %s\n", warning.c_str());
+  }
   if (ctx.json) {
     peer_print_json(*r);
     return kExitOk;

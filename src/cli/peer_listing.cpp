@@ -1,5 +1,6 @@
 #include "cli/peer_listing.h"
 
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -58,6 +59,54 @@ std::string peers_table(const nlohmann::json& peers) {
     if (!notice.empty()) out += "  the provider says: " + notice + "\n";
   }
   return out;
+}
+
+namespace {
+
+// The host of "host:port" or "[v6]:port".
+std::string host_of(const std::string& address) {
+  if (!address.empty() && address.front() == '[') return address.substr(1, address.find(']') - 1);
+  return address.substr(0, address.rfind(':'));
+}
+
+bool is_loopback(const std::string& host) { return host.rfind("127.", 0) == 0 || host == "::1" || host == "localhost"; }
+
+bool is_private(const std::string& host) {
+  unsigned a = 0, b = 0;
+  if (std::sscanf(host.c_str(), "%u.%u.", &a, &b) == 2 && host.find_first_not_of("0123456789.") == std::string::npos) {
+    return a == 10 || (a == 172 && b >= 16 && b <= 31) || (a == 192 && b == 168) || (a == 100 && b >= 64 && b <= 127) ||
+           (a == 169 && b == 254);
+  }
+  std::string h = host;
+  for (auto& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return h.rfind("fc", 0) == 0 || h.rfind("fd", 0) == 0 || h.rfind("fe80:", 0) == 0;
+}
+
+}  // namespace
+
+std::string share_reach_warning(const std::vector<std::string>& addresses, const std::vector<std::string>& relays) {
+  if (!relays.empty() || addresses.empty()) return "";
+  bool all_loopback = true, all_local = true;
+  std::string shown_addresses;
+  for (const auto& a : addresses) {
+    std::string host = host_of(a);
+    all_loopback = all_loopback && is_loopback(host);
+    all_local = all_local && (is_loopback(host) || is_private(host));
+    shown_addresses += (shown_addresses.empty() ? "" : ", ") + a;
+  }
+  if (all_loopback) {
+    return "this link reaches only this machine (it names " + shown_addresses +
+           "): a peer on another machine cannot pair with it. Set link.listen to an address others reach (the "
+           "default 0.0.0.0:7850 listens on every interface), or name a relay in link.relays, then share again";
+  }
+  if (all_local) {
+    return "this link names only private addresses (" + shown_addresses +
+           "): it works for a peer on this network or a VPN such as Tailscale, not for one elsewhere. For a friend "
+           "in another home, name a relay in link.relays, keep link.port_mapping on with a router that allows it, or "
+           "set link.advertise to a public HOST:PORT forwarded to this node; `yonder netcheck` shows what this node "
+           "has";
+  }
+  return "";
 }
 
 std::string links_table(const nlohmann::json& links) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -17,6 +18,13 @@ std::string local_minute(int64_t unix_s);
 // us something (a provider we paired with), what it lets us do there, on a
 // line of its own. `peers`: the GET /v1/peers answer's "peers".
 std::string peers_table(const nlohmann::json& peers);
+
+// What `yonder share` says when the link it prints cannot be reached from
+// beyond this host or this network: its addresses are all loopback, or all
+// private (RFC 1918, CGNAT 100.64/10, link-local, IPv6 ULA), and it names
+// no relay. "" when a peer elsewhere can use it (a public address, a host
+// name, a relay). The fix is named in the text.
+std::string share_reach_warning(const std::vector<std::string>& addresses, const std::vector<std::string>& relays);
 
 // One line a share link: id, state, how many of its uses are spent
 // ("0 of 1"), when it expires, its scope.

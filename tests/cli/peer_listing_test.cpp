@@ -42,6 +42,19 @@ TEST(PeersTable, ShowsWhatEachSideGrantedAndAConnectedPeerIsSeenNow) {
   EXPECT_EQ(laptop.find("we may"), std::string::npos) << "it granted us nothing: " << laptop;
 }
 
+TEST(ShareReach, ALinkOnlyThisHostOrThisNetworkReachesSaysSoAndHowToFixIt) {
+  auto loop = share_reach_warning({"127.0.0.1:7850"}, {});
+  EXPECT_NE(loop.find("reaches only this machine"), std::string::npos) << loop;
+  EXPECT_NE(loop.find("link.listen"), std::string::npos) << loop;
+  auto lan = share_reach_warning({"192.168.1.5:7850", "10.0.0.2:7850", "[fd00::1]:7850", "127.0.0.1:7850"}, {});
+  EXPECT_NE(lan.find("only private addresses"), std::string::npos) << lan;
+  EXPECT_NE(lan.find("link.relays"), std::string::npos) << lan;
+  EXPECT_EQ(share_reach_warning({"192.168.1.5:7850", "203.0.113.7:7850"}, {}), "") << "a public address";
+  EXPECT_EQ(share_reach_warning({"studio.example.org:7850"}, {}), "") << "a host name may be public";
+  EXPECT_EQ(share_reach_warning({"127.0.0.1:7850"}, {"relay.example.org:7851"}), "") << "a relay";
+  EXPECT_NE(share_reach_warning({"100.101.102.103:7850"}, {}).find("Tailscale"), std::string::npos);
+}
+
 TEST(LinksTable, SaysHowManyUsesAreSpentOfHowMany) {
   std::string t = links_table(json::array({{{"id", "l1"}, {"state", "active"}, {"uses_left", 1}, {"uses_total", 1},
                                             {"expires_at", 0}, {"summary", "run"}},

@@ -115,6 +115,10 @@ TEST(PeerLink, PairingHappyPath) {
   auto ping = laptop.yonder({"ping", "studio", "-c", "3", "-i", "0.01"});
   EXPECT_EQ(ping.exit_code, 0) << ping.err;
   EXPECT_NE(ping.out.find("time="), std::string::npos);
+  // These nodes listen on loopback only: share says the link reaches only this machine.
+  auto shared = studio.yonder({"share", "--no-qr", "--uses", "2", "--label", "probe"});
+  ASSERT_EQ(shared.exit_code, 0) << shared.err;
+  EXPECT_NE(shared.err.find("this link reaches only this machine"), std::string::npos) << shared.err;
 }
 
 TEST(PeerLink, ReplayedLinkIsRejected) {
