@@ -40,6 +40,7 @@
 #include "crypto/scope.h"
 #include "net/link/link_service.h"
 #include "net/link/memory_channel.h"
+#include "net/reach/call_deadline.h"
 #include "net/reach/peers.h"
 #include "peers/trust_store.h"
 #include "store/migrations.h"
@@ -80,25 +81,7 @@ class SimPeers final : public reach::Peers, public link::TrustPolicy {
   }
   void call_within(const Target& t, const std::string& method, const nlohmann::json& params,
                    std::chrono::milliseconds deadline, std::function<void(Result<nlohmann::json>)> done) override {
-    struct Once {
-      explicit Once(boost::asio::io_context& io) : timer(io) {}
-      boost::asio::steady_timer timer;
-      std::function<void(Result<nlohmann::json>)> done;
-    };
-    auto once = std::make_shared<Once>(io_);
-    once->done = std::move(done);
-    auto finish = [once](Result<nlohmann::json> r) {
-      if (!once->done) return;
-      auto d = std::move(once->done);
-      once->done = nullptr;
-      once->timer.cancel();
-      d(std::move(r));
-    };
-    once->timer.expires_after(deadline);
-    once->timer.async_wait([finish, method](boost::system::error_code ec) {
-      if (!ec) finish(make_error(ErrorCode::kUnavailable, "no answer to " + method + " in time (sim)"));
-    });
-    service_->call(t.key, t.addresses, method, params, finish);
+    call_with_deadline(io_, *service_, t, method, params, deadline, std::move(done));
   }
   void on_refused(RefusalHook hook) override { on_refused_ = std::move(hook); }
   // A link id from the seed, remembered with the scope it grants; the

@@ -15,6 +15,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "base/suggest.h"
+#include "net/reach/call_deadline.h"
 #include "discovery/lan_discovery.h"
 #include "discovery/pair_key.h"
 #include "net/punch/signal.h"
@@ -537,29 +538,7 @@ Result<PeerLink::Target> PeerLink::target(const std::string& id_or_name) const {
 
 void PeerLink::call_within(const Target& t, const std::string& method, const nlohmann::json& params,
                            std::chrono::milliseconds deadline, std::function<void(Result<nlohmann::json>)> done) {
-  struct Once {
-    explicit Once(boost::asio::io_context& io) : timer(io) {}
-    boost::asio::steady_timer timer;
-    std::function<void(Result<nlohmann::json>)> done;
-  };
-  auto once = std::make_shared<Once>(*io_);
-  once->done = std::move(done);
-  auto finish = [once](Result<nlohmann::json> r) {
-    if (!once->done) return;
-    auto d = std::move(once->done);
-    once->done = nullptr;
-    once->timer.cancel();
-    d(std::move(r));
-  };
-  once->timer.expires_after(deadline);
-  once->timer.async_wait([finish, name = t.name, method, deadline](boost::system::error_code ec) {
-    if (ec) return;
-    finish(make_error(ErrorCode::kUnavailable,
-                      "provider \"" + name.substr(0, 64) + "\" did not answer " + method + " within " +
-                          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(deadline).count()) +
-                          " s (it may be stopped or overloaded)"));
-  });
-  service_->call(t.key, t.addresses, method, params, finish);
+  call_with_deadline(*io_, *service_, t, method, params, deadline, std::move(done));
 }
 
 std::vector<PeerLink::Target> PeerLink::targets() const {
