@@ -63,7 +63,7 @@ Result<json> wait_for_end(const Context& ctx, const std::string& job) {
 
 int exit_code_of_ended(const json& view) {
   std::string id = status_short_id(view.value("job_id", ""));
-  if (view["exit_code"].is_number_integer()) {
+  if (view.contains("exit_code") && view["exit_code"].is_number_integer()) {
     if (view.value("state", "") == "stopped") {
       std::fprintf(stderr, "yonder: job %s was stopped: %s\n", id.c_str(), shown(view, "message", "").c_str());
     }

@@ -26,9 +26,10 @@ std::string peers_table(const nlohmann::json& peers) {
   for (const auto& p : peers) {
     bool connected = p.value("connected", false);
     std::string state = p.value("denied", false) ? "denied" : connected ? "connected" : "idle";
-    std::string seen = connected                       ? "now"
-                       : p["last_seen_at"].is_number() ? local_minute(p["last_seen_at"].get<int64_t>())
-                                                       : "never";
+    std::string seen = connected ? "now"
+                       : p.contains("last_seen_at") && p["last_seen_at"].is_number()
+                           ? local_minute(p["last_seen_at"].get<int64_t>())
+                           : "never";
     std::string ours;  // "": it granted us nothing (it paired with us)
     if (p.contains("granted_to_us") && p["granted_to_us"].is_object()) {
       auto scope = scope_from_json(p["granted_to_us"]);
