@@ -67,6 +67,10 @@ struct MeshArrays::Live {
   explicit Live(asio::io_context& io) : timer(io) {}
   MeshArrayRow row;
   std::optional<mesh::ArrayRun> run;
+  // The job every task runs (row.spec's "job"), read once rather than at
+  // each launch; nullopt with the reason when the stored one cannot be read.
+  std::optional<jobs::protocol::JobRequest> job;
+  std::string job_unreadable;
   // Running attempts: attempt id -> mesh job id ("" while it is created).
   std::map<uint64_t, MeshJobId> jobs;
   std::map<uint32_t, nlohmann::json> failed;   // task -> {"mesh_job_id", "job_id", "why"} of its last try
@@ -116,6 +120,11 @@ Result<std::shared_ptr<MeshArrays::Live>> MeshArrays::restore(MeshArrayRow row) 
   auto live = std::make_shared<Live>(io_);
   live->run = std::move(*run);
   live->row = std::move(row);
+  if (auto job = jobs::protocol::parse_job_request(live->row.spec.value("job", nlohmann::json::object()))) {
+    live->job = std::move(*job);
+  } else {
+    live->job_unreadable = job.error().to_string();
+  }
   live->started_ms = unix_now_ms();
   if (!live->row.tasks.is_object()) live->row.tasks = nlohmann::json::object();
   const nlohmann::json& notes = live->row.tasks;
@@ -267,6 +276,7 @@ void MeshArrays::create(const Request& req, Reply reply) {
   auto live = std::make_shared<Live>(io_);
   live->row.id = random_hex_id(16);
   live->row.state = "running";
+  live->job = *request;
   live->row.spec = {{"job", request->to_json()}, {"dir", dir},           {"out", b["out"]},
                     {"needs", needs},  {"tasks", spec.tasks},  {"limit", spec.limit},
                     {"retries", spec.retries}};
@@ -361,17 +371,19 @@ void MeshArrays::pump(const std::shared_ptr<Live>& live) {
 
 void MeshArrays::launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaunch& l) {
   const nlohmann::json& spec = live->row.spec;
-  auto job = jobs::protocol::parse_job_request(spec.value("job", nlohmann::json::object()));  // stored by create()
-  if (!job) {
-    spdlog::warn("mesh array {}: its stored job cannot be read: {}", live->row.id.substr(0, 12), job.error().to_string());
+  if (!live->job) {
+    spdlog::warn("mesh array {}: its stored job cannot be read: {}", live->row.id.substr(0, 12), live->job_unreadable);
     return;
   }
-  job->env["YONDER_ARRAY_INDEX"] = std::to_string(l.task);
-  job->env["YONDER_ARRAY_TASKS"] = std::to_string(live->run->spec().tasks);
-  job->env["YONDER_ARRAY_ID"] = live->row.id;
+  MeshJobSpec task;
+  task.job = *live->job;
+  auto& env = task.job.env;
+  env["YONDER_ARRAY_INDEX"] = std::to_string(l.task);
+  env["YONDER_ARRAY_TASKS"] = std::to_string(live->run->spec().tasks);
+  env["YONDER_ARRAY_ID"] = live->row.id;
   if (spec.contains("params") && spec["params"].is_array() && l.task < spec["params"].size() &&
       spec["params"][l.task].is_string()) {
-    job->env["YONDER_ARRAY_PARAM"] = spec["params"][l.task].get<std::string>();
+    env["YONDER_ARRAY_PARAM"] = spec["params"][l.task].get<std::string>();
   }
   nlohmann::json needs = spec.value("needs", nlohmann::json::object());
   bool avoid = !l.avoid.empty() && live->relaxed.erase(l.task) == 0;
@@ -381,8 +393,6 @@ void MeshArrays::launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaun
     for (const auto& k : l.avoid) exclude.push_back(NodeId(k).to_string());
     needs["exclude"] = exclude;
   }
-  MeshJobSpec task;
-  task.job = std::move(*job);
   task.needs = std::move(needs);
   task.retries = 0;
   // --replicas applies per task: the mesh job runs it on K providers and a
