@@ -50,6 +50,7 @@
 #include "net/reach/peer_link.h"
 #include "node/logging.h"
 #include "node/metrics_routes.h"
+#include "os/asio_loop_timers.h"
 #include "os/files.h"
 #include "os/terminal.h"
 #include "release/version.h"
@@ -231,14 +232,17 @@ int run_daemon(const DaemonOptions& options) {
   if (!mesh_job_settings) return fail(mesh_job_settings.error());
   auto mesh_job_store = mesh::MeshJobStore::open(paths->database());
   if (!mesh_job_store) return fail(mesh_job_store.error());
-  mesh::MeshJobs mesh_jobs(io, pool, *peer_link, mesh_consumer, remote_consumer, fetch_consumer,
+  os::AsioLoopTimers loop_timers(io);
+  mesh::ServiceAttempts mesh_attempts(mesh_consumer, remote_consumer, fetch_consumer);
+  mesh::MeshJobs mesh_jobs(io, pool.get_executor(), loop_timers, *peer_link, mesh_attempts,
                            std::move(*mesh_job_store), paths->home + "/mesh-jobs", *mesh_job_settings);
   // Array jobs: each task attempt is a mesh job, created, followed and
   // stopped through the supervisor's own calls.
   mesh::MeshJobsRunner array_runner(mesh_jobs);
   auto array_store = mesh::MeshArrayStore::open(paths->database());
   if (!array_store) return fail(array_store.error());
-  mesh::MeshArrays mesh_arrays(io, pool, array_runner, fetch_consumer, std::move(*array_store));
+  mesh::MeshArrays mesh_arrays(io, pool.get_executor(), loop_timers, array_runner, mesh_attempts,
+                               std::move(*array_store));
   // --- end mesh
   // --- groups: signed membership lists in SQLite, invites as share links, gossip on the links.
   auto group_store = mesh::GroupStore::open(paths->database());

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "base/bytes.h"
+#include "base/loop_timers.h"
 #include "crypto/identity.h"
 #include "crypto/node_id.h"
 #include "crypto/scope.h"
@@ -49,11 +50,14 @@ namespace yonder::sim {
 
 class SimPeers final : public reach::Peers, public link::TrustPolicy {
  public:
+  // `clock`: the simulation's, which the link's request budget counts by
+  // (null: real time, for simulations that do not move a clock).
   SimPeers(boost::asio::io_context& io, const Identity& identity, std::string name, peers::TrustStore store,
-           uint64_t seed)
+           uint64_t seed, const LoopTimers* clock = nullptr)
       : io_(io), store_(std::move(store)), rng_(seed) {
     link::LinkConfig config;
     config.name = std::move(name);
+    config.budget_clock = clock;
     service_ = std::make_unique<link::LinkService>(io, identity, *this, config);
     service_->on_established([this](const PublicKeyBytes& peer, const std::string&) {
       if (on_session_) on_session_(peer);
@@ -166,7 +170,10 @@ struct SimNode {
 // N nodes on one event loop, joined pairwise by in-memory carriers.
 class SimNet {
  public:
-  explicit SimNet(uint64_t seed) : work_(io.get_executor()), rng_(seed) {}
+  // `clock`: the simulation's time, if it has one (sim time moves the
+  // links' request budgets); it must outlive the network.
+  explicit SimNet(uint64_t seed, const LoopTimers* clock = nullptr)
+      : work_(io.get_executor()), rng_(seed), clock_(clock) {}
   ~SimNet() { stop(); }
 
   // Closes every node's sessions and runs what that leaves to run: call it
@@ -191,7 +198,7 @@ class SimNet {
     if (!db || !store::migrate(*db)) std::abort();
     auto store = peers::TrustStore::open(node->db);
     if (!store) std::abort();
-    node->peers = std::make_unique<SimPeers>(io, node->identity, name, std::move(*store), rng_());
+    node->peers = std::make_unique<SimPeers>(io, node->identity, name, std::move(*store), rng_(), clock_);
     nodes_.push_back(std::move(node));
     return *nodes_.back();
   }
@@ -288,6 +295,7 @@ class SimNet {
   }
 
   std::mt19937_64 rng_;
+  const LoopTimers* clock_;
   // The nodes' folders. In memory (/dev/shm) where there is one: each
   // node's migrations and pins are SQLite transactions, and their fsyncs on
   // a busy disk took seconds of an otherwise CPU-bound simulation.

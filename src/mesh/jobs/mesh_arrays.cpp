@@ -5,9 +5,6 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -18,7 +15,6 @@
 #include "base/clock.h"
 #include "crypto/node_id.h"
 #include "crypto/random_id.h"
-#include "jobs/files/fetch_consumer.h"
 #include "jobs/protocol/job_request.h"
 #include "transfer/tree_pack.h"
 
@@ -64,7 +60,6 @@ void MeshJobsRunner::stop_job(const MeshJobId& id) {
 }
 
 struct MeshArrays::Live {
-  explicit Live(asio::io_context& io) : timer(io) {}
   MeshArrayRow row;
   std::optional<mesh::ArrayRun> run;
   // The job every task runs (row.spec's "job"), read once rather than at
@@ -76,7 +71,8 @@ struct MeshArrays::Live {
   std::map<uint32_t, nlohmann::json> failed;   // task -> {"mesh_job_id", "job_id", "why"} of its last try
   std::map<std::string, std::string> names;    // provider id -> name, as the jobs' views say
   std::set<uint32_t> fetching;                 // tasks whose outputs are on their way home
-  asio::steady_timer timer;
+  std::unique_ptr<LoopTimers::Timer> timer;  // the next tick
+  std::map<uint32_t, std::unique_ptr<LoopTimers::Timer>> second_looks;  // per task: its outputs fetched again
   bool ticking = false, waiting = false;
   bool saving = false, dirty = false;
   mesh::UnixMs started_ms = 0, unplaced_until = 0;
@@ -89,18 +85,27 @@ struct MeshArrays::Live {
   std::string error;  // why the array stopped by itself ("" when it did not)
 };
 
-MeshArrays::MeshArrays(asio::io_context& io, asio::thread_pool& pool, MeshTaskRunner& runner,
-                       jobs::files::FetchConsumer& fetch, std::unique_ptr<MeshArrayStore> store,
+MeshArrays::MeshArrays(asio::io_context& io, asio::any_io_executor blocking, LoopTimers& timers,
+                       MeshTaskRunner& runner, AttemptServices& files, std::unique_ptr<MeshArrayStore> store,
                        std::chrono::milliseconds tick)
-    : io_(io), pool_(pool), runner_(runner), fetch_(fetch), store_(std::move(store)), tick_(tick) {}
+    : io_(io),
+      blocking_(std::move(blocking)),
+      timers_(timers),
+      runner_(runner),
+      files_(files),
+      store_(std::move(store)),
+      tick_(tick) {}
 
 MeshArrays::~MeshArrays() {
   *alive_ = false;
-  for (auto& [id, l] : live_) l->timer.cancel();
+  for (auto& [id, l] : live_) {
+    l->timer.reset();
+    l->second_looks.clear();
+  }
 }
 
 Status MeshArrays::start() {
-  asio::post(pool_, [this, alive = alive_] {
+  asio::post(blocking_, [this, alive = alive_] {
     auto rows = store_->list(true);
     asio::post(io_, [this, alive, rows = std::move(rows)]() mutable {
       if (!*alive) return;
@@ -117,7 +122,7 @@ Status MeshArrays::start() {
 Result<std::shared_ptr<MeshArrays::Live>> MeshArrays::restore(MeshArrayRow row) {
   auto run = mesh::ArrayRun::from_json(row.run);
   if (!run) return std::move(run).error();
-  auto live = std::make_shared<Live>(io_);
+  auto live = std::make_shared<Live>();
   live->run = std::move(*run);
   live->row = std::move(row);
   if (auto job = jobs::protocol::parse_job_request(live->row.spec.value("job", nlohmann::json::object()))) {
@@ -125,7 +130,7 @@ Result<std::shared_ptr<MeshArrays::Live>> MeshArrays::restore(MeshArrayRow row) 
   } else {
     live->job_unreadable = job.error().to_string();
   }
-  live->started_ms = unix_now_ms();
+  live->started_ms = unix_ms();
   if (!live->row.tasks.is_object()) live->row.tasks = nlohmann::json::object();
   const nlohmann::json& notes = live->row.tasks;
   if (notes.contains("error") && notes["error"].is_string()) live->error = notes["error"];
@@ -149,7 +154,7 @@ void MeshArrays::resume(MeshArrayRow row) {
   for (const auto& [k, v] : live->row.tasks.items()) {
     if (k == "failed" || k == "error") continue;
     if (!v.is_object() || !v["task"].is_number_unsigned() || !v["mesh_job_id"].is_string()) continue;
-    auto attempt = live->run->adopt(v["task"].get<uint32_t>(), unix_now_ms());
+    auto attempt = live->run->adopt(v["task"].get<uint32_t>(), unix_ms());
     if (attempt) live->jobs[*attempt] = MeshJobId(v["mesh_job_id"].get<std::string>());
   }
   auto c = live->run->counts();
@@ -171,7 +176,7 @@ void MeshArrays::add_routes(api::Router& router) {
     for (const auto& [key, l] : live_) {
       if (!id.empty() && key.compare(0, id.size(), id) == 0) return reply(Response::json(200, status(*l)));
     }
-    asio::post(pool_, [this, alive = alive_, id, reply] {
+    asio::post(blocking_, [this, alive = alive_, id, reply] {
       auto row = store_->find(id);
       asio::post(io_, [this, alive, row = std::move(row), reply]() mutable {
         if (!*alive) return;
@@ -184,7 +189,7 @@ void MeshArrays::add_routes(api::Router& router) {
   });
   router.add("GET", "/v1/mesh/arrays", [this](const Request& req, Reply reply) {
     bool all = api::parse_query(req.query)["all"] == "1";
-    asio::post(pool_, [this, alive = alive_, all, reply] {
+    asio::post(blocking_, [this, alive = alive_, all, reply] {
       auto rows = store_->list(!all);
       asio::post(io_, [this, alive, rows = std::move(rows), reply] {
         if (!*alive) return;
@@ -273,7 +278,7 @@ void MeshArrays::create(const Request& req, Reply reply) {
     return reply(Response::error(bad("\"validator\" must be a command line")));
   }
 
-  auto live = std::make_shared<Live>(io_);
+  auto live = std::make_shared<Live>();
   live->row.id = random_hex_id(16);
   live->row.state = "running";
   live->job = *request;
@@ -287,12 +292,12 @@ void MeshArrays::create(const Request& req, Reply reply) {
     if (b["outputs_limit"] != "off") return reply(Response::error(bad("\"outputs_limit\" can only be \"off\"")));
     live->row.spec["outputs_limit"] = "off";
   }
-  live->row.created_at = unix_now_s();
+  live->row.created_at = unix_seconds(timers_.now());
   live->run.emplace(spec);
   live->row.run = live->run->to_json();
   live->row.tasks = nlohmann::json::object();
-  live->started_ms = unix_now_ms();
-  asio::post(pool_, [this, alive = alive_, live, reply] {
+  live->started_ms = unix_ms();
+  asio::post(blocking_, [this, alive = alive_, live, reply] {
     std::error_code ec;
     std::string out = live->row.spec["out"].get<std::string>() + "/out";
     fs::create_directories(out, ec);
@@ -350,7 +355,7 @@ void MeshArrays::control(const Request& req, Reply reply, bool cancel) {
                                             "array " + id + " is not running here (finished, or not ours): nothing to cancel")));
   }
   // retry on a finished array: load it again.
-  asio::post(pool_, [this, alive = alive_, id, act, reply] {
+  asio::post(blocking_, [this, alive = alive_, id, act, reply] {
     auto row = store_->find(id);
     asio::post(io_, [this, alive, row = std::move(row), act, reply]() mutable {
       if (!*alive) return;
@@ -364,8 +369,8 @@ void MeshArrays::control(const Request& req, Reply reply, bool cancel) {
 
 void MeshArrays::pump(const std::shared_ptr<Live>& live) {
   if (!*alive_ || live->row.finished() || live->run->cancelled()) return;
-  if (unix_now_ms() < live->unplaced_until) return;
-  auto launches = live->run->next(unix_now_ms(), live->run->spec().limit);
+  if (unix_ms() < live->unplaced_until) return;
+  auto launches = live->run->next(unix_ms(), live->run->spec().limit);
   for (const auto& l : launches) launch(live, l);
 }
 
@@ -425,7 +430,7 @@ void MeshArrays::launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaun
       }
       // Nothing could be placed (the mesh is full or offline): the task goes
       // back and launches pause for a moment.
-      live->unplaced_until = unix_now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kUnplacedBackoff).count();
+      live->unplaced_until = unix_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kUnplacedBackoff).count();
       spdlog::info("array {}: task {} could not start: {}", live->row.id.substr(0, 12), l.task,
                    r ? std::string("no mesh job id") : r.error().message());
       return;
@@ -438,9 +443,8 @@ void MeshArrays::launch(const std::shared_ptr<Live>& live, const mesh::ArrayLaun
 void MeshArrays::schedule(const std::shared_ptr<Live>& live) {
   if (live->ticking || live->row.finished()) return;
   live->ticking = true;
-  live->timer.expires_after(tick_);
-  live->timer.async_wait([this, alive = alive_, live](boost::system::error_code ec) {
-    if (ec || !*alive) return;
+  live->timer = timers_.after(tick_, [this, alive = alive_, live] {
+    if (!*alive) return;
     live->ticking = false;
     tick(live);
   });
@@ -488,7 +492,7 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
     std::string pid = (*last)["provider_id"];
     if (auto id = NodeId::parse(pid)) {
       auto cur = live->run->provider_of(attempt);
-      if (!cur || *cur != id->public_key()) (void)live->run->started(attempt, id->public_key(), unix_now_ms());
+      if (!cur || *cur != id->public_key()) (void)live->run->started(attempt, id->public_key(), unix_ms());
       if ((*last)["provider_name"].is_string()) live->names[pid] = (*last)["provider_name"];
     }
   }
@@ -508,7 +512,7 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
     if (avoided && task) {
       live->relaxed.insert(*task);
     } else {
-      live->unplaced_until = unix_now_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kUnplacedBackoff).count();
+      live->unplaced_until = unix_ms() + std::chrono::duration_cast<std::chrono::milliseconds>(kUnplacedBackoff).count();
     }
     return;
   }
@@ -529,7 +533,7 @@ void MeshArrays::observe(const std::shared_ptr<Live>& live, uint64_t attempt, co
   }
   std::string mesh_job = live->jobs[attempt].value();
   live->jobs.erase(attempt);
-  auto verdict = live->run->finished(attempt, outcome, unix_now_ms(), mesh_job);
+  auto verdict = live->run->finished(attempt, outcome, unix_ms(), mesh_job);
   if (!task) return;
   switch (verdict) {
     case mesh::ArrayRun::Verdict::kResult:
@@ -571,7 +575,7 @@ void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, co
   }
   std::string dest = live->row.spec["out"].get<std::string>() + "/out/" + std::to_string(task);
   live->fetching.insert(task);
-  asio::post(pool_, [this, alive = alive_, live, task, job_id, dest, second_look] {
+  asio::post(blocking_, [this, alive = alive_, live, task, job_id, dest, second_look] {
     std::error_code ec;
     fs::create_directories(dest, ec);
     asio::post(io_, [this, alive, live, task, job_id, dest, second_look] {
@@ -581,7 +585,7 @@ void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, co
       // Past outputs.max_files / max_mib only with the user's word (`run
       // --mesh --array ... --no-outputs-limit`); the free space always bounds it.
       if (live->row.spec.value("outputs_limit", "") == "off") body["outputs_limit"] = "off";
-      fetch_.fetch_into(body, [this, alive, live, task, job_id, second_look](Result<nlohmann::json> r) {
+      files_.fetch_into(body, [this, alive, live, task, job_id, second_look](Result<nlohmann::json> r) {
         if (!*alive) return;
         bool nothing = r && r->value("files", nlohmann::json::array()).empty();
         if (nothing && !second_look) {
@@ -589,9 +593,10 @@ void MeshArrays::bring_home(const std::shared_ptr<Live>& live, uint32_t task, co
           // can answer from a workspace it has not finished putting away
           // (an ended job's image still being unmounted): look once more,
           // 2 s later.
-          auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(2));
-          timer->async_wait([this, alive, live, task, job_id, timer](boost::system::error_code) {
-            if (*alive) bring_home(live, task, job_id, true);
+          live->second_looks[task] = timers_.after(std::chrono::seconds(2), [this, alive, live, task, job_id] {
+            if (!*alive) return;
+            bring_home(live, task, job_id, true);
+            live->second_looks.erase(task);
           });
           return;
         }
@@ -619,7 +624,7 @@ void MeshArrays::maybe_finish(const std::shared_ptr<Live>& live) {
   auto c = live->run->counts();
   live->row.state = !live->error.empty() ? "failed" : live->run->cancelled() ? "cancelled" : c.failed > 0 ? "failed" : "done";
   spdlog::info("array {}: {} ({} done, {} failed)", live->row.id.substr(0, 12), live->row.state, c.done, c.failed);
-  live->timer.cancel();
+  live->timer.reset();
   save(live);
 }
 
@@ -648,7 +653,7 @@ void MeshArrays::save(const std::shared_ptr<Live>& live) {
   live->saving = true;
   live->dirty = false;
   MeshArrayRow copy = live->row;
-  asio::post(pool_, [this, alive = alive_, live, copy = std::move(copy)] {
+  asio::post(blocking_, [this, alive = alive_, live, copy = std::move(copy)] {
     auto st = store_->put(copy);
     asio::post(io_, [this, alive, live, st = std::move(st)] {
       if (!*alive) return;
@@ -662,7 +667,7 @@ void MeshArrays::save(const std::shared_ptr<Live>& live) {
 
 nlohmann::json MeshArrays::status(const Live& live) const {
   auto c = live.run->counts();
-  mesh::UnixMs now = unix_now_ms();
+  mesh::UnixMs now = unix_ms();
   nlohmann::json providers = nlohmann::json::array();
   for (const auto& [key, n] : live.run->results_by_provider()) {
     std::string id = NodeId(key).to_string();

@@ -54,12 +54,7 @@
 
 namespace boost::asio {
 class io_context;
-class thread_pool;
 }  // namespace boost::asio
-
-namespace yonder::jobs::files {
-class FetchConsumer;
-}
 
 namespace yonder::mesh {
 
@@ -95,8 +90,11 @@ class MeshArrays : public api::Module {
   static constexpr uint32_t kDefaultConcurrency = 16;  // at once when the array sets no limit
   static constexpr size_t kMaxParamBytes = 32 * 1024;  // one line of --array-file (an environment value's limit)
 
-  MeshArrays(boost::asio::io_context& io, boost::asio::thread_pool& pool, MeshTaskRunner& runner,
-             jobs::files::FetchConsumer& fetch, std::unique_ptr<MeshArrayStore> store,
+  // `blocking`: where SQLite and file work runs (the daemon's pool);
+  // `files` brings each task's outputs home. `timers`, `runner` and `files`
+  // outlive this object.
+  MeshArrays(boost::asio::io_context& io, boost::asio::any_io_executor blocking, LoopTimers& timers,
+             MeshTaskRunner& runner, AttemptServices& files, std::unique_ptr<MeshArrayStore> store,
              std::chrono::milliseconds tick = std::chrono::milliseconds(250));
   ~MeshArrays();
   // Resumes the arrays a previous run left running (reads on the pool).
@@ -123,10 +121,15 @@ class MeshArrays : public api::Module {
   void maybe_finish(const std::shared_ptr<Live>& live);
   nlohmann::json status(const Live& live) const;
 
+  mesh::UnixMs unix_ms() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(timers_.now().time_since_epoch()).count();
+  }
+
   boost::asio::io_context& io_;
-  boost::asio::thread_pool& pool_;
+  boost::asio::any_io_executor blocking_;
+  LoopTimers& timers_;
   MeshTaskRunner& runner_;
-  jobs::files::FetchConsumer& fetch_;
+  AttemptServices& files_;
   std::shared_ptr<MeshArrayStore> store_;
   std::chrono::milliseconds tick_;
   std::map<std::string, std::shared_ptr<Live>> live_;  // by array id

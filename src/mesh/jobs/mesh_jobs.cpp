@@ -7,20 +7,15 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <filesystem>
 #include <set>
 
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "crypto/random_id.h"
-#include "jobs/consumer/remote_consumer.h"
-#include "jobs/files/fetch_consumer.h"
 #include "jobs/metering/verifications.h"
 #include "jobs/protocol/job_request.h"
-#include "mesh/consumer/mesh_consumer.h"
 #include "mesh/jobs/mesh_replicas.h"
 #include "mesh/core/quorum.h"
 
@@ -142,24 +137,23 @@ Result<MeshJobSettings> mesh_job_settings_from_config(const config::Config& cfg)
   return s;
 }
 
-MeshJobs::MeshJobs(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link, MeshConsumer& mesh,
-                   jobs::consumer::RemoteConsumer& remote, jobs::files::FetchConsumer& fetch,
-                   std::unique_ptr<MeshJobStore> store, std::string dir, MeshJobSettings settings)
+MeshJobs::MeshJobs(asio::io_context& io, asio::any_io_executor blocking, LoopTimers& timers, reach::Peers& link,
+                   AttemptServices& attempts, std::unique_ptr<MeshJobStore> store, std::string dir,
+                   MeshJobSettings settings)
     : io_(io),
-      pool_(pool),
+      blocking_(std::move(blocking)),
+      timers_(timers),
       link_(link),
-      mesh_(mesh),
-      remote_(remote),
-      fetch_(fetch),
+      attempts_(attempts),
       store_(std::move(store)),
       dir_(std::move(dir)),
       settings_(settings),
-      writer_(std::make_unique<Writer>(pool)) {}
+      writer_(std::make_unique<Writer>(blocking_)) {}
 
 MeshJobs::~MeshJobs() {
   *alive_ = false;
   for (auto& [_, l] : live_) {
-    for (auto& s : l->slots) s->timer.cancel();
+    for (auto& s : l->slots) s->timer.reset();
   }
 }
 
@@ -167,12 +161,12 @@ std::shared_ptr<MeshJobs::Live> MeshJobs::make_live(MeshJobRow row) {
   auto live = std::make_shared<Live>();
   live->row = std::move(row);
   int replicas = static_cast<int>(std::clamp<uint64_t>(live->row.spec.value("replicas", uint64_t{1}), 1, kMaxReplicas));
-  for (int r = 0; r < replicas; ++r) live->slots.push_back(std::make_unique<Slot>(io_, r));
+  for (int r = 0; r < replicas; ++r) live->slots.push_back(std::make_unique<Slot>(r));
   return live;
 }
 
 Status MeshJobs::start() {
-  asio::post(pool_, [this, alive = alive_] {
+  asio::post(blocking_, [this, alive = alive_] {
     auto rows = store_->list(true);
     asio::post(io_, [this, alive, rows = std::move(rows)]() mutable {
       if (!*alive) return;
@@ -207,7 +201,7 @@ Status MeshJobs::start() {
             // Cut short during its upload: that attempt never started.
             a->state = "not started";
             a->why = "the daemon stopped while it was being submitted";
-            a->ended_at = unix_now_s();
+            a->ended_at = unix_seconds(timers_.now());
             s.current = -1;
             save(live, [this, live, r] { place(live, r); });
           } else {
@@ -232,7 +226,7 @@ void MeshJobs::add_routes(api::Router& router) {
   });
   router.add("GET", "/v1/mesh/jobs", [this](const Request& req, Reply reply) {
     bool all = api::parse_query(req.query)["all"] == "1";
-    asio::post(pool_, [this, all, reply] {
+    asio::post(blocking_, [this, all, reply] {
       auto rows = store_->list(!all);
       asio::post(io_, [this, rows = std::move(rows), reply] {
         if (!rows) return reply(Response::error(rows.error()));
@@ -258,7 +252,7 @@ void MeshJobs::inspect(const std::string& id, api::Answer answer) {
   for (const auto& [key, l] : live_) {
     if (!id.empty() && key.compare(0, id.size(), id) == 0) return answer(view(*l));
   }
-  asio::post(pool_, [this, id, answer] {
+  asio::post(blocking_, [this, id, answer] {
     auto row = store_->find(id);
     asio::post(io_, [row = std::move(row), answer] {
       if (!row) return answer(row.error());
@@ -338,7 +332,7 @@ void MeshJobs::create(MeshJobSpec spec, api::Answer reply) {
               {"replicas", spec.replicas}};
   if (!spec.validator.empty()) row.spec["validator"] = spec.validator;
   if (spec.outputs_unlimited) row.spec["outputs_limit"] = "off";
-  row.created_at = unix_now_s();
+  row.created_at = unix_seconds(timers_.now());
   auto live = make_live(std::move(row));
   asio::post(writer_->strand, [this, alive = alive_, live, reply] {
     std::error_code ec;
@@ -372,7 +366,7 @@ void MeshJobs::place(const std::shared_ptr<Live>& live, int r) {
   // off the provider this one is being offered (the lease answers first).
   run(live, supervisor::PlacementStarted{r});
   bool excluding_failed = p.excluding_failed;
-  mesh_.lease_for(needs, [this, alive = alive_, live, r, excluding_failed](Result<nlohmann::json> got) {
+  attempts_.lease_for(needs, [this, alive = alive_, live, r, excluding_failed](Result<nlohmann::json> got) {
     if (!*alive) return;
     Slot& sl = *live->slots[static_cast<size_t>(r)];
     // Siblings that waited for this placement go next (after this one's attempt is recorded).
@@ -389,7 +383,7 @@ void MeshJobs::place(const std::shared_ptr<Live>& live, int r) {
     if (live->done || sl.done) {
       sl.current = -1;  // the placeholder; nothing more to decide for it
       if (got)
-        mesh_.release_lease(PeerId((*got)["provider"].value("node_id", "")), LeaseId(got->value("lease_id", uint64_t{0})),
+        attempts_.release_lease(PeerId((*got)["provider"].value("node_id", "")), LeaseId(got->value("lease_id", uint64_t{0})),
                             [](Result<nlohmann::json>) {});
       return;
     }
@@ -426,7 +420,7 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
   // An attempt that never started: the lease goes back, the job goes elsewhere.
   auto not_started = [this, live, r, provider, n = a.attempt](const Error& e) {
     Slot& sl = *live->slots[static_cast<size_t>(r)];
-    mesh_.release_lease(PeerId(provider), sl.lease_id, [](Result<nlohmann::json>) {});
+    attempts_.release_lease(PeerId(provider), sl.lease_id, [](Result<nlohmann::json>) {});
     MeshAttempt* cur = live->attempt(sl);
     if (cur == nullptr || cur->attempt != n) return;
     spdlog::info("mesh job {}: attempt {} did not start: {}", live->row.id.substr(0, 12), n, e.message());
@@ -438,7 +432,7 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
   bool checkpointed = live->replicas() == 1;
   save(live, [this, alive = alive_, live, r, t = *target, n = a.attempt, not_started, checkpointed] {
     std::string source = live->row.spec.value("dir", "");
-    asio::post(pool_, [this, alive, live, r, t, n, not_started, source, checkpointed] {
+    asio::post(blocking_, [this, alive, live, r, t, n, not_started, source, checkpointed] {
       auto staged =
           checkpointed ? stage_upload(source, job_dir(live->row.id), n) : Result<Staged>(Staged{source, "", 0});
       asio::post(io_, [this, alive, live, r, t, n, not_started, staged = std::move(staged)] {
@@ -454,11 +448,11 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
         // The job as accepted (create() stored it with JobRequest's encoder).
         auto job = jobs::protocol::parse_job_request(live->row.spec.value("job", nlohmann::json::object()));
         if (!job) return not_started(Error(job.error()).with_context("the stored mesh job"));
-        remote_.submit(
+        attempts_.submit(
             t, *job, staged->dir, transfer_id,
             [this, alive, live, r, t, n, not_started, temporary = staged->temporary](Result<nlohmann::json> got) {
               if (!temporary.empty()) {
-                asio::post(pool_, [temporary] {
+                asio::post(blocking_, [temporary] {
                   std::error_code ec;
                   fs::remove_all(temporary, ec);
                 });
@@ -467,7 +461,7 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
               if (!got) return not_started(got.error());
               std::string job_id = got->value("job_id", "");
               if (live->done) {  // stopped while it was being submitted
-                remote_.call_job(job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
+                attempts_.call_job(job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
                 return;
               }
               Slot& s2 = *live->slots[static_cast<size_t>(r)];
@@ -475,12 +469,12 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
               if (cur == nullptr || cur->attempt != n) return;
               cur->job_id = job_id;
               cur->state = "running";
-              mesh_.bind_lease(PeerId(t.node_id), s2.lease_id, JobId(job_id), [id = live->row.id](Result<nlohmann::json> b) {
+              attempts_.bind_lease(PeerId(t.node_id), s2.lease_id, JobId(job_id), [id = live->row.id](Result<nlohmann::json> b) {
                 if (!b)
                   spdlog::warn("mesh job {}: binding the lease failed: {}", id.substr(0, 12), b.error().message());
               });
               if (live->stopping) {
-                remote_.call_job(job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
+                attempts_.call_job(job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
               }
               save(live, [this, live, r] { watch(live, r); });
             });
@@ -491,7 +485,7 @@ void MeshJobs::submit(const std::shared_ptr<Live>& live, int r, const nlohmann::
 
 void MeshJobs::watch(const std::shared_ptr<Live>& live, int r) {
   Slot& s = *live->slots[static_cast<size_t>(r)];
-  s.last_checkpoint = std::chrono::steady_clock::now();
+  s.last_checkpoint = timers_.steady_now();
   run(live, supervisor::ProviderAnswered{r});
   tick(live, r);
 }
@@ -507,10 +501,10 @@ void MeshJobs::tick(const std::shared_ptr<Live>& live, int r) {
     spdlog::warn("mesh job {}: {}; requeueing", live->row.id.substr(0, 12), live->row.attempts[index].why);
     return;
   }
-  auto now = std::chrono::steady_clock::now();
+  auto now = timers_.steady_now();
   if (s.inspecting != n) {
     s.inspecting = n;
-    remote_.call_job(a->job_id, "run.inspect", nlohmann::json::object(), true,
+    attempts_.call_job(a->job_id, "run.inspect", nlohmann::json::object(), true,
                      [this, alive = alive_, live, r, n](Result<nlohmann::json> got) {
                        if (!*alive) return;
                        Slot& sl = *live->slots[static_cast<size_t>(r)];
@@ -531,9 +525,8 @@ void MeshJobs::tick(const std::shared_ptr<Live>& live, int r) {
   }
   auto period = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(settings_.provider_timeout / 4),
                            kMinTick, kMaxTick);
-  s.timer.expires_after(period);
-  s.timer.async_wait([this, alive = alive_, live, r](boost::system::error_code ec) {
-    if (!ec && *alive) tick(live, r);
+  s.timer = timers_.after(period, [this, alive = alive_, live, r] {
+    if (*alive) tick(live, r);
   });
 }
 
@@ -544,11 +537,11 @@ void MeshJobs::sync_checkpoint(const std::shared_ptr<Live>& live, int r) {
   int n = a->attempt;
   s.fetching = n;
   nlohmann::json body = {{"job_id", a->job_id}, {"dir", job_dir(live->row.id)}, {"paths", {"checkpoint"}}};
-  fetch_.fetch_into(body, [alive = alive_, live, r, n](Result<nlohmann::json> got) {
+  attempts_.fetch_into(body, [this, alive = alive_, live, r, n](Result<nlohmann::json> got) {
     if (!*alive) return;
     Slot& sl = *live->slots[static_cast<size_t>(r)];
     if (sl.fetching == n) sl.fetching = 0;
-    sl.last_checkpoint = std::chrono::steady_clock::now();
+    sl.last_checkpoint = timers_.steady_now();
     if (!got) {
       // Most often: the job has written no checkpoint yet.
       spdlog::debug("mesh job {}: no checkpoint fetched: {}", live->row.id.substr(0, 12), got.error().message());
@@ -634,7 +627,7 @@ void MeshJobs::adopt(Live& live, const supervisor::JobState& st) {
       a.state = state;
       a.why = c.why;
       a.exit_code = c.exit_code;
-      a.started_at = unix_now_s();
+      a.started_at = unix_seconds(timers_.now());
       live.row.attempts.push_back(std::move(a));
       continue;
     }
@@ -646,7 +639,7 @@ void MeshJobs::adopt(Live& live, const supervisor::JobState& st) {
     if (moved) a.state = state;
     a.why = c.why;
     a.exit_code = c.exit_code;
-    if (!was_ended && a.ended()) a.ended_at = unix_now_s();
+    if (!was_ended && a.ended()) a.ended_at = unix_seconds(timers_.now());
   }
   for (size_t r = 0; r < st.slots.size() && r < live.slots.size(); ++r) {
     const supervisor::Slot& c = st.slots[r];
@@ -664,7 +657,7 @@ void MeshJobs::adopt(Live& live, const supervisor::JobState& st) {
 
 supervisor::Step MeshJobs::run(const std::shared_ptr<Live>& live, const supervisor::Event& event) {
   supervisor::Settings settings{settings_.provider_timeout, settings_.max_requeues};
-  supervisor::Step step = supervisor::on_event(core_state(*live), event, std::chrono::steady_clock::now(), settings);
+  supervisor::Step step = supervisor::on_event(core_state(*live), event, timers_.steady_now(), settings);
   adopt(*live, step.state);
   apply(live, step.actions);
   return step;
@@ -674,7 +667,7 @@ void MeshJobs::apply(const std::shared_ptr<Live>& live, const std::vector<superv
   for (const auto& action : actions) {
     if (const auto* stop = std::get_if<supervisor::StopAttempt>(&action)) {
       const MeshAttempt& a = live->row.attempts[static_cast<size_t>(stop->attempt)];
-      remote_.call_job(a.job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
+      attempts_.call_job(a.job_id, "run.stop", nlohmann::json::object(), true, [](Result<nlohmann::json>) {});
     } else if (const auto* place_it = std::get_if<supervisor::PlaceReplica>(&action)) {
       int r = place_it->replica;
       if (place_it->save_first) {
@@ -684,9 +677,8 @@ void MeshJobs::apply(const std::shared_ptr<Live>& live, const std::vector<superv
       }
     } else if (const auto* later = std::get_if<supervisor::PlaceLater>(&action)) {
       Slot& sl = *live->slots[static_cast<size_t>(later->replica)];
-      sl.timer.expires_at(later->at);
-      sl.timer.async_wait([this, alive = alive_, live, r = later->replica](boost::system::error_code ec) {
-        if (!ec && *alive) run(live, supervisor::Tick{r});
+      sl.timer = timers_.at(later->at, [this, alive = alive_, live, r = later->replica] {
+        if (*alive) run(live, supervisor::Tick{r});
       });
     } else if (std::holds_alternative<supervisor::SaveJob>(action)) {
       save(live);
@@ -709,7 +701,7 @@ void MeshJobs::apply(const std::shared_ptr<Live>& live, const std::vector<superv
 void MeshJobs::finish(const std::shared_ptr<Live>& live, const std::string& state, nlohmann::json result) {
   if (live->done) return;
   live->done = true;
-  for (auto& s : live->slots) s->timer.cancel();
+  for (auto& s : live->slots) s->timer.reset();
   live->row.state = state;
   live->row.result = std::move(result);
   spdlog::info("mesh job {}: {}", live->row.id.substr(0, 12), state);

@@ -48,11 +48,13 @@
 // The decisions (when an attempt is lost, requeued, retried, given up; what
 // to exclude; when the job finishes or its quorum runs) are made by the pure
 // core in mesh/jobs/supervisor_core.h, whose opening comment states the
-// policy; this class feeds it events with the steady clock's now and does
-// the I/O its actions name.
+// policy; this class feeds it events with the injected clock's now and does
+// the I/O its actions name, through AttemptServices (mesh/jobs/attempt_services.h).
+// Its time and timers are injected (base/loop_timers.h), so the whole
+// service runs in the simulation (tests/sim/mesh_jobs_sim_test.cpp).
 //
 // Threading: everything on the event loop; SQLite and file copies on the
-// pool, their results posted back.
+// `blocking` executor (the daemon's pool), their results posted back.
 #pragma once
 
 #include <chrono>
@@ -65,8 +67,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
+
 #include "api/module.h"
 #include "api/answer.h"
+#include "base/loop_timers.h"
+#include "mesh/jobs/attempt_services.h"
 #include "api/server.h"
 #include "config/config.h"
 #include "jobs/protocol/job_request.h"
@@ -76,24 +82,13 @@
 
 namespace boost::asio {
 class io_context;
-class thread_pool;
 }  // namespace boost::asio
-
-namespace yonder::jobs::consumer {
-class RemoteConsumer;
-}
-
-namespace yonder::jobs::files {
-class FetchConsumer;
-}
 
 namespace yonder::jobs::metering {
 class Verifications;
 }
 
 namespace yonder::mesh {
-
-class MeshConsumer;
 
 struct MeshJobSettings {
   std::chrono::milliseconds provider_timeout{60'000};     // mesh.provider_timeout_s
@@ -121,10 +116,11 @@ class MeshJobs : public api::Module {
  public:
   std::string_view module_name() const override { return "mesh jobs"; }
   // `dir`: where jobs keep their checkpoints and staged uploads
-  // ($YONDER_HOME/mesh-jobs). The services outlive this object.
-  MeshJobs(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link, MeshConsumer& mesh,
-           jobs::consumer::RemoteConsumer& remote, jobs::files::FetchConsumer& fetch,
-           std::unique_ptr<MeshJobStore> store, std::string dir, MeshJobSettings settings);
+  // ($YONDER_HOME/mesh-jobs). `blocking`: where SQLite and file work runs
+  // (the daemon's pool). `timers`, `link` and `attempts` outlive this object.
+  MeshJobs(boost::asio::io_context& io, boost::asio::any_io_executor blocking, LoopTimers& timers,
+           reach::Peers& link, AttemptServices& attempts, std::unique_ptr<MeshJobStore> store, std::string dir,
+           MeshJobSettings settings);
   ~MeshJobs();
   // Picks up the jobs a previous run left unfinished (reads on the pool).
   Status start() override;
@@ -176,11 +172,10 @@ class MeshJobs : public api::Module {
   std::string job_dir(const std::string& id) const { return dir_ + "/" + id; }
 
   boost::asio::io_context& io_;
-  boost::asio::thread_pool& pool_;
+  boost::asio::any_io_executor blocking_;
+  LoopTimers& timers_;
   reach::Peers& link_;
-  MeshConsumer& mesh_;
-  jobs::consumer::RemoteConsumer& remote_;
-  jobs::files::FetchConsumer& fetch_;
+  AttemptServices& attempts_;
   std::shared_ptr<MeshJobStore> store_;
   std::string dir_;
   MeshJobSettings settings_;

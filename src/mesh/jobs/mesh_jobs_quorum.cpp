@@ -11,8 +11,6 @@
 #include <filesystem>
 #include <spdlog/spdlog.h>
 
-#include "jobs/consumer/remote_consumer.h"
-#include "jobs/files/fetch_consumer.h"
 #include "jobs/metering/verifications.h"
 #include "mesh/jobs/mesh_replicas.h"
 #include "mesh/core/quorum.h"
@@ -53,7 +51,7 @@ void MeshJobs::verify(const std::shared_ptr<Live>& live) {
 void MeshJobs::gather(const std::shared_ptr<Live>& live, std::shared_ptr<std::vector<Answer>> answers, size_t i) {
   if (i >= answers->size()) return decide(live, answers);
   Answer& ans = (*answers)[i];
-  asio::post(pool_, [this, alive = alive_, live, answers, i, folder = ans.folder] {
+  asio::post(blocking_, [this, alive = alive_, live, answers, i, folder = ans.folder] {
     std::error_code ec;
     fs::remove_all(folder, ec);
     fs::create_directories(folder, ec);
@@ -62,7 +60,7 @@ void MeshJobs::gather(const std::shared_ptr<Live>& live, std::shared_ptr<std::ve
       Answer& a = (*answers)[i];
       nlohmann::json body = {{"job_id", a.attempt.job_id}, {"dir", folder}};
       if (live->row.spec.value("outputs_limit", "") == "off") body["outputs_limit"] = "off";
-      fetch_.fetch_into(body,
+      attempts_.fetch_into(body,
                         [this, alive, live, answers, i](Result<nlohmann::json> got) {
                           if (!*alive) return;
                           if (!got)
@@ -76,7 +74,7 @@ void MeshJobs::gather(const std::shared_ptr<Live>& live, std::shared_ptr<std::ve
 void MeshJobs::read_log(const std::shared_ptr<Live>& live, std::shared_ptr<std::vector<Answer>> answers, size_t i,
                         uint64_t offset) {
   Answer& a = (*answers)[i];
-  remote_.call_job(a.attempt.job_id, "run.logs", {{"offset", offset}, {"wait_ms", 0}}, false,
+  attempts_.call_job(a.attempt.job_id, "run.logs", {{"offset", offset}, {"wait_ms", 0}}, false,
                    [this, alive = alive_, live, answers, i](Result<nlohmann::json> got) {
                      if (!*alive) return;
                      Answer& ans = (*answers)[i];
@@ -105,7 +103,7 @@ void MeshJobs::read_log(const std::shared_ptr<Live>& live, std::shared_ptr<std::
 
 void MeshJobs::digest(const std::shared_ptr<Live>& live, std::shared_ptr<std::vector<Answer>> answers, size_t i) {
   std::string validator = live->row.spec.value("validator", "");
-  asio::post(pool_, [this, alive = alive_, live, answers, i, validator] {
+  asio::post(blocking_, [this, alive = alive_, live, answers, i, validator] {
     Answer& a = (*answers)[i];
     if (a.problem.empty()) {
       auto h = replica_digest(a.folder, a.out, a.err, a.attempt.exit_code.value_or(-1));

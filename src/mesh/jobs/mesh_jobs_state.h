@@ -6,9 +6,8 @@
 #include <utility>  // before Boost.Asio (GCC 12)
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -16,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/loop_timers.h"
 #include "base/strong_id.h"
 #include "mesh/jobs/mesh_jobs.h"
 
@@ -23,8 +23,8 @@ namespace yonder::mesh {
 namespace asio = boost::asio;
 
 struct MeshJobs::Writer {
-  explicit Writer(asio::thread_pool& pool) : strand(asio::make_strand(pool)) {}
-  asio::strand<asio::thread_pool::executor_type> strand;
+  explicit Writer(const asio::any_io_executor& blocking) : strand(asio::make_strand(blocking)) {}
+  asio::strand<asio::any_io_executor> strand;
 };
 
 // One replica of the job (one for a plain mesh job): its attempts run one
@@ -32,9 +32,9 @@ struct MeshJobs::Writer {
 // write are supervisor::Slot's (mesh/jobs/supervisor_core.h): MeshJobs hands
 // them to the core and takes them back after each event.
 struct MeshJobs::Slot {
-  Slot(asio::io_context& io, int r) : replica(r), timer(io) {}
+  explicit Slot(int r) : replica(r) {}
   int replica;
-  asio::steady_timer timer;
+  std::unique_ptr<LoopTimers::Timer> timer;  // the next tick or placement retry
   int current = -1;  // index in row.attempts of the attempt in flight; -1: none
   LeaseId lease_id;
   std::set<std::string> failed_on;  // providers that lost or failed it

@@ -189,7 +189,7 @@ void LinkService::Impl::start_acceptor(asio::ip::tcp::socket socket, std::string
     Conn& c = conns[session.get()];
     c.session = session;
     c.tokens = config.rate_burst;
-    c.refilled = Clock::now();
+    c.refilled = steady_now();
     if (waiter) c.waiters.push_back(waiter);
     session->start();
     if (verdict == KeyVerdict::kPinned) {
@@ -541,7 +541,7 @@ void LinkService::adopt_channel(std::shared_ptr<Channel> channel, const PublicKe
   c.session = session;
   c.dialed = dialer;
   c.tokens = m.config.rate_burst;
-  c.refilled = Clock::now();
+  c.refilled = m.steady_now();
   if (done) c.waiters.push_back(std::move(done));
   c.establish_timer = std::make_unique<asio::steady_timer>(m.io, m.config.connect_timeout);
   std::weak_ptr<Session> weak = session;

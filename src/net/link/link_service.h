@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/loop_timers.h"
 #include "crypto/identity.h"
 #include "crypto/scope.h"
 #include "crypto/share_link.h"
@@ -75,6 +76,9 @@ struct LinkConfig {
   // Requests per peer: token bucket (burst, per second).
   double rate_burst = 200;
   double rate_per_second = 100;
+  // What the request budget refills by: null is the real steady clock; a
+  // simulation passes its own, so the budget counts simulated time.
+  const LoopTimers* budget_clock = nullptr;
   // A session with nothing received for this long is dead (a PING goes out
   // after a third of it without traffic); the link then redials.
   std::chrono::milliseconds dead_after{45'000};

@@ -141,6 +141,7 @@ struct LinkService::Impl : SessionObserver {
   void send(Conn& c, uint32_t id, ByteView data, bool close_after);
   void handle_rpc(Conn& c, uint32_t id, const nlohmann::json& request);
   bool take_token(Conn& c);
+  Clock::time_point steady_now() const { return config.budget_clock ? config.budget_clock->steady_now() : Clock::now(); }
   Result<uint32_t> open(Conn& c, AppStreamKind kind);
 
 

@@ -16,7 +16,7 @@ wire::StreamId sid(uint32_t id) { return wire::StreamId{id}; }
 }  // namespace
 
 bool LinkService::Impl::take_token(Conn& c) {
-  auto now = Clock::now();
+  auto now = steady_now();
   double elapsed = std::chrono::duration<double>(now - c.refilled).count();
   c.refilled = now;
   c.tokens = std::min(config.rate_burst, c.tokens + elapsed * config.rate_per_second);
