@@ -211,8 +211,10 @@ int run_daemon(const DaemonOptions& options) {
     provider->set_queue_order(
         [&](const std::vector<jobs::provider::ProviderJobs::QueuedJob>& q) { return credits.order(q); });
   }
-  jobs::metering::ReceiptsConsumer receipts_consumer(io, pool, *peer_link, *identity, remote_consumer.store(),
-                                                     **receipt_store, credits);
+  // The clock and timers of the services that take them injected (base/loop_timers.h).
+  os::AsioLoopTimers loop_timers(io);
+  jobs::metering::ReceiptsConsumer receipts_consumer(io, pool.get_executor(), loop_timers, *peer_link, *identity,
+                                                     remote_consumer.store(), **receipt_store, credits);
   remote_consumer.job_ended().subscribe([&](const PeerId& provider_id, const JobId& job_id) {
     receipts_consumer.job_ended(provider_id, job_id);
   });
@@ -232,7 +234,6 @@ int run_daemon(const DaemonOptions& options) {
   if (!mesh_job_settings) return fail(mesh_job_settings.error());
   auto mesh_job_store = mesh::MeshJobStore::open(paths->database());
   if (!mesh_job_store) return fail(mesh_job_store.error());
-  os::AsioLoopTimers loop_timers(io);
   mesh::ServiceAttempts mesh_attempts(mesh_consumer, remote_consumer, fetch_consumer);
   mesh::MeshJobs mesh_jobs(io, pool.get_executor(), loop_timers, *peer_link, mesh_attempts,
                            std::move(*mesh_job_store), paths->home + "/mesh-jobs", *mesh_job_settings);

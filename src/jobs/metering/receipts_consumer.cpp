@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <map>
 
@@ -37,22 +36,23 @@ std::function<void()> countdown(size_t count, std::function<void()> done) {
 
 }  // namespace
 
-ReceiptsConsumer::ReceiptsConsumer(asio::io_context& io, asio::thread_pool& pool, reach::Peers& link,
-                                   const Identity& identity, std::shared_ptr<jobs::consumer::ConsumerJobStore> jobs,
+ReceiptsConsumer::ReceiptsConsumer(asio::io_context& io, asio::any_io_executor blocking, LoopTimers& timers,
+                                   reach::Peers& link, const Identity& identity,
+                                   std::shared_ptr<jobs::consumer::ConsumerJobStore> jobs,
                                    jobs::receipts::ReceiptStore& store, Credits& credits)
     : io_(io),
-      pool_(pool),
+      pool_(std::move(blocking)),
+      timers_(timers),
       link_(link),
       identity_(identity),
       self_id_(identity.node_id().to_string()),
       jobs_(std::move(jobs)),
       store_(store),
-      credits_(credits),
-      timer_(io) {}
+      credits_(credits) {}
 
 ReceiptsConsumer::~ReceiptsConsumer() {
   *alive_ = false;
-  timer_.cancel();
+  timer_.reset();
 }
 
 Status ReceiptsConsumer::start() {
@@ -64,9 +64,8 @@ Status ReceiptsConsumer::start() {
 }
 
 void ReceiptsConsumer::schedule_sweep(std::chrono::seconds after) {
-  timer_.expires_after(after);
-  timer_.async_wait([this, alive = alive_](boost::system::error_code ec) {
-    if (ec || !*alive) return;
+  timer_ = timers_.after(after, [this, alive = alive_] {
+    if (!*alive) return;
     sweep([this, alive] {
       if (*alive) schedule_sweep(interval_);
     });
@@ -138,7 +137,7 @@ void ReceiptsConsumer::process(const reach::Peers::Target& t, const std::string&
         facts.submitted_ms = cj->created_at * 1000;
         facts.first_seen_running_ms = cj->observed.first_running_ms;
         facts.seen_ended_ms = cj->observed.ended_ms;
-        facts.now_ms = unix_now_ms();
+        facts.now_ms = now_ms();
         checked = mesh::check_receipt_for_job(*r, facts);
         if (checked) verdict = mesh::judge_receipt(*r, facts);
       }
@@ -262,7 +261,7 @@ void ReceiptsConsumer::credits(const api::Request& req, api::Reply reply) {
   maybe_sweep(req, [this, reply] {
     asio::post(pool_, [this, reply] {
       auto st = credits_.reload();
-      nlohmann::json out = credits_.report(unix_now_ms());
+      nlohmann::json out = credits_.report(now_ms());
       asio::post(io_, [this, reply, st = std::move(st), out]() mutable {
         if (!st) return reply(api::Response::error(st.error()));
         for (auto& p : out["peers"]) {

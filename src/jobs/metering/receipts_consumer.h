@@ -22,6 +22,9 @@
 //   GET /v1/credits[?fetch=0]            per-peer balances (jobs/metering/credits.h)
 //   GET /v1/receipts[?verify=1][&fetch=0] receipts on both sides, with their state
 //
+// Its clock and timer are injected (base/loop_timers.h), so it runs in the
+// simulation (tests/sim/receipts_sim_test.cpp).
+//
 // Threading: public methods on the event loop; SQLite on the pool.
 #pragma once
 
@@ -32,10 +35,11 @@
 #include <string>
 #include <utility>  // before Boost.Asio (GCC 12)
 
-#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/any_io_executor.hpp>
 
 #include "api/module.h"
 #include "api/server.h"
+#include "base/loop_timers.h"
 #include "crypto/identity.h"
 #include "jobs/metering/credits.h"
 #include "jobs/receipts/receipt_store.h"
@@ -43,7 +47,6 @@
 
 namespace boost::asio {
 class io_context;
-class thread_pool;
 }  // namespace boost::asio
 
 namespace yonder::jobs::consumer {
@@ -57,9 +60,12 @@ class Verifications;
 class ReceiptsConsumer : public api::Module {
  public:
   std::string_view module_name() const override { return "receipts (consumer)"; }
-  ReceiptsConsumer(boost::asio::io_context& io, boost::asio::thread_pool& pool, reach::Peers& link,
-                   const Identity& identity, std::shared_ptr<jobs::consumer::ConsumerJobStore> jobs,
-                   jobs::receipts::ReceiptStore& store, Credits& credits);
+  // `blocking`: where SQLite runs (the daemon's pool). `timers` (the clock
+  // receipts are judged by, the sweep's timer) and the rest outlive this.
+  ReceiptsConsumer(boost::asio::io_context& io, boost::asio::any_io_executor blocking, LoopTimers& timers,
+                   reach::Peers& link, const Identity& identity,
+                   std::shared_ptr<jobs::consumer::ConsumerJobStore> jobs, jobs::receipts::ReceiptStore& store,
+                   Credits& credits);
   ~ReceiptsConsumer();
   void add_routes(api::Router& router) override;
   // Where disputes are recorded (unset: they are only stored and logged).
@@ -84,8 +90,13 @@ class ReceiptsConsumer : public api::Module {
   // Runs `then` after a sweep, or at once with ?fetch=0.
   void maybe_sweep(const api::Request& req, std::function<void()> then);
 
+  int64_t now_ms() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(timers_.now().time_since_epoch()).count();
+  }
+
   boost::asio::io_context& io_;
-  boost::asio::thread_pool& pool_;
+  boost::asio::any_io_executor pool_;
+  LoopTimers& timers_;
   reach::Peers& link_;
   const Identity& identity_;
   std::string self_id_;
@@ -93,7 +104,7 @@ class ReceiptsConsumer : public api::Module {
   jobs::receipts::ReceiptStore& store_;
   Credits& credits_;
   Verifications* verifications_ = nullptr;
-  boost::asio::steady_timer timer_;
+  std::unique_ptr<LoopTimers::Timer> timer_;  // the next sweep
   std::chrono::seconds interval_{0};
   std::set<std::string> in_flight_;  // job ids being fetched (loop only)
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
