@@ -39,7 +39,11 @@ int main(int argc, char** argv) {
 
   auto* status = app.add_subcommand("status", "Node id, name, daemon version and uptime, backends, peers");
   status->add_flag("--json", json, "Machine-readable output");
-  auto* gpu = app.add_subcommand("gpu", "GPUs this node can offer (exit 10-14 when there are none; docs/cli.md)");
+  auto* gpu = app.add_subcommand("gpu", "GPUs this node can offer (exit 10-14 when there are none; docs/cli.md), "
+                                        "or with PEER what that provider has and lets you do");
+  gpu->alias("gpus");
+  std::string gpu_peer;
+  gpu->add_option("peer", gpu_peer, "A paired provider (name or id): its GPUs, VRAM, driver, limits, images, queue");
   gpu->add_flag("--json", json, "Machine-readable output");
   auto* doctor = app.add_subcommand("doctor", "Check Docker, the NVIDIA runtime and driver, runsc, the daemon, the key");
   doctor->add_flag("--json", json, "Machine-readable output");
@@ -388,7 +392,7 @@ int main(int argc, char** argv) {
     return cmd_init(*ctx, init_args);
   }
   if (*status) return cmd_status(*ctx);
-  if (*gpu) return cmd_gpu(*ctx);
+  if (*gpu) return cmd_gpu(*ctx, gpu_peer);
   if (*doctor) return cmd_doctor(*ctx);
   if (*shutdown) return cmd_shutdown(*ctx);
   if (*dashboard) return cmd_dashboard(*ctx);

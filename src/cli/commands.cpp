@@ -8,7 +8,9 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "cli/daemon_api.h"
 #include "cli/exit_codes.h"
+#include "cli/peer_offer.h"
 #include "cli/shown.h"
 #include "gpu/inventory.h"
 #include "os/terminal.h"
@@ -108,7 +110,25 @@ int cmd_status(const Context& ctx) {
   return kExitOk;
 }
 
-int cmd_gpu(const Context& ctx) {
+int cmd_gpu(const Context& ctx, const std::string& peer) {
+  if (!peer.empty()) {
+    auto offer = api(ctx, "GET", "/v1/peers/offer?peer=" + query_escape(peer));
+    if (!offer) {
+      Error e = offer.error();
+      if (e.message().find("unknown method") != std::string::npos) {
+        e = make_error(ErrorCode::kFailedPrecondition,
+                       peer + " runs an older yonder that cannot say what it has; ask its owner to upgrade, or try "
+                              "`yonder run --on " + peer + " ...`");
+      }
+      return fail(ctx, e);
+    }
+    if (ctx.json) {
+      print_json(*offer);
+    } else {
+      std::fputs(offer_text(*offer).c_str(), stdout);
+    }
+    return kExitOk;
+  }
   auto reply = call_daemon(ctx, "GET", "/v1/gpus");
   if (!reply) return report_daemon_error(ctx, reply.error());
   auto j = reply_json(*reply);

@@ -16,7 +16,9 @@ struct InitArgs {
 };
 int cmd_init(Context& ctx, const InitArgs& args);
 int cmd_status(const Context& ctx);
-int cmd_gpu(const Context& ctx);
+// This node's GPUs; with `peer`, what that provider has and lets us do
+// (GET /v1/peers/offer).
+int cmd_gpu(const Context& ctx, const std::string& peer = "");
 
 int cmd_shutdown(const Context& ctx);
 

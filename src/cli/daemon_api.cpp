@@ -29,6 +29,22 @@ Result<json> api(const Context& ctx, const std::string& method, const std::strin
   return j;
 }
 
+std::string query_escape(const std::string& s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+        c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
 bool no_daemon(const Error& e) {
   return e.code() == ErrorCode::kUnavailable && e.message().rfind("cannot connect to", 0) == 0;
 }

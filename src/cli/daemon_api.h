@@ -20,6 +20,10 @@ Result<nlohmann::json> api(const Context& ctx, const std::string& method, const 
                            const nlohmann::json& body = nullptr,
                            std::chrono::milliseconds timeout = std::chrono::seconds(60), int interrupt_fd = -1);
 
+// A value for a query string (RFC 3986 unreserved characters kept, the
+// rest percent-encoded): peer, group and job names in GET paths.
+std::string query_escape(const std::string& s);
+
 // The daemon is not running (the connection was refused or the socket is missing).
 bool no_daemon(const Error& e);
 

@@ -17,22 +17,6 @@ void group_print_json(const json& j) {
   std::printf("%s\n", j.dump(2).c_str());
 }
 
-std::string group_query_escape(const std::string& s) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-        c == '-') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 Result<json> labels_object(const std::vector<std::string>& labels) {
   json o = json::object();
   for (const auto& l : labels) {
@@ -117,7 +101,7 @@ int cmd_group_join(const Context& ctx, const GroupArgs& a) {
 }
 
 int cmd_group_members(const Context& ctx, const GroupArgs& a) {
-  auto r = api(ctx, "GET", "/v1/groups/members?group=" + group_query_escape(a.group));
+  auto r = api(ctx, "GET", "/v1/groups/members?group=" + query_escape(a.group));
   if (!r) return fail(ctx, r.error());
   if (ctx.json) {
     group_print_json(*r);

@@ -19,22 +19,6 @@ using nlohmann::json;
 // Offers, dialling and each provider's answer: generous, the daemon bounds each step.
 constexpr std::chrono::minutes kLeaseTimeout{2};
 
-std::string query_escape(const std::string& s) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-        c == '-') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 std::string age_text(int64_t ms) {
   if (ms < 1000) return "now";
   if (ms < 120'000) return std::to_string(ms / 1000) + "s ago";

@@ -58,6 +58,11 @@ struct InventoryReport {
   bool operator==(const InventoryReport&) const = default;
 };
 
+// How many GPUs the report offers: its devices when the probe succeeded, 0 otherwise.
+inline int usable_count(const InventoryReport& report) {
+  return report.state == InventoryState::kOk ? static_cast<int>(report.devices.size()) : 0;
+}
+
 // "ok", "no_library", "no_driver", "no_devices", "blocked_by_os", "error".
 const char* state_name(InventoryState state);
 

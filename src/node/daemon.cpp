@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -155,6 +156,14 @@ int run_daemon(const DaemonOptions& options) {
   provider->start();  // re-adopts jobs a previous yonderd left running (blocking, before serving)
   // --- end provider executor
 
+  // The GPUs jobs here are placed on (a Slurm provider's: its cluster's),
+  // counted at start and again whenever /v1/gpus looks: `share` and
+  // `scope` refuse a grant of more GPUs per job than there are.
+  gpu::GpuInventory* job_gpus = provider->cluster_inventory();
+  if (job_gpus == nullptr) job_gpus = inventory->get();
+  auto gpu_count = std::make_shared<std::atomic<int>>(gpu::usable_count(job_gpus->probe()));
+  peer_link->set_gpu_count([gpu_count] { return gpu_count->load(); });
+
   api::Router router;
   peer_link->add_routes(router);
   provider->add_routes(router, io, pool);
@@ -298,11 +307,9 @@ int run_daemon(const DaemonOptions& options) {
               {"api_url", api_auth.base_url()}}));
   });
   router.add("GET", "/v1/gpus", [&](const api::Request&, api::Reply reply) {
-    // A provider in front of a Slurm cluster shows the cluster's GPUs.
-    gpu::GpuInventory* shown = provider->cluster_inventory();
-    if (shown == nullptr) shown = inventory->get();
-    asio::post(pool, [&io, shown, reply = std::move(reply)]() mutable {
+    asio::post(pool, [&io, shown = job_gpus, gpu_count, reply = std::move(reply)]() mutable {
       auto report = shown->probe();
+      gpu_count->store(gpu::usable_count(report));
       asio::post(io, [report = std::move(report), reply = std::move(reply)] {
         reply(api::Response::json(200, gpu::to_json(report)));
       });

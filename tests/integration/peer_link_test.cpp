@@ -16,6 +16,7 @@
 
 #include "crypto/identity.h"
 #include "net/link/tls_context.h"
+#include "support/docker_env.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 #include "support/wait_until.h"
@@ -69,7 +70,7 @@ class Node {
 
 TEST(PeerLink, PairingHappyPath) {
   TempDir dir;
-  Node studio(dir, "studio"), laptop(dir, "laptop");
+  Node studio(dir, "studio", {{"YONDER_GPU_INVENTORY", "fake:2"}}), laptop(dir, "laptop");
   std::string link = studio.share({"--scope", "run,exec", "--gpus", "2", "--vram", "20G"});
   auto r = laptop.yonder({"pair", link, "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -119,6 +120,48 @@ TEST(PeerLink, PairingHappyPath) {
   auto shared = studio.yonder({"share", "--no-qr", "--uses", "2", "--label", "probe"});
   ASSERT_EQ(shared.exit_code, 0) << shared.err;
   EXPECT_NE(shared.err.find("this link reaches only this machine"), std::string::npos) << shared.err;
+}
+
+// `yonder gpu PEER`: a consumer sees the provider's GPUs, what it may do
+// there and the provider's limits, before it runs anything; a peer whose
+// scope there lacks `run` is refused.
+TEST(PeerLink, GpuPeerShowsTheProvidersGpusAndWhatWeMayDoThere) {
+  if (!docker_answers()) {
+    if (docker_required()) FAIL() << "Docker is required (YONDER_REQUIRE_DOCKER=1) but does not answer";
+    GTEST_SKIP() << "no Docker engine: the provider's job manager does not start";
+  }
+  TempDir dir;
+  Node studio(dir, "studio", {{"YONDER_GPU_INVENTORY", "fake:2"}}), laptop(dir, "laptop"), other(dir, "other");
+  ASSERT_EQ(laptop.yonder({"pair", studio.share({"--scope", "run,exec", "--gpus", "1", "--vram", "20G"})}).exit_code,
+            0);
+  auto offer = laptop.yonder_json({"gpu", "studio"});
+  ASSERT_TRUE(offer.contains("inventory")) << offer.dump();
+  EXPECT_EQ(offer["name"], "studio");
+  EXPECT_EQ(offer["inventory"]["source"], "fake");
+  EXPECT_EQ(offer["inventory"]["devices"].size(), 2u);
+  EXPECT_EQ(offer["scope"]["gpus"], 1);
+  EXPECT_EQ(offer["running"], 0);
+  EXPECT_TRUE(offer["images"].is_array() && !offer["images"].empty()) << offer.dump();
+  EXPECT_GT(offer["limits"].value("max_memory_mib", 0), 0);
+  auto text = laptop.yonder({"gpus", "studio"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("We may:   run,exec; 1 GPU, 20 GiB VRAM"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("free"), std::string::npos) << text.out;
+
+  // A grant of more GPUs per job than the node has could never be met.
+  auto too_many = studio.yonder({"share", "--gpus", "5", "--no-qr"});
+  EXPECT_NE(too_many.exit_code, 0);
+  EXPECT_NE(too_many.err.find("this node has 2 GPUs"), std::string::npos) << too_many.err;
+  EXPECT_NE(too_many.err.find("--gpus 2 or fewer"), std::string::npos) << too_many.err;
+  auto widened = studio.yonder({"scope", "laptop", "--gpus", "3"});
+  EXPECT_NE(widened.exit_code, 0);
+  EXPECT_NE(widened.err.find("this node has 2 GPUs"), std::string::npos) << widened.err;
+  EXPECT_EQ(studio.yonder({"scope", "laptop", "--gpus", "2"}).exit_code, 0);
+
+  ASSERT_EQ(other.yonder({"pair", studio.share({"--scope", "files"})}).exit_code, 0);
+  auto refused = other.yonder({"gpu", "studio"});
+  EXPECT_EQ(refused.exit_code, 5) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("run"), std::string::npos) << refused.err;
 }
 
 TEST(PeerLink, ReplayedLinkIsRejected) {

@@ -32,6 +32,7 @@ constexpr std::chrono::milliseconds kReadDeadline{8000};
 
 // How long `ps` waits for each provider's list of jobs.
 constexpr std::chrono::seconds kListDeadline{5};
+constexpr std::chrono::seconds kOfferDeadline{10};
 
 uint64_t query_u64(const std::map<std::string, std::string>& q, const std::string& key) {
   auto it = q.find(key);
@@ -71,6 +72,20 @@ void RemoteConsumer::add_routes(api::Router& router) {
   });
   // The same records pushed over a WebSocket (the dashboard's live logs).
   api::add_websocket_follow(router, "/v1/jobs/logs/ws", "/v1/jobs/logs");
+  // What a provider has and lets us do (`yonder gpu PEER`): its run.offer.
+  router.add("GET", "/v1/peers/offer", [this](const Request& req, Reply reply) {
+    std::string peer = api::parse_query(req.query)["peer"];
+    if (peer.empty()) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "give ?peer=NAME")));
+    auto t = link_.target(peer);
+    if (!t) return reply(Response::error(t.error()));
+    link_.call_within(*t, "run.offer", nlohmann::json::object(), kOfferDeadline,
+                      [reply, name = t->name, id = t->node_id](Result<nlohmann::json> r) {
+                        if (!r) return reply(Response::error(r.error()));
+                        (*r)["name"] = name;
+                        (*r)["node_id"] = id;
+                        reply(Response::json(200, *r));
+                      });
+  });
 }
 
 void RemoteConsumer::run(const Request& req, Reply reply) {

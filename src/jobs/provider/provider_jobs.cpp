@@ -382,6 +382,29 @@ nlohmann::json ProviderJobs::executor_status() {
           {"vram_watch_error", vram_watch_error_}};
 }
 
+nlohmann::json ProviderJobs::offer() {
+  nlohmann::json inventory = gpu::to_json(inventory_.probe());  // outside the lock: NVML may block
+  std::lock_guard lock(mutex_);
+  int running = 0;
+  for (const auto& [_, job] : jobs_) running += job->rec.state == JobState::kRunning || job->rec.state == JobState::kStarting;
+  nlohmann::json leased = nlohmann::json::object();
+  for (const auto& [uuid, _] : leases_) leased[uuid] = true;
+  const ProviderLimits& l = options_.limits;
+  return {{"inventory", std::move(inventory)},
+          {"leased", std::move(leased)},
+          {"limits",
+           {{"max_cpus", l.max_cpus},
+            {"max_memory_mib", l.max_memory_mib},
+            {"max_disk_mib", l.max_disk_mib},
+            {"max_wall_time_s", l.max_wall_time_s},
+            {"egress", l.allow_egress},
+            {"gvisor", l.allow_gvisor}}},
+          {"running", running},
+          {"queued", queue_.size()},
+          {"max_concurrent", options_.max_concurrent},
+          {"max_per_peer", options_.max_per_peer}};
+}
+
 void ProviderJobs::schedule() {
   std::unique_lock lock(mutex_);
   schedule_locked(lock);

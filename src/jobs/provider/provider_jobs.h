@@ -135,6 +135,12 @@ class ProviderJobs {
   // privilege to join namespaces: callers then fall back to exec().
   Result<int> connect(const JobId& job_id, uint16_t port);
   nlohmann::json executor_status();
+  // What a consumer may see before it asks for a job (`yonder gpu PEER`):
+  // {"inventory": gpu::to_json of the GPUs jobs are placed on, "leased":
+  // {uuid: true} for those a job holds now, "limits": the per-job maxima,
+  // "running", "queued", "max_concurrent", "max_per_peer"}; never a job
+  // id or another peer's name. Blocking (NVML).
+  nlohmann::json offer();
   const ProviderOptions& options() const { return options_; }
   // Called with the job's final view each time a job ends (for the audit
   // log), on the thread that settled it, under the manager's lock: it must

@@ -44,6 +44,7 @@ Result<std::unique_ptr<ProviderService>> ProviderService::create(const config::C
   } else {
     auto images = exec::ImagePolicy::parse(cfg.get("executor.image_allowlist"), cfg.get("executor.pull_policy"));
     if (!images) return std::move(images).error();
+    for (const auto& rule : images->rules()) service->allowed_images_.push_back(rule.text);
     exec::docker::DockerOptions docker;
     docker.socket = cfg.get("docker.socket");
     docker.owner = owner;

@@ -22,6 +22,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "api/server.h"
 #include "config/config.h"
@@ -62,6 +63,9 @@ class ProviderService {
   // What jobs here run without, for consumers to see before they trust it
   // with their code and data; "" for the Docker backend's container.
   const std::string& isolation_notice() const { return isolation_notice_; }
+  // The images jobs may use, as executor.image_allowlist's rules (empty
+  // for the Slurm backend, which runs no image).
+  const std::vector<std::string>& allowed_images() const { return allowed_images_; }
   // The job manager's queue order (ProviderJobs::set_queue_order); a no-op
   // when this node runs no provider jobs. Blocking (takes the manager's lock).
   void set_queue_order(
@@ -75,6 +79,7 @@ class ProviderService {
   std::unique_ptr<jobs::provider::ProviderJobs> jobs_;
   std::string disabled_;  // executor.backend is none
   std::string isolation_notice_;
+  std::vector<std::string> allowed_images_;
   std::mutex mutex_;      // guards started_ and start_error_
   bool started_ = false;
   std::string start_error_;

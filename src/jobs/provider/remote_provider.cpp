@@ -13,6 +13,7 @@
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "crypto/node_id.h"
+#include "crypto/scope.h"
 #include "jobs/provider/provider_jobs.h"
 #include "os/files.h"
 
@@ -252,6 +253,21 @@ void RemoteProvider::register_methods() {
 
   service.add_method("run.logs", [this](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
     logs(NodeId(peer).to_string(), params, std::move(reply));
+  });
+
+  // What this peer may ask of us and what we have (`yonder gpu PEER`): the
+  // GPUs and which are in use, the per-job maxima, the images allowed, the
+  // queue, and the peer's own scope as it is now. Nothing of other peers.
+  service.add_method("run.offer", [this, blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+    auto grant = link_.grant_of(peer);  // the scope as it is now (event loop)
+    nlohmann::json scope = grant ? scope_to_json(*grant) : nlohmann::json();
+    blocking("run.offer", peer, params, std::move(reply), [this, scope](ProviderJobs& jobs) -> Result<nlohmann::json> {
+      nlohmann::json offer = jobs.offer();
+      offer["scope"] = scope;
+      offer["images"] = provider_.allowed_images();
+      if (!provider_.isolation_notice().empty()) offer["notice"] = provider_.isolation_notice();
+      return offer;
+    });
   });
 }
 

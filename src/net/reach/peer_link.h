@@ -93,6 +93,9 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   // What a consumer that pairs here is told about how jobs run, with its
   // scope (a Slurm provider: no container). Empty: nothing to say.
   void set_provider_notice(std::string notice) { provider_notice_ = std::move(notice); }
+  // How many GPUs jobs here can use: `share` and `scope` refuse a grant of
+  // more per job. Unset: not checked. Event loop; must not block.
+  void set_gpu_count(std::function<int()> count) { gpu_count_ = std::move(count); }
   void on_paired(PairedHook hook) override { on_paired_ = std::move(hook); }
   // After the path hooks.
   void on_session(std::function<void(const PublicKeyBytes& peer)> hook) override { on_session_ = std::move(hook); }
@@ -150,6 +153,8 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   RedeemedHook on_redeemed_;
   TrustEventHook on_trust_event_;
   std::string provider_notice_;
+  std::function<int()> gpu_count_;
+  Status gpus_fit(const nlohmann::json& body, const Scope& scope) const;
   void trust_event(const std::string& actor, const std::string& action, const std::string& subject,
                    nlohmann::json detail) {
     if (on_trust_event_) on_trust_event_(actor, action, subject, std::move(detail));

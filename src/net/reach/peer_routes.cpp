@@ -52,6 +52,20 @@ std::string qr_svg(const std::string& text) {
 
 Status apply_scope_fields(const nlohmann::json& b, Scope& s);
 
+// A grant of more GPUs per job than this node has could never be met: the
+// consumer would wait in the queue for ever. Only an explicit "gpus" is
+// checked; the default (1) stays valid on a node without GPUs, where it
+// means "no more than one", and CPU jobs still run.
+Status PeerLink::gpus_fit(const nlohmann::json& body, const Scope& scope) const {
+  if (!gpu_count_ || !body.is_object() || !body.contains("gpus")) return ok_status();
+  int here = gpu_count_();
+  if (scope.gpus <= here) return ok_status();
+  return make_error(ErrorCode::kInvalidArgument,
+                    "this node has " + std::to_string(here) + " GPU" + (here == 1 ? "" : "s") + " (`yonder gpu` lists " +
+                        (here == 1 ? "it" : "them") + "), so --gpus " + std::to_string(scope.gpus) +
+                        " could never be met; give --gpus " + std::to_string(here) + " or fewer");
+}
+
 Result<nlohmann::json> PeerLink::share(const nlohmann::json& body) {
   if (listen_.empty() && configured_relays_.empty()) {
     return make_error(ErrorCode::kFailedPrecondition,
@@ -60,6 +74,7 @@ Result<nlohmann::json> PeerLink::share(const nlohmann::json& body) {
   }
   Scope scope;  // conservative defaults: run only, 1 GPU, 2h, 1 job, no egress
   if (auto st = apply_scope_fields(body, scope); !st) return st.error();
+  if (auto st = gpus_fit(body, scope); !st) return st.error();
   uint64_t expires_s = uint_field(body, "expires_s", 3600);
   uint64_t uses = uint_field(body, "uses", 1);
   if (expires_s == 0 || expires_s > 30ull * 86400) {
@@ -344,6 +359,7 @@ void PeerLink::add_routes(api::Router& router) {
     if (!p) return reply(Response::error(p.error()));
     Scope s = (*p)->grant;
     if (auto st = apply_scope_fields(*body, s); !st) return reply(Response::error(st.error()));
+    if (auto st = gpus_fit(*body, s); !st) return reply(Response::error(st.error()));
     PublicKeyBytes key = (*p)->key;
     std::string before = (*p)->grant.summary();
     if (auto st = store_.set_grant(key, s); !st) return reply(Response::error(st.error()));
