@@ -26,7 +26,6 @@ import urllib.parse
 
 __all__ = ["YonderClient", "YonderError", "default_home"]
 
-DEFAULT_URL = "http://127.0.0.1:7860"
 
 
 def default_home():
@@ -59,13 +58,20 @@ class YonderError(Exception):
 class YonderClient:
     def __init__(self, url=None, token=None, home=None, timeout=60.0, cafile=None):
         """url: the API's base URL (default: $YONDER_API_URL, then the URL
-        yonderd wrote to $YONDER_HOME/api-url, then http://127.0.0.1:7860).
+        yonderd wrote to $YONDER_HOME/api-url; never a guessed port).
         token: the API token (default: $YONDER_HOME/api-token).
         cafile: for an https:// URL whose certificate is not publicly
         trusted, the PEM file to trust (default: $YONDER_API_CAFILE)."""
         self.home = home or default_home()
-        self.url = (url or os.environ.get("YONDER_API_URL") or _read_line(os.path.join(self.home, "api-url"))
-                    or DEFAULT_URL)
+        self.url = url or os.environ.get("YONDER_API_URL") or _read_line(os.path.join(self.home, "api-url"))
+        if not self.url:
+            # Never a guess at 127.0.0.1:7860: with this node's API elsewhere
+            # (or off), that port may be another node's, and the request
+            # would carry this node's token to it.
+            raise YonderError(0, "unavailable",
+                              "no API URL at %s: yonderd writes it when it listens on TCP; start yonderd (with "
+                              "api.listen not off), or pass url= / set YONDER_API_URL"
+                              % os.path.join(self.home, "api-url"))
         self.token = token or _read_line(os.path.join(self.home, "api-token"))
         if not self.token:
             raise YonderError(0, "unauthenticated",

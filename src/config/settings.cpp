@@ -216,7 +216,9 @@ constexpr std::array kSettings = {
                 "Seconds the local API waits for a request before closing the connection."},
     SettingSpec{"api.listen", T::kString, "127.0.0.1:7860", "127.0.0.1:7860", "YONDER_API_LISTEN", "",
                 "HOST:PORT where the local API (and the dashboard, `yonder dashboard`) also listens over TCP; "
-                "port 0 picks a free one; `off`: unix socket only. Every request needs the API token "
+                "port 0 picks a free one; `off`: unix socket only. Left at its default and taken (another node on "
+                "this host), a free port is used instead, logged and written to $YONDER_HOME/api-url; a port you "
+                "set that is taken stops yonderd with the reason. Every request needs the API token "
                 "($YONDER_HOME/api-token). A non-loopback address (0.0.0.0, a LAN address) is refused unless "
                 "api.tls_cert and api.tls_key are set: beyond loopback the API speaks only HTTPS."},
     SettingSpec{"api.tls_cert", T::kString, "", "none", "YONDER_API_TLS_CERT", "",

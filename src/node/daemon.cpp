@@ -155,6 +155,16 @@ int run_daemon(const DaemonOptions& options) {
   std::unique_ptr<jobs::provider::ProviderService> provider = std::move(*created_provider);
   provider->start();  // re-adopts jobs a previous yonderd left running (blocking, before serving)
   // --- end provider executor
+  // A start that fails from here on has services whose work may be on the
+  // pool: stop them and let that work finish before their destructors run
+  // (the pool is destroyed last), as the normal shutdown does.
+  auto fail_running = [&](const Error& e) {
+    int code = fail(e);
+    shutdown();
+    pool.join();
+    provider->shutdown();
+    return code;
+  };
 
   // The GPUs jobs here are placed on (a Slurm provider's: its cluster's),
   // counted at start and again whenever /v1/gpus looks: `share` and
@@ -171,7 +181,7 @@ int run_daemon(const DaemonOptions& options) {
   // --- remote jobs: run.* link methods (provider side), /v1/jobs routes (consumer side).
   jobs::provider::RemoteProvider remote_provider(io, pool, *peer_link, *provider, paths->home + "/uploads");
   auto audit_log = audit::AuditLog::open(paths->database());
-  if (!audit_log) return fail(audit_log.error());
+  if (!audit_log) return fail_running(audit_log.error());
   remote_provider.set_audit(audit_log->get());
   peer_link->on_trust_event([&remote_provider](const std::string& actor, const std::string& action,
                                                const std::string& subject, nlohmann::json detail) {
@@ -192,7 +202,7 @@ int run_daemon(const DaemonOptions& options) {
   jobs::files::FetchProvider fetch_provider(io, pool, *peer_link, *provider, remote_provider, workspace_mounts, *cfg);
   jobs::files::FilesProvider files_provider(io, pool, *peer_link, *provider, remote_provider, workspace_mounts, *cfg);
   auto consumer_jobs = jobs::consumer::ConsumerJobStore::open(paths->database());
-  if (!consumer_jobs) return fail(consumer_jobs.error());
+  if (!consumer_jobs) return fail_running(consumer_jobs.error());
   jobs::consumer::RemoteConsumer remote_consumer(io, pool, *peer_link, std::move(*consumer_jobs),
                                                  paths->home + "/cache/upload-hashes");
   jobs::files::FetchConsumer fetch_consumer(io, pool, *peer_link, remote_consumer.store(), *cfg);
@@ -202,15 +212,15 @@ int run_daemon(const DaemonOptions& options) {
   jobs::sessions::ForwardProvider forward_provider(io, pool, *peer_link, *provider, remote_provider);
   forward_provider.set_direct(cfg->get_bool("forward.direct"));
   auto host_ports = jobs::sessions::HostForward::parse_ports(cfg->get("forward.host_ports"));
-  if (!host_ports) return fail(host_ports.error());
+  if (!host_ports) return fail_running(host_ports.error());
   jobs::sessions::HostForward host_forward(io, *peer_link, remote_provider, std::move(*host_ports));
   jobs::sessions::ForwardConsumer forward_consumer(io, pool, *peer_link, remote_consumer.store());
   // --- end remote jobs
   // --- metering: receipts at every job's end, both sides; credits; tit-for-tat queue order.
   auto receipt_store = jobs::receipts::ReceiptStore::open(paths->database());
-  if (!receipt_store) return fail(receipt_store.error());
+  if (!receipt_store) return fail_running(receipt_store.error());
   auto credit_params = jobs::metering::credit_params_from_config(*cfg);
-  if (!credit_params) return fail(credit_params.error());
+  if (!credit_params) return fail_running(credit_params.error());
   jobs::metering::Credits credits(identity->public_key(), std::move(*credit_params), **receipt_store,
                                   cfg->get_bool("credits.queue_order"));
   jobs::metering::ReceiptsProvider receipts_provider(io, pool, *peer_link, *provider, remote_provider, *identity,
@@ -231,7 +241,7 @@ int run_daemon(const DaemonOptions& options) {
   // --- end metering
   // --- mesh: signed advertisements, leases (provider side), `yonder mesh` and --mesh placement (consumer side).
   auto mesh_settings = mesh::mesh_settings_from_config(*cfg);
-  if (!mesh_settings) return fail(mesh_settings.error());
+  if (!mesh_settings) return fail_running(mesh_settings.error());
   mesh::MeshProvider mesh_provider(io, pool, *peer_link, *provider, **inventory, *identity, *mesh_settings,
                              paths->home + "/mesh-lease-horizon");
   remote_provider.job_ended().subscribe([&](const nlohmann::json& view) { mesh_provider.on_job_end(view); });
@@ -240,9 +250,9 @@ int run_daemon(const DaemonOptions& options) {
   remote_provider.job_submitted().subscribe([&] { mesh_provider.changed(); });
   // Mesh jobs (`run --mesh --retries N`): persisted, requeued when a provider is lost, checkpoints synced.
   auto mesh_job_settings = mesh::mesh_job_settings_from_config(*cfg);
-  if (!mesh_job_settings) return fail(mesh_job_settings.error());
+  if (!mesh_job_settings) return fail_running(mesh_job_settings.error());
   auto mesh_job_store = mesh::MeshJobStore::open(paths->database());
-  if (!mesh_job_store) return fail(mesh_job_store.error());
+  if (!mesh_job_store) return fail_running(mesh_job_store.error());
   mesh::ServiceAttempts mesh_attempts(mesh_consumer, remote_consumer, fetch_consumer);
   mesh::MeshJobs mesh_jobs(io, pool.get_executor(), loop_timers, *peer_link, mesh_attempts,
                            std::move(*mesh_job_store), paths->home + "/mesh-jobs", *mesh_job_settings);
@@ -250,20 +260,20 @@ int run_daemon(const DaemonOptions& options) {
   // stopped through the supervisor's own calls.
   mesh::MeshJobsRunner array_runner(mesh_jobs);
   auto array_store = mesh::MeshArrayStore::open(paths->database());
-  if (!array_store) return fail(array_store.error());
+  if (!array_store) return fail_running(array_store.error());
   mesh::MeshArrays mesh_arrays(io, pool.get_executor(), loop_timers, array_runner, mesh_attempts,
                                std::move(*array_store));
   // --- end mesh
   // --- groups: signed membership lists in SQLite, invites as share links, gossip on the links.
   auto group_store = mesh::GroupStore::open(paths->database());
-  if (!group_store) return fail(group_store.error());
+  if (!group_store) return fail_running(group_store.error());
   mesh::Groups groups(*peer_link, *identity, name, std::move(*group_store));
   mesh_consumer.set_groups(&groups);  // `run --mesh --group G`, `yonder mesh --group G`
   // --- end groups
   // --- reputation and verification: checks recorded and signed (verifications), mesh.opinions,
   // EigenTrust fed to placement, the known-answer benchmark (`yonder mesh verify`).
   auto verifications = jobs::metering::Verifications::open(paths->database(), *identity);
-  if (!verifications) return fail(verifications.error());
+  if (!verifications) return fail_running(verifications.error());
   mesh_jobs.set_verifications(verifications->get());  // --replicas: who agreed, who was outvoted
   receipts_consumer.set_verifications(verifications->get());  // receipts that disagree with what was seen
   mesh::MeshOpinions mesh_opinions(io, pool, *peer_link, *identity, **receipt_store, **verifications);
@@ -271,7 +281,7 @@ int run_daemon(const DaemonOptions& options) {
   mesh_consumer.set_opinions(&mesh_opinions);
   mesh_opinions.set_refresh_interval(std::chrono::minutes(5));  // reputation stays current without `yonder mesh`
   auto benchmark_settings = mesh::benchmark_settings_from_config(*cfg);
-  if (!benchmark_settings) return fail(benchmark_settings.error());
+  if (!benchmark_settings) return fail_running(benchmark_settings.error());
   mesh::MeshBenchmark mesh_benchmark(io, *peer_link, remote_consumer, **verifications, mesh_opinions,
                                      *benchmark_settings);
   groups.member_added().subscribe([&](const mesh::PeerKey& member) { mesh_benchmark.on_member_joined(member); });
@@ -287,7 +297,7 @@ int run_daemon(const DaemonOptions& options) {
     m->add_routes(router);
   }
   for (api::Module* m : modules) {
-    if (auto st = m->start(); !st) return fail(Error(st.error()).with_context(std::string(m->module_name())));
+    if (auto st = m->start(); !st) return fail_running(Error(st.error()).with_context(std::string(m->module_name())));
   }
   router.add("GET", "/v1/status", [&](const api::Request&, api::Reply reply) {
     auto uptime = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
@@ -326,11 +336,11 @@ int run_daemon(const DaemonOptions& options) {
   server = std::make_unique<api::LocalApiServer>(io, socket_path, std::move(router), api_auth,
                                                  api::ServerLimits{16 * 1024, 1 << 20,
                                                                    static_cast<int>(cfg->get_int("api.request_timeout_s"))});
-  if (auto st = server->start(); !st) return fail(st.error());
+  if (auto st = server->start(); !st) return fail_running(st.error());
   if (cfg->get_bool("api.group_access")) {  // the .deb's service: members of its group use the CLI
     for (auto [file, mode] : {std::pair{socket_path, 0660}, std::pair{paths->api_token_file(), 0640}}) {
       if (::chmod(file.c_str(), static_cast<mode_t>(mode)) != 0) {
-        return fail(make_error(ErrorCode::kPermissionDenied, "api.group_access: cannot chmod " + file + ": " +
+        return fail_running(make_error(ErrorCode::kPermissionDenied, "api.group_access: cannot chmod " + file + ": " +
                                                                  std::strerror(errno)));
       }
     }
@@ -338,18 +348,24 @@ int run_daemon(const DaemonOptions& options) {
   ::unlink(paths->api_url_file().c_str());  // a previous run's, whatever this one listens on
   if (*api_listen) {  // the same API on loopback TCP
     auto port = server->listen_tcp((*api_listen)->host, (*api_listen)->port, api_tls);
-    if (!port && (cfg->source("api.listen") != config::Source::kDefault ||
-                  port.error().code() != ErrorCode::kAlreadyExists)) {
-      return fail(port.error());
+    if (!port && cfg->source("api.listen") == config::Source::kDefault &&
+        port.error().code() == ErrorCode::kAlreadyExists) {
+      // Only the default port, taken (most often another node on this
+      // host): any free port instead, said here and written to api-url,
+      // which `yonder status`, the dashboard and the Python client read, so
+      // none of them sends this node's token to the other node's port.
+      // A port the operator chose is theirs: taken, it fails below.
+      std::string taken = (*api_listen)->host + ":" + std::to_string((*api_listen)->port);
+      port = server->listen_tcp((*api_listen)->host, 0, api_tls);
+      if (port) {
+        spdlog::warn("{} is taken (another yonderd or program); this node's API is on {} instead (written to {}; "
+                     "set api.listen to choose a port)",
+                     taken, api_auth.base_url(), paths->api_url_file());
+      }
     }
-    if (!port) {
-      // Only the default port, taken (another node on this host): the CLI
-      // still works over the unix socket.
-      spdlog::warn("{}; the API stays on the unix socket only", port.error().to_string());
-    } else {
-      std::ofstream(paths->api_url_file(), std::ios::trunc) << api_auth.base_url() << "\n";
-      spdlog::info("API also on {} (token in {})", api_auth.base_url(), paths->api_token_file());
-    }
+    if (!port) return fail_running(port.error());
+    std::ofstream(paths->api_url_file(), std::ios::trunc) << api_auth.base_url() << "\n";
+    spdlog::info("API also on {} (token in {})", api_auth.base_url(), paths->api_token_file());
   }
 
   asio::signal_set signals(io, SIGINT, SIGTERM);

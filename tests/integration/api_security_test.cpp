@@ -5,7 +5,10 @@
 // api.listen without TLS stops yonderd at start with the reason (with TLS:
 // api_tls_test.cpp). The running daemon's
 // routes are also checked against docs/openapi.yaml.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -321,6 +324,51 @@ TEST(ApiSecurityStart, NonLoopbackListenIsRefusedAtStart) {
   auto dash = run({program_path("yonder"), "dashboard"}, env);
   EXPECT_NE(dash.exit_code, 0);
   EXPECT_NE(dash.err.find("api.listen"), std::string::npos) << dash.err;
+}
+
+// Two nodes on one host, both with api.listen at its default: the second
+// finds 127.0.0.1:7860 taken and listens on a free port instead, says so,
+// and writes it to api-url (what the dashboard and the Python client read),
+// so neither sends its token to the other's port. A port the operator set
+// that is taken stops yonderd with the reason.
+TEST(ApiSecurityStart, TheDefaultPortTakenMovesToAFreePortWrittenToApiUrl) {
+  // Whoever holds 7860 (this test, or something else on the machine) holds it
+  // for the whole test.
+  int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(7860);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool held_here = ::bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(holder, 1) == 0;
+  TempDir dir;
+  Env env = {{"YONDER_HOME", dir / "home"},      {"YONDER_CONFIG", ""},     {"YONDER_LINK_LISTEN", "127.0.0.1:0"},
+             {"YONDER_GPU_INVENTORY", "fake:1"}, {"YONDER_PASSPHRASE", ""}, {"YONDER_PASSPHRASE_FILE", ""},
+             {"YONDER_API_LISTEN", ""}};  // the default, as a second node on a desktop has it
+  ASSERT_EQ(run({program_path("yonder"), "init", "--name", "dave"}, env).exit_code, 0);
+  {
+    Daemon d(env);
+    ASSERT_TRUE(d.ready()) << d.log();
+    EXPECT_NE(d.log().find("127.0.0.1:7860 is taken"), std::string::npos) << d.log();
+    std::ifstream file(dir / "home/api-url");
+    std::string url;
+    std::getline(file, url);
+    ASSERT_EQ(url.rfind("http://127.0.0.1:", 0), 0u) << url;
+    EXPECT_NE(url, "http://127.0.0.1:7860");
+    auto st = run({program_path("yonder"), "status", "--json"}, env);
+    ASSERT_EQ(st.exit_code, 0) << st.err;
+    EXPECT_EQ(json::parse(st.out, nullptr, false).value("api_url", ""), url);
+    auto dash = run({program_path("yonder"), "dashboard"}, env);
+    EXPECT_EQ(dash.exit_code, 0) << dash.err;
+    EXPECT_NE(dash.out.find(url + "/login?code="), std::string::npos) << dash.out;
+  }
+  env["YONDER_API_LISTEN"] = "127.0.0.1:7860";  // chosen: taken is an error
+  Daemon chosen(env);
+  EXPECT_FALSE(chosen.ready());
+  EXPECT_EQ(chosen.wait(), 1) << chosen.log();
+  EXPECT_NE(chosen.log().find("another program (or another yonderd) has that port"), std::string::npos)
+      << chosen.log();
+  if (held_here) ::close(holder);
 }
 
 }  // namespace

@@ -31,6 +31,18 @@ try:
 except YonderError as e:
     check(e.status == 401 and "api-token" in e.message, "wrong token: %s" % e)
 
+# A home whose yonderd serves no TCP API (no api-url): refused, never a
+# guess at the default port, which may be another node's.
+import os  # noqa: E402
+import tempfile  # noqa: E402
+os.environ.pop("YONDER_API_URL", None)
+with tempfile.TemporaryDirectory() as bare:
+    try:
+        YonderClient(home=bare, token="t").status()
+        check(False, "a home without api-url fell back to a guessed URL")
+    except YonderError as e:
+        check(e.code == "unavailable" and "api-url" in e.message, "no api-url: %s" % e)
+
 # run: output streamed as it comes, exit code propagated.
 out, err = io.BytesIO(), io.BytesIO()
 job = y.run(provider, image, ["sh", "-c", "echo one; echo two >&2; echo three; exit 3"], out=out, err=err)
