@@ -182,6 +182,13 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   run->add_option("-w,--workdir", run_args.workdir, "Working directory in the job: relative to /workspace, or under it");
   run->add_flag("-t,--tty", run_args.tty, "Give the job a terminal (its output is then one stream, on stdout)");
+  run->add_option("--after", run_args.after, "Start only once this job (on the same provider) has ended (repeatable)")
+      ->allow_extra_args(false);
+  run->add_option("--after-ok", run_args.after_ok,
+                  "Start only once this job (on the same provider) exited 0; if it did not, this one never starts "
+                  "(repeatable)")
+      ->allow_extra_args(false);
+  run->add_flag("--hold", run_args.hold, "Queue the job held: it starts once `yonder release JOB`");
   run->add_option("-p,--forward", run_args.ports, "LOCAL:REMOTE: forward 127.0.0.1:LOCAL to port REMOTE of the job "
                                                   "while attached (repeatable; LOCAL 0 picks a port)")
       ->allow_extra_args(false);
@@ -231,6 +238,13 @@ int main(int argc, char** argv) {
   inspect->add_option("job", job_id, "Job id (or a unique prefix)")->required();
   auto* stop = app.add_subcommand("stop", "Stop a job (SIGTERM, then SIGKILL after the provider's grace)");
   stop->add_option("job", job_id, "Job id (or a unique prefix)")->required();
+  std::vector<std::string> hold_jobs;
+  auto* hold = app.add_subcommand("hold", "Keep queued jobs from starting (they keep their place; scontrol hold)");
+  hold->add_option("job", hold_jobs, "Job ids (or unique prefixes) still waiting in their provider's queue")->required();
+  hold->add_flag("--json", json, "Machine-readable output");
+  auto* release = app.add_subcommand("release", "Let held jobs start again (scontrol release)");
+  release->add_option("job", hold_jobs, "Held job ids (or unique prefixes)")->required();
+  release->add_flag("--json", json, "Machine-readable output");
   stop->add_flag("--json", json, "Machine-readable output");
   ExecArgs exec_args;
   auto* exec = app.add_subcommand("exec", "Run a command inside a running job: yonder exec -it JOB [CMD ...]");
@@ -415,6 +429,8 @@ int main(int argc, char** argv) {
   if (*wait_cmd) return cmd_wait(*ctx, wait_jobs);
   if (*inspect) return cmd_inspect(*ctx, job_id);
   if (*stop) return cmd_stop(*ctx, job_id);
+  if (*hold) return cmd_hold(*ctx, hold_jobs, true);
+  if (*release) return cmd_hold(*ctx, hold_jobs, false);
   if (*exec) return cmd_exec(*ctx, exec_args);
   if (*forward) {
     if (forward_list) return cmd_forward_list(*ctx);

@@ -376,6 +376,23 @@ int cmd_stop(const Context& ctx, const std::string& job) {
   return kExitOk;
 }
 
+int cmd_hold(const Context& ctx, const std::vector<std::string>& jobs, bool held) {
+  int code = kExitOk;
+  for (const auto& job : jobs) {
+    auto r = api(ctx, "POST", held ? "/v1/jobs/hold" : "/v1/jobs/release", {{"job_id", job}});
+    if (!r) {
+      code = fail(ctx, r.error());
+      continue;
+    }
+    if (ctx.json) {
+      std::printf("%s\n", r->dump().c_str());
+    } else {
+      std::printf("%s %s\n", r->value("job_id", job).c_str(), held ? "held" : "released");
+    }
+  }
+  return code;
+}
+
 namespace {
 
 // "JOB:PATH" names a place in a job's workspace; anything else (a path with

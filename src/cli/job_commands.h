@@ -34,6 +34,10 @@ struct RunArgs {
   std::string workdir;  // inside the job: relative to /workspace, or under it
   std::vector<std::string> ports;  // LOCAL:REMOTE forwards while attached
   bool tty = false;  // the job's main process gets a terminal
+  // Slurm's --dependency: jobs (ids or unique prefixes, on the same
+  // provider) this one waits for: to end (--after), to exit 0 (--after-ok).
+  std::vector<std::string> after, after_ok;
+  bool hold = false;  // --hold: queued held until `yonder release`
   std::string job_file;  // -f: a TOML job file with the same fields
   // --mesh: no --on; the daemon places the job on a paired provider
   // (cli/mesh_commands.h) that has the GPUs, --cuda and every --label.
@@ -70,6 +74,9 @@ struct LogsArgs {
 // Exit code: 0; with `follow`, the job's own once it ended (as `wait`).
 int cmd_logs(const Context& ctx, const std::string& job, const LogsArgs& args);
 int cmd_stop(const Context& ctx, const std::string& job);
+// `yonder hold JOB...` / `yonder release JOB...`: a job still waiting in its
+// provider's queue keeps its place without starting, or may start again.
+int cmd_hold(const Context& ctx, const std::vector<std::string>& jobs, bool held);
 // `yonder cp JOB:PATH [LOCAL]`: copies a file or folder out of a running or
 // ended job's workspace into LOCAL (a folder, default the working directory).
 // `yonder cp LOCAL JOB:PATH`: copies a local file or folder into the folder

@@ -53,7 +53,7 @@ std::string relative_to(const std::string& base_dir, const std::string& path) {
 // The keys of a job file, in the order docs/cli.md lists them.
 constexpr const char* kJobKeys =
     "on, image, command, gpus, vram, cpus, memory, disk, time, env, env_file, workdir, out, ports, upload, "
-    "no_upload, detach, tty, mesh, cuda, labels, group, retries, replicas, validator";
+    "no_upload, detach, tty, after, after_ok, hold, mesh, cuda, labels, group, retries, replicas, validator";
 
 class JobFileReader {
  public:
@@ -186,6 +186,12 @@ class JobFileReader {
       YONDER_ASSIGN(a.detach, boolean(n, key));
     } else if (key == "tty") {
       YONDER_ASSIGN(a.tty, boolean(n, key));
+    } else if (key == "after") {
+      YONDER_ASSIGN(a.after, strings(n, key, "an array of job ids"));
+    } else if (key == "after_ok") {
+      YONDER_ASSIGN(a.after_ok, strings(n, key, "an array of job ids"));
+    } else if (key == "hold") {
+      YONDER_ASSIGN(a.hold, boolean(n, key));
     } else if (key == "mesh") {
       YONDER_ASSIGN(a.mesh, boolean(n, key));
     } else if (key == "cuda") {
@@ -361,6 +367,9 @@ Result<RunArgs> effective_run_args(const RunArgs& given, const config::EnvFn& en
     }
     out.detach = given.detach || file.detach;
     out.tty = given.tty || file.tty;
+    out.hold = given.hold || file.hold;
+    fill(out.after, file.after);
+    fill(out.after_ok, file.after_ok);
     out.mesh = given.mesh || file.mesh;
     fill(out.labels, file.labels);
     if (!out.cuda) out.cuda = file.cuda;
@@ -413,6 +422,9 @@ Result<jobs::protocol::JobRequest> job_request_of(const RunArgs& a) {
   }
   job.workdir = a.workdir;
   job.tty = a.tty;
+  job.after = a.after;
+  job.after_ok = a.after_ok;
+  job.hold = a.hold;
   if (a.gpus) job.gpus = *a.gpus;
   auto mib = [](const std::optional<std::string>& v, int64_t& out, const char* flag) -> Status {
     if (!v) return ok_status();

@@ -65,6 +65,16 @@ void RemoteConsumer::add_routes(api::Router& router) {
     std::string id = b.is_object() && b.contains("job_id") && b["job_id"].is_string() ? b["job_id"].get<std::string>() : "";
     forward(id, "run.stop", nlohmann::json::object(), true, std::move(reply));
   });
+  auto job_of = [](const Request& req) {
+    auto b = nlohmann::json::parse(req.body, nullptr, false);
+    return b.is_object() && b.contains("job_id") && b["job_id"].is_string() ? b["job_id"].get<std::string>() : "";
+  };
+  router.add("POST", "/v1/jobs/hold", [this, job_of](const Request& req, Reply reply) {
+    forward(job_of(req), "run.hold", nlohmann::json::object(), true, std::move(reply));
+  });
+  router.add("POST", "/v1/jobs/release", [this, job_of](const Request& req, Reply reply) {
+    forward(job_of(req), "run.release", nlohmann::json::object(), true, std::move(reply));
+  });
   router.add("GET", "/v1/jobs/logs", [this](const Request& req, Reply reply) {
     auto q = api::parse_query(req.query);
     nlohmann::json params = {{"offset", query_u64(q, "offset")}, {"wait_ms", std::min<uint64_t>(query_u64(q, "wait_ms"), 20000)}};
@@ -103,8 +113,36 @@ void RemoteConsumer::run(const Request& req, Reply reply) {
     return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"dir\" must be an absolute path")));
   }
   std::string transfer_id = body.contains("transfer_id") && body["transfer_id"].is_string() ? body["transfer_id"].get<std::string>() : "";
-  submit(*target, *request, dir, transfer_id, [reply](Result<nlohmann::json> r) {
-    reply(r ? Response::json(200, *r) : Response::error(r.error()));
+  auto go = [this, t = *target, dir, transfer_id, reply](Result<jobs::protocol::JobRequest> r) {
+    if (!r) return reply(Response::error(r.error()));
+    submit(t, *r, dir, transfer_id, [reply](Result<nlohmann::json> answer) {
+      reply(answer ? Response::json(200, *answer) : Response::error(answer.error()));
+    });
+  };
+  if (request->after.empty() && request->after_ok.empty()) return go(std::move(*request));
+  // --after and --after-ok name jobs as everywhere (an id, a unique prefix
+  // of one): the provider gets their full ids, and only jobs submitted
+  // from here to the same provider will do.
+  asio::post(pool_, [this, t = *target, request = std::move(*request), go]() mutable {
+    Result<jobs::protocol::JobRequest> resolved = request;
+    for (auto* ids : {&resolved->after, &resolved->after_ok}) {
+      for (auto& id : *ids) {
+        auto dep = store_->find(id);
+        if (!dep) {
+          resolved = Error(dep.error()).with_context("--after " + id);
+          break;
+        }
+        if (dep->provider_id != t.node_id) {
+          resolved = make_error(ErrorCode::kInvalidArgument,
+                                "job " + dep->job_id + " runs on " + dep->spec.value("provider_name", dep->provider_id) +
+                                    ", not on " + t.name + ": a job can wait only for jobs on its own provider");
+          break;
+        }
+        id = dep->job_id;
+      }
+      if (!resolved) break;
+    }
+    asio::post(io_, [go, resolved = std::move(resolved)]() mutable { go(std::move(resolved)); });
   });
 }
 

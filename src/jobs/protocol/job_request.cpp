@@ -1,5 +1,7 @@
 #include "jobs/protocol/job_request.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -46,6 +48,15 @@ std::optional<std::vector<std::string>> path_parts(std::string_view path) {
   return parts;
 }
 
+// A provider's job id as it names them (and a prefix could not be): 1 to
+// 64 of [A-Za-z0-9._-].
+bool valid_job_id(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+  });
+}
+
 Status check_workdir(const std::string& w) {
   if (w.size() > kMaxWorkdirBytes) return bad("workdir", "is longer than 1024 bytes");
   for (char c : w) {
@@ -71,18 +82,24 @@ std::string job_workdir(const std::string& workdir) {
 }
 
 json JobRequest::to_json() const {
-  return {{"image", image},       {"command", command},         {"env", env},
-          {"gpus", gpus},         {"vram_mib", vram_mib},       {"cpus", cpus},
-          {"memory_mib", memory_mib}, {"disk_mib", disk_mib},   {"wall_time_s", wall_time_s},
-          {"isolation", exec::isolation_name(isolation)}, {"network", egress ? "egress" : "none"},
-          {"workdir", workdir},   {"tty", tty}};
+  json j = {{"image", image},       {"command", command},         {"env", env},
+            {"gpus", gpus},         {"vram_mib", vram_mib},       {"cpus", cpus},
+            {"memory_mib", memory_mib}, {"disk_mib", disk_mib},   {"wall_time_s", wall_time_s},
+            {"isolation", exec::isolation_name(isolation)}, {"network", egress ? "egress" : "none"},
+            {"workdir", workdir},   {"tty", tty}};
+  // Only when set: a provider older than these fields refuses a request
+  // that has them (an unknown field) rather than run it without them.
+  if (!after.empty()) j["after"] = after;
+  if (!after_ok.empty()) j["after_ok"] = after_ok;
+  if (hold) j["hold"] = true;
+  return j;
 }
 
 Result<JobRequest> parse_job_request(const json& j) {
   if (!j.is_object()) return make_error(ErrorCode::kInvalidArgument, "job request must be a JSON object");
   static const std::set<std::string> known = {"image", "command", "env", "gpus", "vram_mib", "cpus", "memory_mib",
                                               "disk_mib", "wall_time_s", "isolation", "network", "peer_id",
-                                              "workdir", "tty"};
+                                              "workdir", "tty", "after", "after_ok", "hold"};
   for (const auto& [key, _] : j.items()) {
     if (!known.count(key)) return bad(key.substr(0, 64), "is not a known field (check the spelling)");
   }
@@ -163,6 +180,20 @@ Result<JobRequest> parse_job_request(const json& j) {
   if (auto t = j.find("tty"); t != j.end()) {
     if (!t->is_boolean()) return bad("tty", "must be true or false");
     r.tty = t->get<bool>();
+  }
+  for (auto [key, out] : {std::pair{"after", &r.after}, std::pair{"after_ok", &r.after_ok}}) {
+    auto a = j.find(key);
+    if (a == j.end()) continue;
+    if (!a->is_array() || a->size() > kMaxDependencies) return bad(key, "must be a list of at most 16 job ids");
+    for (const auto& id : *a) {
+      if (!id.is_string() || !valid_job_id(id.get<std::string>())) return bad(key, "must hold job ids");
+      out->push_back(id.get<std::string>());
+    }
+  }
+  if (r.after.size() + r.after_ok.size() > kMaxDependencies) return bad("after", "names more than 16 jobs in all");
+  if (auto h = j.find("hold"); h != j.end()) {
+    if (!h->is_boolean()) return bad("hold", "must be true or false");
+    r.hold = h->get<bool>();
   }
   return r;
 }

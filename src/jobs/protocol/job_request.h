@@ -42,6 +42,13 @@ struct JobRequest {
   // NUL byte. The provider creates it (owned by the job's user) if missing.
   std::string workdir;
   bool tty = false;  // the job's main process gets a terminal; its output is one stream (stdout)
+  // Jobs of the same peer on the same provider this one waits for (Slurm's
+  // --dependency): `after`, until each has ended however; `after_ok`, until
+  // each has exited 0 (one that did not means this job never starts). Full
+  // provider job ids; at most kMaxDependencies in all.
+  std::vector<std::string> after;
+  std::vector<std::string> after_ok;
+  bool hold = false;  // queued held: it starts only once released (`yonder release`)
 
   nlohmann::json to_json() const;
 };
@@ -55,6 +62,7 @@ constexpr size_t kMaxWorkdirBytes = 1024;
 std::string job_workdir(const std::string& workdir);
 
 constexpr size_t kMaxRequestBytes = 512 * 1024;
+constexpr size_t kMaxDependencies = 16;
 
 // Parses the request object. kInvalidArgument names the field and the rule.
 Result<JobRequest> parse_job_request(const nlohmann::json& json);

@@ -87,6 +87,9 @@ nlohmann::json ProviderJobs::view(const Live& job) const {
     v["log_truncated"] = job.closed_log_truncated;
   }
   if (!job.stop_reason.empty() && !is_terminal(r.state)) v["stopping"] = job.stop_reason;
+  if (r.result.value("held", false)) v["held"] = true;
+  if (!r.terms.request.after.empty()) v["after"] = r.terms.request.after;
+  if (!r.terms.request.after_ok.empty()) v["after_ok"] = r.terms.request.after_ok;
   if (r.state == JobState::kQueued) {
     auto pos = std::find(queue_.begin(), queue_.end(), r.job_id);
     if (pos != queue_.end()) v["queue_position"] = pos - queue_.begin();
@@ -140,6 +143,18 @@ Result<nlohmann::json> ProviderJobs::submit(const PeerId& peer_id, const JobRequ
       if (d.fit == Fit::kNever) return make_error(ErrorCode::kResourceExhausted, d.reason);
     }
   }
+  // Dependencies are this peer's own jobs here: another peer's job is
+  // "not found", as everywhere a peer names a job that is not its own.
+  for (const auto* ids : {&request.after, &request.after_ok}) {
+    for (const auto& id : *ids) {
+      auto dep = jobs_.find(id);
+      if (dep == jobs_.end() || dep->second->rec.peer_id != peer_id.value()) {
+        return make_error(ErrorCode::kNotFound, "no job " + id.substr(0, 64) +
+                                                    " of yours on this provider: --after and --after-ok name your "
+                                                    "jobs on the same provider (yonder ps lists them)");
+      }
+    }
+  }
   auto job = std::make_shared<Live>();
   JobRecord& r = job->rec;
   r.job_id = new_job_id();
@@ -147,6 +162,7 @@ Result<nlohmann::json> ProviderJobs::submit(const PeerId& peer_id, const JobRequ
   r.state = JobState::kQueued;
   r.terms = job_terms(request, *resolved, options_.simulate_gpus, workspace_seed);
   r.terms.max_running = std::max(0, peer_limit);
+  if (request.hold) r.result["held"] = true;
   r.created_at = now_s();
   YONDER_TRY(save_locked(*job));  // persisted before acknowledged
   jobs_[r.job_id] = job;
@@ -441,7 +457,8 @@ QueueSnapshot ProviderJobs::snapshot_locked(MonoTime now, bool queue) {
   bool gpu_jobs = false;
   for (const auto& id : queue_) {
     const JobRecord& r = jobs_.at(id)->rec;
-    s.queue.push_back({r.job_id, r.peer_id, r.terms.gpus, r.terms.vram_bytes, disk_promise(r), r.terms.max_running});
+    s.queue.push_back({r.job_id, r.peer_id, r.terms.gpus, r.terms.vram_bytes, disk_promise(r), r.terms.max_running,
+                       r.result.value("held", false), dependencies_locked(r)});
     gpu_jobs = gpu_jobs || s.queue.back().gpus > 0;
   }
   if (queue_order_ && queue_.size() > 1) {
@@ -461,6 +478,52 @@ QueueSnapshot ProviderJobs::snapshot_locked(MonoTime now, bool queue) {
   return s;
 }
 
+std::vector<Dependency> ProviderJobs::dependencies_locked(const JobRecord& r) const {
+  std::vector<Dependency> out;
+  for (const auto* ids : {&r.terms.request.after, &r.terms.request.after_ok}) {
+    for (const auto& id : *ids) {
+      Dependency d;
+      d.job_id = id;
+      d.ok_only = ids == &r.terms.request.after_ok;
+      auto it = jobs_.find(id);
+      if (it == jobs_.end()) {
+        d.state = Dependency::State::kGone;
+      } else if (const JobRecord& dep = it->second->rec; !is_terminal(dep.state)) {
+        d.state = Dependency::State::kPending;
+      } else if (dep.state == JobState::kExited && dep.exit_code == 0) {
+        d.state = Dependency::State::kSucceeded;
+      } else {
+        d.state = Dependency::State::kFailed;
+        d.how = dep.state == JobState::kExited && dep.exit_code ? "exited with " + std::to_string(*dep.exit_code)
+                                                                 : std::string(job_state_name(dep.state));
+      }
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+Result<nlohmann::json> ProviderJobs::set_held(const JobId& job_id, bool held) {
+  std::unique_lock lock(mutex_);
+  auto job = find(job_id);
+  if (!job) return std::move(job).error();
+  JobRecord& r = (*job)->rec;
+  if (r.state != JobState::kQueued) {
+    return make_error(ErrorCode::kFailedPrecondition,
+                      "job " + r.job_id + " is " + job_state_name(r.state) + ": only a job still waiting in the queue "
+                                                                              "can be " + (held ? "held" : "released"));
+  }
+  if (held) {
+    r.result["held"] = true;
+  } else {
+    r.result.erase("held");
+    r.result.erase("waiting_for");
+  }
+  YONDER_TRY(save_locked(**job));  // on disk before it is acknowledged
+  schedule_locked(lock);
+  return view(**job);
+}
+
 bool ProviderJobs::apply_locked(const QueuePlan& plan) {
   queue_.assign(plan.order.begin(), plan.order.end());
   auto leave_queue = [this](const std::string& id) {
@@ -473,7 +536,7 @@ bool ProviderJobs::apply_locked(const QueuePlan& plan) {
       jobs_.at(wait->job_id)->rec.result["waiting_for"] = wait->reason;
     } else if (const auto* refuse = std::get_if<RefuseJob>(&action)) {
       leave_queue(refuse->job_id);
-      finish_locked(jobs_.at(refuse->job_id), JobState::kFailed, "never_fits", refuse->reason, std::nullopt);
+      finish_locked(jobs_.at(refuse->job_id), JobState::kFailed, refuse->code, refuse->reason, std::nullopt);
     } else if (const auto* start = std::get_if<StartJob>(&action)) {
       LivePtr job = jobs_.at(start->job_id);
       JobRecord& r = job->rec;

@@ -113,6 +113,9 @@ class ProviderJobs {
   int active_jobs(const PeerId& peer_id);
   // Stops a job (SIGTERM, grace, SIGKILL); a queued job just leaves the queue.
   Result<nlohmann::json> stop(const JobId& job_id);
+  // Holds a queued job where it is (it keeps its place but does not start)
+  // or releases it; kFailedPrecondition for a job no longer queued.
+  Result<nlohmann::json> set_held(const JobId& job_id, bool held);
   // Forgets a finished job: its record, log and workspace.
   Status remove(const JobId& job_id);
   // The job's outputs went home (a fetch ended): its workspace may go
@@ -173,6 +176,8 @@ class ProviderJobs {
   void schedule_locked(std::unique_lock<std::mutex>& lock);
   // The running jobs and, with `queue`, the queue and the resources it is
   // decided against (probed here: NVML, the volume), at `now`.
+  // The state of each job `r` waits for (--after, --after-ok), for the queue core.
+  std::vector<Dependency> dependencies_locked(const JobRecord& r) const;
   QueueSnapshot snapshot_locked(MonoTime now, bool queue);
   // Applies the plan's job actions in order (its timer actions are the
   // watchdog's). False when a start could not be saved: that job failed

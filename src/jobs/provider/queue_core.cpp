@@ -55,10 +55,46 @@ void plan_deadlines(const QueueSnapshot& s, QueuePlan& plan, std::vector<QueueAc
   }
 }
 
+// Policy rule 2's first part: holds and dependencies, for every queued job.
+// Adds a wait or a refusal for each job that may not start now and returns
+// their ids; the others go on to the pass.
+std::set<std::string> plan_blocked(const std::map<std::string, const WaitingJob*>& waiting, QueuePlan& plan) {
+  std::set<std::string> blocked;
+  for (const auto& id : plan.order) {
+    const WaitingJob& job = *waiting.at(id);
+    if (job.held) {
+      plan.actions.push_back(WaitJob{id, "held: it starts once released (yonder release " + id + ")"});
+      blocked.insert(id);
+      continue;
+    }
+    for (const auto& dep : job.after) {
+      using State = Dependency::State;
+      bool dead = dep.ok_only && (dep.state == State::kFailed || dep.state == State::kGone);
+      if (dead) {
+        std::string how = dep.state == State::kGone ? "is no longer known here" : "did not succeed (" + dep.how + ")";
+        plan.actions.push_back(RefuseJob{id,
+                                         "job " + dep.job_id + " " + how +
+                                             ", so this --after-ok job can never start; submit it again without it",
+                                         "dependency_failed"});
+        blocked.insert(id);
+        break;
+      }
+      if (dep.state == State::kPending) {
+        plan.actions.push_back(
+            WaitJob{id, "waiting for job " + dep.job_id + (dep.ok_only ? " to succeed (--after-ok)" : " to end (--after)")});
+        blocked.insert(id);
+        break;
+      }
+    }
+  }
+  return blocked;
+}
+
 // Policy rules 2 to 4: one pass over the queue in `plan.order`.
 void plan_starts(const QueueSnapshot& s, QueuePlan& plan) {
   std::map<std::string, const WaitingJob*> waiting;
   for (const auto& w : s.queue) waiting.emplace(w.job_id, &w);
+  std::set<std::string> blocked = plan_blocked(waiting, plan);
   int total = 0;
   std::map<std::string, int> per_peer;
   LeaseMap held;
@@ -69,7 +105,11 @@ void plan_starts(const QueueSnapshot& s, QueuePlan& plan) {
   }
   std::optional<DiskSnapshot> disk = s.disk;  // kept current as the pass promises disk
   std::set<std::string> left;                 // started or refused
+  for (const auto& action : plan.actions) {
+    if (const auto* refused = std::get_if<RefuseJob>(&action)) left.insert(refused->job_id);
+  }
   for (const auto& id : plan.order) {
+    if (blocked.count(id)) continue;
     if (total >= s.max_concurrent) break;
     const WaitingJob& job = *waiting.at(id);
     bool scoped = job.peer_limit > 0 && job.peer_limit < s.max_per_peer;

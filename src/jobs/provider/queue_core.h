@@ -29,6 +29,13 @@
 //         refused. Later: it waits;
 //       - else it starts on those devices; its slot, its peer's count, its
 //         devices and its disk promise count against the jobs after it.
+//     Before that pass, and for every queued job whatever the capacity: a
+//     held job (`run --hold`, `yonder hold`) waits until released; a job
+//     with dependencies (`--after JOB`: JOB has ended, however;
+//     `--after-ok JOB`: JOB exited 0) waits while one is unmet, and one
+//     whose `--after-ok` job ended otherwise (or is gone) can never start:
+//     it leaves the queue, failed with reason "dependency_failed". Neither
+//     holds a slot or a device while it waits, so the jobs behind it go on.
 //  3. FIFO with backfill and no reservation: a job that waits keeps its
 //     place but holds nothing, so the jobs behind it that fit start now.
 //     The head of the queue is never passed over for a later job: it is
@@ -72,6 +79,22 @@ namespace yonder::jobs::provider {
 
 using MonoTime = std::chrono::steady_clock::time_point;
 
+// A job another waits for (`--after`, `--after-ok`), as it stands now.
+struct Dependency {
+  enum class State {
+    kPending,    // not ended yet (queued, starting, running)
+    kSucceeded,  // exited 0
+    kFailed,     // ended otherwise: a non-zero exit, stopped, failed
+    kGone,       // not known here any more
+  };
+  std::string job_id;
+  bool ok_only = false;  // --after-ok: only success will do
+  State state = State::kPending;
+  std::string how;       // for a failed one: how it ended ("exited with 3"), for the message
+
+  bool operator==(const Dependency&) const = default;
+};
+
 // A job waiting in the queue, with what it asks for.
 struct WaitingJob {
   std::string job_id;
@@ -80,6 +103,8 @@ struct WaitingJob {
   uint64_t vram_bytes = 0;  // per GPU: devices with less memory do not count
   uint64_t disk_bytes = 0;  // its workspace promise (--disk, or the default)
   int peer_limit = 0;       // its peer's jobs at once by the scope it was submitted under; 0: none
+  bool held = false;        // `run --hold` / `yonder hold`: not started until released
+  std::vector<Dependency> after;
 
   bool operator==(const WaitingJob&) const = default;
 };
@@ -131,11 +156,12 @@ struct WaitJob {
   std::string reason;
   bool operator==(const WaitJob&) const = default;
 };
-// It can never run here: it leaves the queue, failed with reason
-// "never_fits" and this message.
+// It can never run here: it leaves the queue, failed with reason `code`
+// ("never_fits", "dependency_failed") and this message.
 struct RefuseJob {
   std::string job_id;
   std::string reason;
+  std::string code = "never_fits";
   bool operator==(const RefuseJob&) const = default;
 };
 // Stop it (SIGTERM, grace, SIGKILL), ending with `reason` and `message`.

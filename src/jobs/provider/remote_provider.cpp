@@ -251,6 +251,23 @@ void RemoteProvider::register_methods() {
     });
   });
 
+  // Holding and releasing a queued job of one's own (`yonder hold`, `yonder release`).
+  for (bool held : {true, false}) {
+    const char* method = held ? "run.hold" : "run.release";
+    service.add_method(method, [this, blocking, method, held](const PublicKeyBytes& peer, const nlohmann::json& params,
+                                                              link::RpcReply reply) {
+      auto id = job_id_param(params);
+      if (!id) return reply(std::move(id).error());
+      blocking(method, peer, params, std::move(reply),
+               [this, method, held, peer_id = NodeId(peer).to_string(), id = *id](ProviderJobs& jobs) -> Result<nlohmann::json> {
+                 YONDER_TRY(owned_job(jobs, id, peer_id));
+                 auto r = jobs.set_held(JobId(id), held);
+                 if (r) record(peer_id, method, id, {{"held", held}});
+                 return r;
+               });
+    });
+  }
+
   service.add_method("run.logs", [this](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
     logs(NodeId(peer).to_string(), params, std::move(reply));
   });

@@ -31,7 +31,7 @@ GpuView two_gpus() {
 }
 
 WaitingJob job(const std::string& id, const std::string& peer, int gpus = 0, uint64_t disk = 0) {
-  return {id, peer, gpus, 0, disk, 0};
+  return {id, peer, gpus, 0, disk, 0, false, {}};
 }
 
 ActiveJob running(const std::string& id, const std::string& peer, std::vector<std::string> uuids = {}) {
@@ -50,6 +50,11 @@ std::vector<T> all_of_kind(const QueuePlan& plan) {
     if (const auto* t = std::get_if<T>(&a)) out.push_back(*t);
   }
   return out;
+}
+
+std::string decision_of_first_wait(const QueuePlan& plan) {
+  auto waits = all_of_kind<WaitJob>(plan);
+  return waits.empty() ? "" : waits[0].reason;
 }
 
 std::vector<std::string> started_ids(const QueuePlan& plan) {
@@ -307,6 +312,71 @@ TEST(QueueCore, StopsComeFirstThenTheQueueThenTheTimers) {
   EXPECT_TRUE(std::holds_alternative<SampleVram>(plan.actions[3]));
 }
 
+TEST(QueueCore, AHeldJobWaitsSayingHowToReleaseItAndTheJobsBehindItStart) {
+  QueueSnapshot s;
+  s.now = kNow;
+  s.max_concurrent = 1;
+  WaitingJob held = job("held", "p");
+  held.held = true;
+  s.queue = {held, job("next", "p")};
+  QueuePlan plan = plan_queue(s);
+  EXPECT_EQ(started_ids(plan), (std::vector<std::string>{"next"}));
+  EXPECT_EQ(decision_of_first_wait(plan), "held: it starts once released (yonder release held)");
+  EXPECT_EQ(plan.queue, (std::vector<std::string>{"held"}));
+  held.held = false;  // released
+  s.queue = {held};
+  EXPECT_EQ(started_ids(plan_queue(s)), (std::vector<std::string>{"held"}));
+}
+
+TEST(QueueCore, AnAfterOkJobWaitsForItsJobToSucceedAndCanNeverStartIfItFailed) {
+  QueueSnapshot s;
+  s.now = kNow;
+  WaitingJob next = job("next", "p");
+  next.after = {Dependency{"first", true, Dependency::State::kPending, ""}};
+  s.queue = {next};
+  QueuePlan plan = plan_queue(s);
+  EXPECT_TRUE(started_ids(plan).empty());
+  EXPECT_EQ(decision_of_first_wait(plan), "waiting for job first to succeed (--after-ok)");
+
+  s.queue[0].after[0].state = Dependency::State::kSucceeded;
+  EXPECT_EQ(started_ids(plan_queue(s)), (std::vector<std::string>{"next"}));
+
+  s.queue[0].after[0].state = Dependency::State::kFailed;
+  s.queue[0].after[0].how = "exited with 3";
+  plan = plan_queue(s);
+  auto refused = all_of_kind<RefuseJob>(plan);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].code, "dependency_failed");
+  EXPECT_NE(refused[0].reason.find("job first did not succeed (exited with 3)"), std::string::npos) << refused[0].reason;
+  EXPECT_TRUE(plan.queue.empty()) << "it leaves the queue";
+}
+
+TEST(QueueCore, AnAfterJobStartsOnceItsJobEndedHowever) {
+  QueueSnapshot s;
+  s.now = kNow;
+  WaitingJob next = job("next", "p");
+  next.after = {Dependency{"a", false, Dependency::State::kFailed, "stopped"},
+                Dependency{"b", false, Dependency::State::kPending, ""}};
+  s.queue = {next};
+  EXPECT_EQ(decision_of_first_wait(plan_queue(s)), "waiting for job b to end (--after)");
+  s.queue[0].after[1].state = Dependency::State::kSucceeded;
+  EXPECT_EQ(started_ids(plan_queue(s)), (std::vector<std::string>{"next"}));
+}
+
+TEST(QueueCore, ADeadDependencyEndsTheJobAtOnceEvenWhenTheProviderIsFull) {
+  QueueSnapshot s;
+  s.now = kNow;
+  s.max_concurrent = 1;
+  s.active = {running("busy", "q")};
+  WaitingJob orphan = job("orphan", "p");
+  orphan.after = {Dependency{"gone", true, Dependency::State::kGone, ""}};
+  s.queue = {job("first", "p"), orphan};
+  QueuePlan plan = plan_queue(s);
+  ASSERT_EQ(all_of_kind<RefuseJob>(plan).size(), 1u);
+  EXPECT_NE(all_of_kind<RefuseJob>(plan)[0].reason.find("no longer known here"), std::string::npos);
+  EXPECT_EQ(plan.queue, (std::vector<std::string>{"first"}));
+}
+
 // ---- Properties over seeded random snapshots ----
 
 QueueSnapshot random_snapshot(std::mt19937_64& rng) {
@@ -354,6 +424,15 @@ QueueSnapshot random_snapshot(std::mt19937_64& rng) {
     w.vram_bytes = pick(3) == 0 ? (pick(2) ? 20 * kGiB : 40 * kGiB) : 0;
     w.disk_bytes = pick(8) * kGiB;
     w.peer_limit = static_cast<int>(pick(4));
+    w.held = pick(8) == 0;
+    for (size_t d = pick(4) == 0 ? 1 + pick(2) : 0; d > 0; --d) {
+      Dependency dep;
+      dep.job_id = "d" + std::to_string(pick(5));
+      dep.ok_only = pick(2) == 0;
+      dep.state = static_cast<Dependency::State>(pick(4));
+      dep.how = "exited with 1";
+      w.after.push_back(dep);
+    }
     s.queue.push_back(std::move(w));
   }
   if (pick(2) == 0) {
@@ -597,6 +676,32 @@ TEST(QueueCoreProperty, APassIsComplete) {
     std::set<std::string> waited;
     for (const auto& w : all_of_kind<WaitJob>(plan)) waited.insert(w.job_id);
     for (const auto& w : all_of_kind<WaitJob>(again)) ASSERT_TRUE(waited.count(w.job_id)) << "run " << run;
+  }
+}
+
+// A held job, or one with an unmet dependency, never starts whatever is
+// free; one whose --after-ok job failed or is gone is refused as
+// dependency_failed, and only such a job is.
+TEST(QueueCoreProperty, HoldsAndDependenciesAreNeverStartedThrough) {
+  std::mt19937_64 rng(9);
+  using State = Dependency::State;
+  for (int run = 0; run < kRuns; ++run) {
+    QueueSnapshot s = random_snapshot(rng);
+    QueuePlan plan = plan_queue(s);
+    for (const auto& id : started_ids(plan)) {
+      const WaitingJob& w = queued(s, id);
+      ASSERT_FALSE(w.held) << "run " << run;
+      for (const auto& d : w.after) {
+        ASSERT_TRUE(d.state == State::kSucceeded || (!d.ok_only && d.state != State::kPending)) << "run " << run;
+      }
+    }
+    for (const auto& r : all_of_kind<RefuseJob>(plan)) {
+      const WaitingJob& w = queued(s, r.job_id);
+      bool dead = !w.held && std::any_of(w.after.begin(), w.after.end(), [](const Dependency& d) {
+        return d.ok_only && (d.state == State::kFailed || d.state == State::kGone);
+      });
+      ASSERT_EQ(r.code == "dependency_failed", dead) << "run " << run << ": " << r.reason;
+    }
   }
 }
 
