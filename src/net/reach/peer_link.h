@@ -1,6 +1,8 @@
 // The node's side of the peer link: owns the trust store and the LinkService,
 // answers the link's policy questions (who is pinned, may this peer call
-// that), and serves the local API routes for sharing, pairing and peers:
+// that), composes the paths beside a direct dial (relay_paths.h,
+// punch_paths.h, lan_paths.h, mapped_paths.h) and the relay it serves for
+// its peers, and serves the local API routes for sharing, pairing and peers:
 //   POST /v1/share, GET /v1/links, POST /v1/links/revoke, POST /v1/pair,
 //   GET /v1/peers, POST /v1/peers/deny, POST /v1/peers/scope,
 //   POST /v1/peers/ping, POST /v1/peers/speedtest, POST /v1/peers/call
@@ -19,25 +21,19 @@
 #include "config/config.h"
 #include "crypto/identity.h"
 #include "net/link/link_service.h"
+#include "net/reach/lan_paths.h"
+#include "net/reach/mapped_paths.h"
 #include "net/reach/peers.h"
 #include "net/reach/punch_paths.h"
 #include "net/reach/relay_paths.h"
 #include "peers/trust_store.h"
-#include "relay/path_hint.h"
 
 namespace boost::asio {
 class io_context;
 }
 
-namespace yonder::discovery {
-class LanDiscovery;
-}
 namespace yonder::relay {
 class RelayServer;
-}
-namespace yonder::portmap {
-class PortMapper;
-struct PortMapperStatus;
 }
 
 namespace yonder::reach {
@@ -101,17 +97,10 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   PeerLink(const Identity& identity, peers::TrustStore store, std::string name, std::string listen,
            std::string advertise);
   std::vector<std::string> advertised_addresses() const;
-  // This host's IPv4 interface addresses (getifaddrs), loopback included.
-  static std::vector<std::string> local_ipv4_hosts();
   nlohmann::json netcheck_json() const;
   Result<const peers::PeerRecord*> find_peer(const std::string& text) const;
 
   void relay_peers_changed();
-  void start_lan_discovery();
-  void start_port_mapping();
-  void on_port_mapping(const portmap::PortMapperStatus& status);
-  // Tells `peer` (through a relay) about a better path to us, if we have one.
-  void send_path_hint(const PublicKeyBytes& peer);
   // Records `trust.relay_use` when a peer's link comes up over a relay it
   // did not use last time (the operator sees which relays carried whom).
   void audit_relay_use(const PublicKeyBytes& peer, const std::string& path);
@@ -127,16 +116,8 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   std::optional<PunchPaths::Hooks> punch_hooks_;  // until start() makes punch_
   std::vector<RelaySpec> configured_relays_;
   boost::asio::io_context* io_ = nullptr;
-  bool lan_wanted_ = false;
-  std::unique_ptr<discovery::LanDiscovery> lan_;
-  std::string lan_state_ = "off (link.lan_discovery = false)";
   std::string relay_listen_;
   std::unique_ptr<relay::RelayServer> relay_server_;
-  bool port_mapping_wanted_ = false;
-  std::unique_ptr<portmap::PortMapper> port_mapper_;
-  nlohmann::json port_mapping_state_;
-  std::string mapped_;  // "ip:port" the router forwards to our link port, while mapped
-  std::map<PublicKeyBytes, relay::HintRateLimit> hint_limits_;  // per paired peer; event loop only
   // The relay path each peer's link last ran over, so the audit log records
   // a change of relay, not every redial (event loop only).
   std::map<PublicKeyBytes, std::string> relay_in_use_;
@@ -157,6 +138,10 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   PairedHook on_paired_;
   std::function<void(const PublicKeyBytes&)> on_session_;
   std::function<void(nlohmann::json&)> netcheck_extra_;
+  // The LAN and mapped paths hold references to the store, the link service
+  // and the relays, so they come after them (and go first).
+  std::unique_ptr<LanPaths> lan_paths_;
+  std::unique_ptr<MappedPaths> mapped_paths_;
 };
 
 }  // namespace yonder::reach
