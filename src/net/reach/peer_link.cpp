@@ -35,17 +35,6 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-const char* capability_name(Capability c) {
-  switch (c) {
-    case Capability::kRun: return "run";
-    case Capability::kExec: return "exec";
-    case Capability::kForward: return "forward";
-    case Capability::kFiles: return "files";
-    case Capability::kMesh: return "mesh";
-  }
-  return "?";
-}
-
 }  // namespace
 
 // Applies the optional scope fields of a request body to `s` (also used by peer_routes.cpp).
@@ -122,6 +111,7 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   pl->mapped_paths_ =
       std::make_unique<MappedPaths>(io, *pl->service_, *pl->relays_, cfg.get_bool("link.port_mapping"));
   pl->relay_listen_ = cfg.get("relay.listen");
+  pl->trust_.on_peers_changed([self] { self->relay_peers_changed(); });
   pl->service_->on_established([self](const PublicKeyBytes& peer, const std::string& path) {
     // A peer reached through a relay learns of our mapped port at once.
     self->mapped_paths_->on_established(peer, path);
@@ -340,54 +330,6 @@ Result<const peers::PeerRecord*> PeerLink::find_peer(const std::string& text) co
   }
   return p;
 }
-
-link::KeyVerdict PeerLink::classify(const PublicKeyBytes& key) {
-  if (store_.find(key) != nullptr) return link::KeyVerdict::kPinned;
-  if (store_.any_redeemable(unix_seconds(clock_.now()))) return link::KeyVerdict::kPairingOnly;
-  return link::KeyVerdict::kReject;
-}
-
-Result<nlohmann::json> PeerLink::redeem(const LinkIdBytes& id, const LinkSecret& secret, const PublicKeyBytes& key,
-                                        const std::string& peer_name, const std::string& sas) {
-  peers::PeerRecord p;
-  p.key = key;
-  p.name = peer_name;
-  auto pinned = store_.redeem(id, secret, p, unix_seconds(clock_.now()));
-  if (!pinned) return std::move(pinned).error();
-  relay_peers_changed();  // a new peer to declare, maybe a used-up link's token to drop
-  trust_event(NodeId(key).to_string(), "trust.pair", hex_encode(id),
-              {{"name", peer_name.substr(0, 64)}, {"check_digits", sas}, {"scope", pinned->grant.summary()}});
-  nlohmann::json answer = {{"scope", scope_to_json(pinned->grant)}};
-  if (!provider_notice_.empty()) answer["notice"] = provider_notice_;
-  if (on_redeemed_) {
-    nlohmann::json extra = on_redeemed_(id, key, peer_name);
-    if (extra.is_object()) {
-      for (auto it = extra.begin(); it != extra.end(); ++it) answer.emplace(it.key(), it.value());
-    }
-  }
-  return answer;
-}
-
-Status PeerLink::authorize(const PublicKeyBytes& key, const std::string& method) {
-  auto refuse = [&](Error e) -> Status {
-    if (on_refused_) on_refused_(key, method, e);
-    return e;
-  };
-  const peers::PeerRecord* p = store_.find(key);
-  if (p == nullptr) {
-    return refuse(make_error(ErrorCode::kPermissionDenied, "this provider no longer accepts requests from this node"));
-  }
-  auto cap = capability_for(method);
-  if (cap && !p->grant.allows(*cap)) {
-    return refuse(make_error(ErrorCode::kPermissionDenied,
-                             std::string("not permitted: your scope on this provider does not include \"") +
-                                 capability_name(*cap) + "\" (it allows " + p->grant.capabilities_text() +
-                                 "); ask the provider to run `yonder allow` for you"));
-  }
-  return ok_status();
-}
-
-void PeerLink::seen(const PublicKeyBytes& key) { (void)store_.touch(key, unix_seconds(clock_.now())); }
 
 Result<PeerLink::Target> PeerLink::target(const std::string& id_or_name) const {
   auto p = find_peer(id_or_name);

@@ -1,6 +1,6 @@
 // The node's side of the peer link: owns the trust store and the LinkService,
-// answers the link's policy questions (who is pinned, may this peer call
-// that), composes the paths beside a direct dial (relay_paths.h,
+// answers the link's policy questions through LinkTrust (who is pinned, may
+// this peer call that), composes the paths beside a direct dial (relay_paths.h,
 // punch_paths.h, lan_paths.h, mapped_paths.h) and the relay it serves for
 // its peers, and serves the local API routes for sharing, pairing and peers:
 //   POST /v1/share, GET /v1/links, POST /v1/links/revoke, POST /v1/pair,
@@ -22,6 +22,7 @@
 #include "crypto/identity.h"
 #include "net/link/link_service.h"
 #include "net/reach/lan_paths.h"
+#include "net/reach/link_trust.h"
 #include "net/reach/mapped_paths.h"
 #include "net/reach/peers.h"
 #include "net/reach/punch_paths.h"
@@ -69,26 +70,29 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   // mapping) to GET /v1/netcheck.
   void on_netcheck(std::function<void(nlohmann::json&)> extra) { netcheck_extra_ = std::move(extra); }
 
-  // link::TrustPolicy
-  link::KeyVerdict classify(const PublicKeyBytes& key) override;
+  // link::TrustPolicy: LinkTrust's (link_trust.h).
+  link::KeyVerdict classify(const PublicKeyBytes& key) override { return trust_.classify(key); }
   Result<nlohmann::json> redeem(const LinkIdBytes& id, const LinkSecret& secret, const PublicKeyBytes& key,
-                                const std::string& peer_name, const std::string& short_auth_string) override;
-  Status authorize(const PublicKeyBytes& key, const std::string& method) override;
-  void seen(const PublicKeyBytes& key) override;
+                                const std::string& peer_name, const std::string& short_auth_string) override {
+    return trust_.redeem(id, secret, key, peer_name, short_auth_string);
+  }
+  Status authorize(const PublicKeyBytes& key, const std::string& method) override {
+    return trust_.authorize(key, method);
+  }
+  void seen(const PublicKeyBytes& key) override { trust_.seen(key); }
   // Peers: the refusals of authorize() and the pairing hooks (peers.h).
-  void on_refused(RefusalHook hook) override { on_refused_ = std::move(hook); }
+  void on_refused(RefusalHook hook) override { trust_.on_refused(std::move(hook)); }
   Result<nlohmann::json> share(const nlohmann::json& body) override;
-  void on_redeemed(RedeemedHook hook) override { on_redeemed_ = std::move(hook); }
+  void on_redeemed(RedeemedHook hook) override { trust_.on_redeemed(std::move(hook)); }
   // Changes of trust made here (a link created or revoked, a pairing with
   // its check digits, deny, allow, a scope change), for the audit log:
   // (actor: "local" or the peer's id, action "trust.*", subject, detail).
   // Event loop; the hook must not block.
-  using TrustEventHook = std::function<void(const std::string& actor, const std::string& action,
-                                            const std::string& subject, nlohmann::json detail)>;
-  void on_trust_event(TrustEventHook hook) { on_trust_event_ = std::move(hook); }
+  using TrustEventHook = LinkTrust::TrustEventHook;
+  void on_trust_event(TrustEventHook hook) { trust_.on_trust_event(std::move(hook)); }
   // What a consumer that pairs here is told about how jobs run, with its
   // scope (a Slurm provider: no container). Empty: nothing to say.
-  void set_provider_notice(std::string notice) { provider_notice_ = std::move(notice); }
+  void set_provider_notice(std::string notice) { trust_.set_provider_notice(std::move(notice)); }
   void on_paired(PairedHook hook) override { on_paired_ = std::move(hook); }
   // After the path hooks.
   void on_session(std::function<void(const PublicKeyBytes& peer)> hook) override { on_session_ = std::move(hook); }
@@ -126,14 +130,11 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   std::string listen_;
   std::string advertise_;
   SystemClock clock_;
+  LinkTrust trust_{store_, clock_};
   std::unique_ptr<link::LinkService> service_;
-  RefusalHook on_refused_;
-  RedeemedHook on_redeemed_;
-  TrustEventHook on_trust_event_;
-  std::string provider_notice_;
   void trust_event(const std::string& actor, const std::string& action, const std::string& subject,
                    nlohmann::json detail) {
-    if (on_trust_event_) on_trust_event_(actor, action, subject, std::move(detail));
+    trust_.trust_event(actor, action, subject, std::move(detail));
   }
   PairedHook on_paired_;
   std::function<void(const PublicKeyBytes&)> on_session_;
