@@ -11,17 +11,10 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-
 #include "base/suggest.h"
-#include "net/reach/call_deadline.h"
-#include "discovery/lan_discovery.h"
-#include "discovery/pair_key.h"
 #include "net/punch/signal.h"
-#include "os/interfaces.h"
-#include "portmap/port_mapper.h"
-#include "relay/path_hint.h"
+#include "net/reach/call_deadline.h"
+#include "net/reach/local_host.h"
 #include "relay/server.h"
 
 namespace yonder::reach {
@@ -40,17 +33,6 @@ std::vector<std::string> split_list(const std::string& s) {
     start = comma + 1;
   }
   return out;
-}
-
-const char* capability_name(Capability c) {
-  switch (c) {
-    case Capability::kRun: return "run";
-    case Capability::kExec: return "exec";
-    case Capability::kForward: return "forward";
-    case Capability::kFiles: return "files";
-    case Capability::kMesh: return "mesh";
-  }
-  return "?";
 }
 
 }  // namespace
@@ -124,13 +106,15 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   };
   pl->relays_ = std::make_unique<RelayPaths>(io, identity, *pl->service_, std::move(hooks));
   pl->io_ = &io;
-  pl->lan_wanted_ = cfg.get_bool("link.lan_discovery");
-  pl->port_mapping_wanted_ = cfg.get_bool("link.port_mapping");
+  pl->lan_paths_ =
+      std::make_unique<LanPaths>(io, identity, *pl->service_, pl->store_, cfg.get_bool("link.lan_discovery"));
+  pl->mapped_paths_ =
+      std::make_unique<MappedPaths>(io, *pl->service_, *pl->relays_, cfg.get_bool("link.port_mapping"));
   pl->relay_listen_ = cfg.get("relay.listen");
-  pl->port_mapping_state_ = {{"state", "off (link.port_mapping = false)"}};
-  // A peer reached through a relay learns of our mapped port at once.
+  pl->trust_.on_peers_changed([self] { self->relay_peers_changed(); });
   pl->service_->on_established([self](const PublicKeyBytes& peer, const std::string& path) {
-    if (link::path_rank(path) > 2) self->send_path_hint(peer);
+    // A peer reached through a relay learns of our mapped port at once.
+    self->mapped_paths_->on_established(peer, path);
     self->audit_relay_use(peer, path);
     if (self->punch_) self->punch_->on_established(peer, path);
     if (self->on_session_) self->on_session_(peer);
@@ -165,9 +149,9 @@ PeerLink::PeerLink(const Identity& identity, peers::TrustStore store, std::strin
 
 PeerLink::~PeerLink() { stop(); }
 
-std::string PeerLink::lan_state() const { return lan_state_; }
+std::string PeerLink::lan_state() const { return lan_paths_->state(); }
 
-nlohmann::json PeerLink::port_mapping_state() const { return port_mapping_state_; }
+nlohmann::json PeerLink::port_mapping_state() const { return mapped_paths_->state(); }
 
 nlohmann::json PeerLink::relay_server_state() const {
   if (!relay_server_) return {{"state", "off"}};
@@ -178,45 +162,6 @@ nlohmann::json PeerLink::relay_server_state() const {
           {"node_id", identity_.node_id().to_string()},
           {"nodes", g.nodes},
           {"pipes", g.pipes}};
-}
-
-// The router forwards our link port while yonderd runs (PortMapper renews
-// and removes it); the mapped address goes into share links and to peers
-// whose link runs through a relay, which then try it (path "mapped").
-void PeerLink::start_port_mapping() {
-  port_mapping_state_ = {{"state", "mapping"}};
-  std::weak_ptr<bool> alive = alive_;
-  boost::asio::io_context* io = io_;
-  port_mapper_ = std::make_unique<portmap::PortMapper>(
-      service_->port(), portmap::MapOptions{}, [this, alive, io](const portmap::PortMapperStatus& st) {
-        // The mapper's thread: hand the news to the event loop.
-        boost::asio::post(*io, [this, alive, st] {
-          if (alive.lock() && *alive.lock()) on_port_mapping(st);
-        });
-      });
-}
-
-void PeerLink::on_port_mapping(const portmap::PortMapperStatus& st) {
-  std::string before = port_mapping_state_.value("state", "") + port_mapping_state_.value("reason", "");
-  port_mapping_state_ = st.to_json();
-  if (st.state == portmap::MapState::kUnavailable && before != port_mapping_state_.value("state", "") + st.reason) {
-    spdlog::info("port mapping unavailable: {}", st.reason);
-  }
-  std::string was = mapped_;
-  mapped_.clear();
-  if (st.state == portmap::MapState::kMapped && st.mapping) {
-    mapped_ = st.mapping->external_ip + ":" + std::to_string(st.mapping->external_port);
-    port_mapping_state_["external"] = mapped_;
-    port_mapping_state_["protocol"] = st.mapping->protocol;
-  }
-  if (mapped_ == was) return;
-  if (!mapped_.empty()) {
-    spdlog::info("port mapping: the router forwards {} to this node's link port", mapped_);
-    // Peers on a relay path can move to it now.
-    for (const auto& s : service_->sessions()) {
-      if (s.established && !s.draining && link::path_rank(s.path) > 2) send_path_hint(s.peer);
-    }
-  }
 }
 
 void PeerLink::audit_relay_use(const PublicKeyBytes& peer, const std::string& path) {
@@ -230,11 +175,6 @@ void PeerLink::audit_relay_use(const PublicKeyBytes& peer, const std::string& pa
   trust_event(NodeId(peer).to_string(), "trust.relay_use", path, nlohmann::json::object());
 }
 
-void PeerLink::send_path_hint(const PublicKeyBytes& peer) {
-  if (mapped_.empty() || !relays_) return;
-  relays_->send_signal(peer, relay::encode_path_hint(relay::PathHint{mapped_}));
-}
-
 void PeerLink::on_signal(const PublicKeyBytes& from, Bytes data, const std::string& from_host) {
   const peers::PeerRecord* p = store_.find(from);
   if (p == nullptr) return;  // the relay checks mutual declaration; we check the pin
@@ -242,35 +182,12 @@ void PeerLink::on_signal(const PublicKeyBytes& from, Bytes data, const std::stri
     if (punch_) punch_->on_signal(from, data);
     return;
   }
-  auto hint = relay::decode_path_hint(data);
-  if (!hint) {
-    spdlog::info("relay signal from {}: {}", p->id().short_form(), hint.error().message());
-    return;
-  }
-  // Only the side that keeps the link up dials (see the LAN candidates).
-  if (!hint->mapped || !p->granted_to_us) return;
-  // The rate limit first: a flood costs no more than a map lookup.
-  if (!hint_limits_[p->key].allow(std::chrono::steady_clock::now())) {
-    spdlog::info("peer {}: path hint to {} ignored: too many hints in a short time", p->id().short_form(), *hint->mapped);
-    return;
-  }
-  relay::HintDialContext ctx;
-  for (const auto& a : p->addresses) {
-    if (a.rfind("relay:", 0) != 0) ctx.peer_hosts.push_back(a.substr(0, a.rfind(':')));
-  }
-  if (!from_host.empty()) ctx.observed_hosts.push_back(from_host);
-  ctx.own_hosts = local_ipv4_hosts();
-  if (auto allowed = relay::check_hint_target(*hint->mapped, ctx); !allowed) {
-    spdlog::warn("peer {}: {}", p->id().short_form(), allowed.error().message());
-    return;
-  }
-  service_->try_path(p->key, *hint->mapped, "mapped");
+  mapped_paths_->on_hint(*p, data, from_host);
 }
 
 void PeerLink::recheck() {
-  if (lan_) lan_->query_now();
-  // A held mapping is renewed on its own schedule; ask again only otherwise.
-  if (port_mapper_ && port_mapper_->status().state != portmap::MapState::kMapped) port_mapper_->refresh_now();
+  lan_paths_->query_now();
+  mapped_paths_->recheck();
 }
 
 Status PeerLink::start() {
@@ -342,81 +259,22 @@ Status PeerLink::start() {
       punch_.reset();
     }
   }
-  if (listen_.empty()) {
-    if (lan_wanted_) lan_state_ = "off (this node does not listen: link.listen is empty)";
-    return ok_status();
+  Listening listening = listening_of(listen_);
+  if (listening != Listening::kNo) {
+    YONDER_TRY(service_->listen(listen_));
+    spdlog::info("peer links on {} (port {})", listen_, service_->port());
   }
-  YONDER_TRY(service_->listen(listen_));
-  spdlog::info("peer links on {} (port {})", listen_, service_->port());
-  std::string host = listen_.substr(0, listen_.rfind(':'));
-  bool loopback = host.rfind("127.", 0) == 0 || host == "[::1]" || host == "localhost";
-  if (loopback) {
-    if (lan_wanted_) lan_state_ = "off (listening on loopback only)";
-    if (port_mapping_wanted_) port_mapping_state_ = {{"state", "off (listening on loopback only)"}};
-    return ok_status();
-  }
-  if (lan_wanted_) start_lan_discovery();
-  if (port_mapping_wanted_) start_port_mapping();
+  // Both announce or map the port the link listens on, so after listen().
+  lan_paths_->start(listening);
+  mapped_paths_->start(listening);
   return ok_status();
-}
-
-namespace {
-
-std::vector<discovery::PairedPeer> lan_peers(const Identity& self, const std::vector<peers::PeerRecord>& records) {
-  std::vector<discovery::PairedPeer> out;
-  for (const auto& p : records) {
-    if (p.denied()) continue;
-    auto key = discovery::derive_pair_key(self, p.key);
-    if (key) out.push_back(discovery::PairedPeer{p.id(), *key});
-  }
-  return out;
-}
-
-}  // namespace
-
-// Paired peers announce themselves on the local network; a peer whose link
-// runs through a relay (or that has no link yet) is dialled on the LAN
-// address, and the link moves there (LinkService::try_path).
-void PeerLink::start_lan_discovery() {
-  discovery::LanDiscoveryOptions opts;
-  opts.link_port = service_->port();
-  auto lan = discovery::LanDiscovery::start(
-      *io_, identity_.public_key(), lan_peers(identity_, store_.peers()), opts,
-      [this](const discovery::LanCandidate& c) {
-        const peers::PeerRecord* p = store_.find(c.peer.public_key());
-        if (p == nullptr || c.port == 0) return;
-        // One side dials, or both would, and each would keep its own new
-        // session and drain the other's: the consumer (who keeps the link
-        // up), and between two nodes that grant each other, the lower key.
-        bool we_consume = p->granted_to_us.has_value();
-        bool they_consume = p->grant.capabilities != 0;
-        if (!we_consume || (they_consume && identity_.public_key() > p->key)) return;
-        std::string address = c.address + ":" + std::to_string(c.port);
-        for (const auto& s : service_->sessions()) {
-          // A direct path is as good as the LAN one: stay.
-          if (s.peer == p->key && s.established && !s.draining && link::path_rank(s.path) <= 1) return;
-        }
-        service_->try_path(p->key, address, "lan");
-      });
-  if (!lan) {
-    lan_state_ = "unavailable: " + lan.error().message();
-    spdlog::info("LAN discovery is off: {}", lan.error().message());
-    return;
-  }
-  lan_ = std::move(*lan);
-  std::string names;
-  for (const auto& i : lan_->interfaces()) names += (names.empty() ? "" : ", ") + i;
-  lan_state_ = "on (" + names + ")";
 }
 
 void PeerLink::stop() {
   *alive_ = false;
   if (relay_server_) relay_server_->stop();
-  lan_.reset();
-  if (port_mapper_) {
-    port_mapper_->stop();  // removes the mapping from the router
-    port_mapper_.reset();
-  }
+  if (lan_paths_) lan_paths_->stop();
+  if (mapped_paths_) mapped_paths_->stop();  // removes the mapping from the router
   if (punch_) punch_->stop();
   if (relays_) relays_->stop();
   if (service_) service_->stop();
@@ -426,7 +284,7 @@ nlohmann::json PeerLink::relay_status() const { return relays_ ? relays_->status
 
 void PeerLink::relay_peers_changed() {
   if (relays_) relays_->refresh();
-  if (lan_) lan_->set_peers(lan_peers(identity_, store_.peers()));
+  if (lan_paths_) lan_paths_->peers_changed();
 }
 
 std::vector<relay::Rendezvous> PeerLink::rendezvous_tokens() {
@@ -445,14 +303,6 @@ size_t PeerLink::peer_count() const {
   size_t n = 0;
   for (const auto& p : store_.peers()) n += !p.denied();
   return n;
-}
-
-std::vector<std::string> PeerLink::local_ipv4_hosts() {
-  std::vector<std::string> out;
-  if (auto ifs = os::ipv4_interfaces()) {
-    for (const auto& i : *ifs) out.push_back(i.address_text());
-  }
-  return out;
 }
 
 std::vector<std::string> PeerLink::advertised_addresses() const {
@@ -480,54 +330,6 @@ Result<const peers::PeerRecord*> PeerLink::find_peer(const std::string& text) co
   }
   return p;
 }
-
-link::KeyVerdict PeerLink::classify(const PublicKeyBytes& key) {
-  if (store_.find(key) != nullptr) return link::KeyVerdict::kPinned;
-  if (store_.any_redeemable(unix_seconds(clock_.now()))) return link::KeyVerdict::kPairingOnly;
-  return link::KeyVerdict::kReject;
-}
-
-Result<nlohmann::json> PeerLink::redeem(const LinkIdBytes& id, const LinkSecret& secret, const PublicKeyBytes& key,
-                                        const std::string& peer_name, const std::string& sas) {
-  peers::PeerRecord p;
-  p.key = key;
-  p.name = peer_name;
-  auto pinned = store_.redeem(id, secret, p, unix_seconds(clock_.now()));
-  if (!pinned) return std::move(pinned).error();
-  relay_peers_changed();  // a new peer to declare, maybe a used-up link's token to drop
-  trust_event(NodeId(key).to_string(), "trust.pair", hex_encode(id),
-              {{"name", peer_name.substr(0, 64)}, {"check_digits", sas}, {"scope", pinned->grant.summary()}});
-  nlohmann::json answer = {{"scope", scope_to_json(pinned->grant)}};
-  if (!provider_notice_.empty()) answer["notice"] = provider_notice_;
-  if (on_redeemed_) {
-    nlohmann::json extra = on_redeemed_(id, key, peer_name);
-    if (extra.is_object()) {
-      for (auto it = extra.begin(); it != extra.end(); ++it) answer.emplace(it.key(), it.value());
-    }
-  }
-  return answer;
-}
-
-Status PeerLink::authorize(const PublicKeyBytes& key, const std::string& method) {
-  auto refuse = [&](Error e) -> Status {
-    if (on_refused_) on_refused_(key, method, e);
-    return e;
-  };
-  const peers::PeerRecord* p = store_.find(key);
-  if (p == nullptr) {
-    return refuse(make_error(ErrorCode::kPermissionDenied, "this provider no longer accepts requests from this node"));
-  }
-  auto cap = capability_for(method);
-  if (cap && !p->grant.allows(*cap)) {
-    return refuse(make_error(ErrorCode::kPermissionDenied,
-                             std::string("not permitted: your scope on this provider does not include \"") +
-                                 capability_name(*cap) + "\" (it allows " + p->grant.capabilities_text() +
-                                 "); ask the provider to run `yonder allow` for you"));
-  }
-  return ok_status();
-}
-
-void PeerLink::seen(const PublicKeyBytes& key) { (void)store_.touch(key, unix_seconds(clock_.now())); }
 
 Result<PeerLink::Target> PeerLink::target(const std::string& id_or_name) const {
   auto p = find_peer(id_or_name);

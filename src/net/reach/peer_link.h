@@ -1,6 +1,8 @@
 // The node's side of the peer link: owns the trust store and the LinkService,
-// answers the link's policy questions (who is pinned, may this peer call
-// that), and serves the local API routes for sharing, pairing and peers:
+// answers the link's policy questions through LinkTrust (who is pinned, may
+// this peer call that), composes the paths beside a direct dial (relay_paths.h,
+// punch_paths.h, lan_paths.h, mapped_paths.h) and the relay it serves for
+// its peers, and serves the local API routes for sharing, pairing and peers:
 //   POST /v1/share, GET /v1/links, POST /v1/links/revoke, POST /v1/pair,
 //   GET /v1/peers, POST /v1/peers/deny, POST /v1/peers/scope,
 //   POST /v1/peers/ping, POST /v1/peers/speedtest, POST /v1/peers/call
@@ -19,25 +21,20 @@
 #include "config/config.h"
 #include "crypto/identity.h"
 #include "net/link/link_service.h"
+#include "net/reach/lan_paths.h"
+#include "net/reach/link_trust.h"
+#include "net/reach/mapped_paths.h"
 #include "net/reach/peers.h"
 #include "net/reach/punch_paths.h"
 #include "net/reach/relay_paths.h"
 #include "peers/trust_store.h"
-#include "relay/path_hint.h"
 
 namespace boost::asio {
 class io_context;
 }
 
-namespace yonder::discovery {
-class LanDiscovery;
-}
 namespace yonder::relay {
 class RelayServer;
-}
-namespace yonder::portmap {
-class PortMapper;
-struct PortMapperStatus;
 }
 
 namespace yonder::reach {
@@ -73,26 +70,29 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   // mapping) to GET /v1/netcheck.
   void on_netcheck(std::function<void(nlohmann::json&)> extra) { netcheck_extra_ = std::move(extra); }
 
-  // link::TrustPolicy
-  link::KeyVerdict classify(const PublicKeyBytes& key) override;
+  // link::TrustPolicy: LinkTrust's (link_trust.h).
+  link::KeyVerdict classify(const PublicKeyBytes& key) override { return trust_.classify(key); }
   Result<nlohmann::json> redeem(const LinkIdBytes& id, const LinkSecret& secret, const PublicKeyBytes& key,
-                                const std::string& peer_name, const std::string& short_auth_string) override;
-  Status authorize(const PublicKeyBytes& key, const std::string& method) override;
-  void seen(const PublicKeyBytes& key) override;
+                                const std::string& peer_name, const std::string& short_auth_string) override {
+    return trust_.redeem(id, secret, key, peer_name, short_auth_string);
+  }
+  Status authorize(const PublicKeyBytes& key, const std::string& method) override {
+    return trust_.authorize(key, method);
+  }
+  void seen(const PublicKeyBytes& key) override { trust_.seen(key); }
   // Peers: the refusals of authorize() and the pairing hooks (peers.h).
-  void on_refused(RefusalHook hook) override { on_refused_ = std::move(hook); }
+  void on_refused(RefusalHook hook) override { trust_.on_refused(std::move(hook)); }
   Result<nlohmann::json> share(const nlohmann::json& body) override;
-  void on_redeemed(RedeemedHook hook) override { on_redeemed_ = std::move(hook); }
+  void on_redeemed(RedeemedHook hook) override { trust_.on_redeemed(std::move(hook)); }
   // Changes of trust made here (a link created or revoked, a pairing with
   // its check digits, deny, allow, a scope change), for the audit log:
   // (actor: "local" or the peer's id, action "trust.*", subject, detail).
   // Event loop; the hook must not block.
-  using TrustEventHook = std::function<void(const std::string& actor, const std::string& action,
-                                            const std::string& subject, nlohmann::json detail)>;
-  void on_trust_event(TrustEventHook hook) { on_trust_event_ = std::move(hook); }
+  using TrustEventHook = LinkTrust::TrustEventHook;
+  void on_trust_event(TrustEventHook hook) { trust_.on_trust_event(std::move(hook)); }
   // What a consumer that pairs here is told about how jobs run, with its
   // scope (a Slurm provider: no container). Empty: nothing to say.
-  void set_provider_notice(std::string notice) { provider_notice_ = std::move(notice); }
+  void set_provider_notice(std::string notice) { trust_.set_provider_notice(std::move(notice)); }
   // How many GPUs jobs here can use: `share` and `scope` refuse a grant of
   // more per job. Unset: not checked. Event loop; must not block.
   void set_gpu_count(std::function<int()> count) { gpu_count_ = std::move(count); }
@@ -104,17 +104,10 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   PeerLink(const Identity& identity, peers::TrustStore store, std::string name, std::string listen,
            std::string advertise);
   std::vector<std::string> advertised_addresses() const;
-  // This host's IPv4 interface addresses (getifaddrs), loopback included.
-  static std::vector<std::string> local_ipv4_hosts();
   nlohmann::json netcheck_json() const;
   Result<const peers::PeerRecord*> find_peer(const std::string& text) const;
 
   void relay_peers_changed();
-  void start_lan_discovery();
-  void start_port_mapping();
-  void on_port_mapping(const portmap::PortMapperStatus& status);
-  // Tells `peer` (through a relay) about a better path to us, if we have one.
-  void send_path_hint(const PublicKeyBytes& peer);
   // Records `trust.relay_use` when a peer's link comes up over a relay it
   // did not use last time (the operator sees which relays carried whom).
   void audit_relay_use(const PublicKeyBytes& peer, const std::string& path);
@@ -130,16 +123,8 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   std::optional<PunchPaths::Hooks> punch_hooks_;  // until start() makes punch_
   std::vector<RelaySpec> configured_relays_;
   boost::asio::io_context* io_ = nullptr;
-  bool lan_wanted_ = false;
-  std::unique_ptr<discovery::LanDiscovery> lan_;
-  std::string lan_state_ = "off (link.lan_discovery = false)";
   std::string relay_listen_;
   std::unique_ptr<relay::RelayServer> relay_server_;
-  bool port_mapping_wanted_ = false;
-  std::unique_ptr<portmap::PortMapper> port_mapper_;
-  nlohmann::json port_mapping_state_;
-  std::string mapped_;  // "ip:port" the router forwards to our link port, while mapped
-  std::map<PublicKeyBytes, relay::HintRateLimit> hint_limits_;  // per paired peer; event loop only
   // The relay path each peer's link last ran over, so the audit log records
   // a change of relay, not every redial (event loop only).
   std::map<PublicKeyBytes, std::string> relay_in_use_;
@@ -148,20 +133,21 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   std::string listen_;
   std::string advertise_;
   SystemClock clock_;
+  LinkTrust trust_{store_, clock_};
   std::unique_ptr<link::LinkService> service_;
-  RefusalHook on_refused_;
-  RedeemedHook on_redeemed_;
-  TrustEventHook on_trust_event_;
-  std::string provider_notice_;
   std::function<int()> gpu_count_;
   Status gpus_fit(const nlohmann::json& body, const Scope& scope) const;
   void trust_event(const std::string& actor, const std::string& action, const std::string& subject,
                    nlohmann::json detail) {
-    if (on_trust_event_) on_trust_event_(actor, action, subject, std::move(detail));
+    trust_.trust_event(actor, action, subject, std::move(detail));
   }
   PairedHook on_paired_;
   std::function<void(const PublicKeyBytes&)> on_session_;
   std::function<void(nlohmann::json&)> netcheck_extra_;
+  // The LAN and mapped paths hold references to the store, the link service
+  // and the relays, so they come after them (and go first).
+  std::unique_ptr<LanPaths> lan_paths_;
+  std::unique_ptr<MappedPaths> mapped_paths_;
 };
 
 }  // namespace yonder::reach

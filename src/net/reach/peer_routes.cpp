@@ -92,11 +92,11 @@ Result<nlohmann::json> PeerLink::share(const nlohmann::json& body) {
   link.uses = static_cast<uint16_t>(uses);
   link.scope = scope;
   if (!listen_.empty()) link.addresses = advertised_addresses();
-  if (!mapped_.empty() && link.addresses.size() < 8) {
+  if (const std::string& mapped = mapped_paths_->mapped(); !mapped.empty() && link.addresses.size() < 8) {
     // After the LAN addresses (a peer at home dials those first), before loopback.
     auto at = link.addresses.end();
     if (!link.addresses.empty() && link.addresses.back().rfind("127.", 0) == 0) --at;
-    link.addresses.insert(at, mapped_);
+    link.addresses.insert(at, mapped);
   }
   // Only relays whose key we know go in: the holder pins each relay to the
   // key the link names, so a relay with no key would be one it cannot check.
