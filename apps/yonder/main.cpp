@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
   auto* share = app.add_subcommand("share", "Print a signed share link (and QR code) that lets someone pair with this node");
   share->add_option("--expires", share_args.expires, "How long the link works (default 1h; e.g. 30m, 2h, 1d)");
   share->add_option("--uses", share_args.uses, "How many pairings it allows (default 1)");
+  share->add_flag("--wait", share_args.wait,
+                  "Wait until the link is used, then print who paired and the pairing's check digits (to compare "
+                  "with the ones `yonder pair` printed on their side)");
   share->add_option("--scope", share_args.scope, "What the holder may do: run,exec,forward,files (default run)");
   share->add_option("--gpus", share_args.gpus, "GPUs per job (default 1)");
   share->add_option("--vram", share_args.vram, "VRAM limit per job, e.g. 20G");
@@ -95,7 +98,10 @@ int main(int argc, char** argv) {
   auto* pair = app.add_subcommand("pair", "Pair with a provider using its share link");
   pair->add_option("link", link_text, "The yonder://... link")->required();
   pair->add_flag("--json", json, "Machine-readable output");
-  auto* peers = app.add_subcommand("peers", "Paired peers: name, id, scope, last seen, path");
+  auto* peers = app.add_subcommand("peers", "Paired peers: name, id, scope, last seen, path; with PEER, that one in "
+                                            "full (check digits of the pairing, addresses, what each side may do)");
+  std::string peers_which;
+  peers->add_option("peer", peers_which, "A peer's name or the start of its node id");
   peers->add_flag("--json", json, "Machine-readable output");
   auto* netcheck = app.add_subcommand("netcheck", "This node's reachability: addresses, relays, public address, NAT");
   netcheck->add_flag("--json", json, "Machine-readable output");
@@ -176,6 +182,12 @@ int main(int argc, char** argv) {
   run->add_option("--cpus", run_args.cpus, "CPUs, e.g. 2 or 0.5");
   run->add_option("--memory", run_args.memory, "Memory, e.g. 16G");
   run->add_option("--disk", run_args.disk, "Workspace size, e.g. 50G");
+  run->add_option("--shm-size", run_args.shm,
+                  "Size of the job's /dev/shm, e.g. 2G (default: the provider's, half the job's memory unless it "
+                  "set jobs.shm_mib; at most half the job's memory)");
+  run->add_option("--name", run_args.name,
+                  "Name the job, to use wherever its id goes (logs, stop, wait, cp...); unique among this node's "
+                  "jobs that have not ended");
   run->add_option("--time", run_args.time, "Wall-time limit, e.g. 2h");
   run->add_option("-e,--env", run_args.env, "KEY=VALUE (repeatable; wins over --env-file)")->allow_extra_args(false);
   run->add_option("--env-file", run_args.env_files, "KEY=VALUE lines, as docker's --env-file (repeatable)")
@@ -214,16 +226,19 @@ int main(int argc, char** argv) {
   ps->add_flag("-q,--quiet", ps_args.quiet, "Only the job ids, one a line");
   ps->add_option("--format", ps_args.format, "table (default) or json (one job a line)");
   ps->add_option("--filter", ps_args.filters,
-                 "KEY=VALUE: state (queued, starting, running, exited, stopped, failed), provider or image "
+                 "KEY=VALUE: state (pending, starting, running, exited, stopped, failed), provider or image "
                  "(repeatable; one key's values are alternatives)")
       ->allow_extra_args(false);
+  ps->add_option("--since", ps_args.since,
+                 "Jobs submitted since then, ended ones too, with a line of their run and GPU time: a duration "
+                 "back (24h, 7d), an RFC 3339 time or Unix seconds");
   ps->add_flag("--json", json, "Machine-readable output");
   auto* transfers = app.add_subcommand("transfers", "Uploads this node's daemon is sending now, with their progress");
   transfers->add_flag("--json", json, "Machine-readable output");
   std::string job_id;
   LogsArgs logs_args;
   auto* logs = app.add_subcommand("logs", "A job's output (from its provider's persisted log)");
-  logs->add_option("job", job_id, "Job id (or a unique prefix)")->required();
+  logs->add_option("job", job_id, "Job id, name (run --name) or a unique id prefix")->required();
   logs->add_flag("-f,--follow", logs_args.follow, "Keep printing until the job ends, then exit with its exit code");
   logs->add_flag("--raw", logs_args.raw, "Pass the job's terminal control sequences through as they came");
   logs->add_option("--since", logs_args.since,
@@ -233,11 +248,19 @@ int main(int argc, char** argv) {
   std::vector<std::string> wait_jobs;
   auto* wait_cmd =
       app.add_subcommand("wait", "Block until jobs end; print each one's exit code and exit with the last one's");
-  wait_cmd->add_option("jobs", wait_jobs, "Job ids (or unique prefixes)")->required();
+  wait_cmd->add_option("jobs", wait_jobs, "Job ids, names or unique id prefixes")->required();
   auto* inspect = app.add_subcommand("inspect", "Everything known about a job, as JSON");
-  inspect->add_option("job", job_id, "Job id (or a unique prefix)")->required();
+  inspect->add_option("job", job_id, "Job id, name (run --name) or a unique id prefix")->required();
+  std::vector<std::string> stats_jobs;
+  bool stats_no_stream = false;
+  std::string stats_format;
+  auto* stats = app.add_subcommand(
+      "stats", "Running jobs' CPU, memory, processes, GPU utilisation and VRAM, live (docker stats)");
+  stats->add_option("jobs", stats_jobs, "Job ids, names or unique id prefixes")->required();
+  stats->add_flag("--no-stream", stats_no_stream, "Print one table (from two samples a second apart) and exit");
+  stats->add_option("--format", stats_format, "table (default) or json (one object a job a sample, a line each)");
   auto* stop = app.add_subcommand("stop", "Stop a job (SIGTERM, then SIGKILL after the provider's grace)");
-  stop->add_option("job", job_id, "Job id (or a unique prefix)")->required();
+  stop->add_option("job", job_id, "Job id, name (run --name) or a unique id prefix")->required();
   std::vector<std::string> hold_jobs;
   auto* hold = app.add_subcommand("hold", "Keep queued jobs from starting (they keep their place; scontrol hold)");
   hold->add_option("job", hold_jobs, "Job ids (or unique prefixes) still waiting in their provider's queue")->required();
@@ -250,7 +273,7 @@ int main(int argc, char** argv) {
   auto* exec = app.add_subcommand("exec", "Run a command inside a running job: yonder exec -it JOB [CMD ...]");
   exec->add_flag("-i,--interactive", exec_args.interactive, "Send our stdin to the command");
   exec->add_flag("-t,--tty", exec_args.tty, "Give the command a terminal (a PTY; resizes follow ours)");
-  exec->add_option("job", exec_args.job, "Job id (or a unique prefix)")->required();
+  exec->add_option("job", exec_args.job, "Job id, name (run --name) or a unique id prefix")->required();
   exec->add_option("command", exec_args.command, "The command and its arguments (default sh)");
   std::string forward_ports, forward_stop;
   bool forward_list = false;
@@ -264,11 +287,15 @@ int main(int argc, char** argv) {
   forward->add_flag("--json", json, "Machine-readable output");
   std::string cp_from, cp_to;
   bool cp_dry_run = false;
-  auto* cp = app.add_subcommand("cp", "Copy files out of a job (yonder cp JOB:PATH [LOCAL]) or into a running one "
-                                      "(yonder cp LOCAL JOB:PATH)");
-  cp->add_option("from", cp_from, "JOB:PATH (relative to the workspace; a file or folder), or a local file or folder")
+  auto* cp = app.add_subcommand("cp", "Copy files out of a job (yonder cp JOB:PATH [DIR|FILE|-]) or into a running one "
+                                      "(yonder cp LOCAL JOB:DIR, or cp - JOB:FILE from standard input)");
+  cp->add_option("from", cp_from,
+                 "JOB:PATH (relative to the workspace, or under /workspace; a file or folder), a local file or "
+                 "folder, or - (standard input, one file)")
       ->required();
-  cp->add_option("to", cp_to, "Local folder (default: the working directory), or JOB:PATH (a workspace folder)");
+  cp->add_option("to", cp_to,
+                 "A local folder (default: the working directory), a file name (PATH is one file), - (standard "
+                 "output), or JOB:PATH (a workspace folder; with - as the source, the file to write)");
   cp->add_flag("--json", json, "Machine-readable output");
   cp->add_flag("--dry-run", cp_dry_run,
                "Out of a job: list what would come home (new or replacing a file here) and what would be left out; "
@@ -414,7 +441,7 @@ int main(int argc, char** argv) {
   if (*links_revoke) return cmd_links_revoke(*ctx, link_id);
   if (*links) return cmd_links(*ctx);
   if (*pair) return cmd_pair(*ctx, link_text);
-  if (*peers) return cmd_peers(*ctx);
+  if (*peers) return cmd_peers(*ctx, peers_which);
   if (*netcheck) return cmd_netcheck(*ctx);
   if (*deny) return cmd_deny(*ctx, peer, deny_stop_jobs);
   if (*allow) return cmd_allow(*ctx, peer, allow_caps, scope_args);
@@ -428,6 +455,7 @@ int main(int argc, char** argv) {
   if (*logs) return cmd_logs(*ctx, job_id, logs_args);
   if (*wait_cmd) return cmd_wait(*ctx, wait_jobs);
   if (*inspect) return cmd_inspect(*ctx, job_id);
+  if (*stats) return cmd_stats(*ctx, stats_jobs, stats_no_stream, stats_format);
   if (*stop) return cmd_stop(*ctx, job_id);
   if (*hold) return cmd_hold(*ctx, hold_jobs, true);
   if (*release) return cmd_hold(*ctx, hold_jobs, false);

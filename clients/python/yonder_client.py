@@ -1,30 +1,57 @@
 """A small client for yonderd's local API, standard library only.
 
-It talks to the TCP API (api.listen, default 127.0.0.1:7860; https:// when
-yonderd serves TLS, docs/api.md) with
-the node's API token, the one line of $YONDER_HOME/api-token, exactly as the
-`yonder` CLI does over the unix socket. Routes: docs/openapi.yaml.
+By default it talks to the daemon over its unix socket
+($YONDER_HOME/yonderd.sock, or api.socket / $YONDER_API_SOCKET), exactly as
+the `yonder` CLI does, with the node's API token (the one line of
+$YONDER_HOME/api-token). Given a URL (url=, or $YONDER_API_URL) it uses the
+TCP API instead (api.listen; https:// when yonderd serves TLS, docs/api.md),
+and with no socket it reads the URL yonderd wrote to $YONDER_HOME/api-url.
+Routes: docs/openapi.yaml.
 
     from yonder_client import YonderClient
-    y = YonderClient()                       # finds the URL and the token
+    y = YonderClient()                       # finds the socket (or URL) and the token
     print(y.status()["node_id"])
     job = y.run("studio", "pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime",
                 ["python", "-c", "import torch; print(torch.cuda.is_available())"])
     print(job["exit_code"])
 
-Python 3.8 or newer.
+Return types: calls that create something return what identifies it
+(submit: the job id; share: the link's dict with "link" and "id"); calls that
+read return the daemon's JSON (a dict, or a list for listings: peers, ps,
+forwards, arrays); exec returns (exit_code, stdout_bytes, stderr_bytes).
+Failures raise YonderError. Python 3.8 or newer.
 """
 
 import base64
 import http.client
 import json
 import os
+import socket
 import ssl
+import struct
 import sys
 import time
 import urllib.parse
 
 __all__ = ["YonderClient", "YonderError", "default_home"]
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over the daemon's unix socket."""
+
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        try:
+            s.connect(self._path)
+        except OSError:
+            s.close()
+            raise
+        self.sock = s
 
 
 
@@ -56,36 +83,50 @@ class YonderError(Exception):
 
 
 class YonderClient:
-    def __init__(self, url=None, token=None, home=None, timeout=60.0, cafile=None):
-        """url: the API's base URL (default: $YONDER_API_URL, then the URL
-        yonderd wrote to $YONDER_HOME/api-url; never a guessed port).
+    def __init__(self, url=None, token=None, home=None, timeout=60.0, cafile=None, socket_path=None):
+        """url: the TCP API's base URL (default: $YONDER_API_URL; without
+        one, the daemon's unix socket, then the URL yonderd wrote to
+        $YONDER_HOME/api-url; never a guessed port).
+        socket_path: the daemon's unix socket (default: $YONDER_API_SOCKET,
+        then $YONDER_HOME/yonderd.sock).
         token: the API token (default: $YONDER_HOME/api-token).
         cafile: for an https:// URL whose certificate is not publicly
         trusted, the PEM file to trust (default: $YONDER_API_CAFILE)."""
         self.home = home or default_home()
-        self.url = url or os.environ.get("YONDER_API_URL") or _read_line(os.path.join(self.home, "api-url"))
+        self.timeout = timeout
+        self.socket_path = None
+        self.url = url or os.environ.get("YONDER_API_URL")
+        if not self.url:
+            sock = socket_path or os.environ.get("YONDER_API_SOCKET") or os.path.join(self.home, "yonderd.sock")
+            if os.path.exists(sock):
+                self.socket_path = sock
+                self.url = "unix:" + sock
+            else:
+                self.url = _read_line(os.path.join(self.home, "api-url"))
         if not self.url:
             # Never a guess at 127.0.0.1:7860: with this node's API elsewhere
             # (or off), that port may be another node's, and the request
             # would carry this node's token to it.
             raise YonderError(0, "unavailable",
-                              "no API URL at %s: yonderd writes it when it listens on TCP; start yonderd (with "
-                              "api.listen not off), or pass url= / set YONDER_API_URL"
-                              % os.path.join(self.home, "api-url"))
+                              "yonderd does not seem to run for %s: no socket at %s and no API URL at %s; start "
+                              "yonderd, or pass url= / socket_path= (or set YONDER_API_URL)"
+                              % (self.home, os.path.join(self.home, "yonderd.sock"),
+                                 os.path.join(self.home, "api-url")))
         self.token = token or _read_line(os.path.join(self.home, "api-token"))
         if not self.token:
             raise YonderError(0, "unauthenticated",
                               "no API token at %s; run `yonder init` (or start yonderd once)"
                               % os.path.join(self.home, "api-token"))
+        self._tls = None
+        if self.socket_path:
+            return
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("the API URL must be http://HOST:PORT or https://HOST:PORT, not %r" % self.url)
         self._host = parts.hostname
-        self._tls = None
         if parts.scheme == "https":
             self._tls = ssl.create_default_context(cafile=cafile or os.environ.get("YONDER_API_CAFILE") or None)
         self._port = parts.port or (443 if self._tls else 80)
-        self.timeout = timeout
 
     # --- transport
     def request(self, method, path, body=None, query=None, timeout=None, raw=False):
@@ -97,7 +138,9 @@ class YonderClient:
         if body is not None or method == "POST":
             data = json.dumps({} if body is None else body).encode()
             headers["Content-Type"] = "application/json"
-        if self._tls:
+        if self.socket_path:
+            conn = _UnixConnection(self.socket_path, timeout or self.timeout)
+        elif self._tls:
             conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout or self.timeout,
                                                context=self._tls)
         else:
@@ -108,7 +151,8 @@ class YonderClient:
             text = res.read().decode("utf-8", "replace")
         except OSError as e:
             raise YonderError(0, "unavailable",
-                              "cannot reach yonderd at %s (%s); is it running, and is api.listen on?" % (self.url, e))
+                              "cannot reach yonderd at %s (%s); is it running%s?"
+                              % (self.url, e, "" if self.socket_path else ", and is api.listen on"))
         finally:
             conn.close()
         if res.status != 200:
@@ -201,6 +245,111 @@ class YonderClient:
             body["paths"] = list(paths)
         return self.request("POST", "/v1/jobs/fetch", body, timeout=max(self.timeout, 1800))
 
+    def copy_out(self, job_id, path, into):
+        """`yonder cp JOB:PATH INTO`: a file or folder of the job's workspace
+        (relative to it) into the local folder `into`, keeping its path;
+        returns the list of files written."""
+        return self.outputs(job_id, into, [path])["files"]
+
+    def copy_in(self, job_id, local_path, dir="."):
+        """`yonder cp LOCAL JOB:DIR`: a local file or folder into the running
+        job's workspace folder `dir`, under its own name (needs `files`);
+        returns the workspace paths written."""
+        body = {"job_id": job_id, "src": os.path.realpath(local_path), "dir": dir}
+        return self.request("POST", "/v1/jobs/put", body, timeout=max(self.timeout, 1800))["paths"]
+
+    def stats(self, job_id):
+        """A running job's use now: CPU time, memory, processes, each GPU's
+        utilisation and VRAM (`yonder stats`)."""
+        return self.request("GET", "/v1/jobs/stats", query={"id": job_id})
+
+    def exec(self, job_id, command, stdin=b""):
+        """Runs `command` (a list) in the running job, without a terminal;
+        `stdin` (bytes) is its input. Returns (exit_code, stdout, stderr)
+        once it ended (needs `exec`)."""
+        session = self.request("POST", "/v1/jobs/exec", {"job_id": job_id, "command": list(command), "tty": False})
+        out, err, code = bytearray(), bytearray(), None
+        with socket.create_connection(("127.0.0.1", session["port"]), timeout=max(self.timeout, 600)) as s:
+            frames = session["token"].encode()
+            if stdin:
+                for at in range(0, len(stdin), 1 << 16):
+                    chunk = stdin[at:at + (1 << 16)]
+                    frames += struct.pack(">BI", 0, len(chunk)) + chunk
+            frames += struct.pack(">BI", 4, 0)  # end of stdin
+            s.sendall(frames)
+            buf = b""
+            while True:
+                data = s.recv(1 << 16)
+                if not data:
+                    break
+                buf += data
+                while len(buf) >= 5:
+                    kind, size = struct.unpack(">BI", buf[:5])
+                    if size > (1 << 20):
+                        raise YonderError(0, "data_loss", "an exec frame of %d bytes: the stream is broken" % size)
+                    if len(buf) < 5 + size:
+                        break
+                    payload, buf = buf[5:5 + size], buf[5 + size:]
+                    if kind == 0:
+                        out += payload
+                    elif kind == 1:
+                        err += payload
+                    elif kind == 3 and size == 4:
+                        code = struct.unpack(">i", payload)[0]
+        if code is None:
+            raise YonderError(0, "unavailable", "the exec session ended without an exit code: %s"
+                              % bytes(err).decode("utf-8", "replace").strip())
+        return code, bytes(out), bytes(err)
+
+    def forward(self, target, remote_port, local_port=0):
+        """`yonder forward`: listens on 127.0.0.1:local_port (0 picks one)
+        and carries each connection to remote_port in the job `target` (or
+        on the provider `target`'s host, if it opened that port). Returns
+        the forward's dict: "forward_id", "local_port", ...; stop_forward(forward_id) ends it."""
+        return self.request("POST", "/v1/forwards",
+                            {"target": target, "remote_port": remote_port, "local_port": local_port})
+
+    def forwards(self):
+        return self.request("GET", "/v1/forwards")["forwards"]
+
+    def stop_forward(self, forward_id):
+        return self.request("POST", "/v1/forwards/stop", {"forward_id": forward_id})
+
+    # --- pairing
+    def share(self, scope="run", uses=1, expires_s=3600, **limits):
+        """`yonder share`: a signed link to pair with this node. scope: the
+        capabilities ("run,exec,forward,files"); limits: gpus, max_jobs,
+        vram_bytes, max_time_s, memory_bytes, disk_bytes, cpus_milli,
+        egress, label. Returns {"link", "id", "summary", ...}."""
+        body = dict(limits, capabilities=scope, uses=uses, expires_s=expires_s)
+        return self.request("POST", "/v1/share", body)
+
+    def pair(self, link):
+        """`yonder pair`: pins the provider the link names; returns {"peer",
+        "name", "summary", "short_auth_string" (the check digits), ...}."""
+        return self.request("POST", "/v1/pair", {"link": link})
+
+    # --- the mesh
+    def mesh(self):
+        """Every paired provider that shares its capacity (`yonder mesh`)."""
+        return self.request("GET", "/v1/mesh")
+
+    def array(self, image, command, out, array=None, params=None, limit=None, retries=None, **job):
+        """`yonder run --mesh --array`: a task per index of `array`
+        ("0-N[%LIMIT]") or per line of `params`, spread over the mesh, each
+        task's outputs in out/<index>/; returns the array's id."""
+        body = {"job": dict(job, image=image, command=list(command)), "out": os.path.abspath(out)}
+        for key, value in (("array", array), ("params", params), ("limit", limit), ("retries", retries)):
+            if value is not None:
+                body[key] = value
+        return self.request("POST", "/v1/mesh/arrays", body)["array_id"]
+
+    def arrays(self, all=False):
+        return self.request("GET", "/v1/mesh/arrays", query={"all": "1"} if all else None)["arrays"]
+
+    def array_status(self, array_id):
+        return self.request("GET", "/v1/mesh/arrays/inspect", query={"id": array_id})
+
 
 def _main(argv):
     """python3 yonder_client.py status|peers|ps|stop JOB|logs JOB|metrics"""
@@ -223,9 +372,14 @@ def _main(argv):
     return 0
 
 
-if __name__ == "__main__":
+def _cli():
+    """The `yonder-client` command that `pip install` puts on PATH."""
     try:
         sys.exit(_main(sys.argv))
     except YonderError as e:
         sys.stderr.write("yonder_client: %s\n" % e)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    _cli()

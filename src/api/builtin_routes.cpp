@@ -46,7 +46,15 @@ void add_builtin_routes(Router& router, ApiAuth& auth) {
   router.add("GET", "/", [](const Request&, Reply reply) { reply(dashboard_page()); });
   // One route per file: the router matches exact paths (api/server.h).
   router.add("GET", "/assets/app.js", [](const Request&, Reply reply) { reply(asset_response("app.js")); });
+  router.add("GET", "/assets/charts.js", [](const Request&, Reply reply) { reply(asset_response("charts.js")); });
   router.add("GET", "/assets/style.css", [](const Request&, Reply reply) { reply(asset_response("style.css")); });
+  // The charting library, from npm (web/dashboard/package.json).
+  router.add("GET", "/assets/uplot.js", [](const Request&, Reply reply) {
+    reply(asset_response("node_modules/uplot/dist/uPlot.iife.min.js"));
+  });
+  router.add("GET", "/assets/uplot.css", [](const Request&, Reply reply) {
+    reply(asset_response("node_modules/uplot/dist/uPlot.min.css"));
+  });
 
   router.add("POST", "/v1/dashboard/login", [&auth](const Request& req, Reply reply) {
     if (req.auth != AuthKind::kToken) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "cli/config_drift.h"
 #include "cli/daemon_api.h"
 #include "cli/exit_codes.h"
 #include "cli/peer_offer.h"
@@ -170,14 +171,48 @@ int cmd_shutdown(const Context& ctx) {
   return kExitOk;
 }
 
+namespace {
+
+// What the running daemon uses (null when none answers), and the file alone.
+struct ConfigViews {
+  nlohmann::json running;
+  config::Config file;
+};
+Result<ConfigViews> config_views(const Context& ctx) {
+  ConfigViews v;
+  auto file = config::Config::load(ctx.paths.config_file);
+  if (!file) return std::move(file).error();
+  v.file = std::move(*file);
+  auto reply = call_daemon(ctx, "GET", "/v1/config");
+  if (reply && reply->status == 200) v.running = nlohmann::json::parse(reply->body, nullptr, false);
+  return v;
+}
+
+const char* kRestartHint = "restart yonderd to apply it (yonder shutdown, then yonderd)";
+
+}  // namespace
+
 int cmd_config_get(const Context& ctx, const std::string& key) {
   if (config::find_setting(key) == nullptr) {
     return print_error(config::unknown_setting(key), kExitUsage);
   }
+  auto views = config_views(ctx);
+  if (!views) return print_error(views.error(), kExitError);
+  SettingLine line;
+  for (auto& l : setting_lines(ctx.cfg, views->file, views->running)) {
+    if (l.key == key) line = l;
+  }
   if (ctx.json) {
-    print_json({{"key", key}, {"value", ctx.cfg.get(key)}, {"source", config::source_name(ctx.cfg.source(key))}});
+    nlohmann::json j = {{"key", key}, {"value", line.value}, {"source", line.source},
+                        {"running", !views->running.is_null()}};
+    if (line.on_restart) j["on_restart"] = *line.on_restart;
+    print_json(j);
   } else {
-    std::printf("%s\n", ctx.cfg.get(key).c_str());
+    std::printf("%s\n", line.value.c_str());
+    if (line.on_restart) {
+      std::fprintf(stderr, "yonder: note: yonderd runs with %s = %s; the file now says %s: %s\n", key.c_str(),
+                   line.value.c_str(), line.on_restart->c_str(), kRestartHint);
+    }
   }
   return kExitOk;
 }
@@ -200,6 +235,49 @@ Status keep_node_owner(const Context& ctx) {
   return ok_status();
 }
 
+// After the file changed: asks a running yonderd to take it
+// (POST /v1/config/reload) and says what `key` does now: applied at once,
+// waiting for a restart, or read at the next start (no daemon answered).
+void report_reload(const Context& ctx, const std::string& key, const std::string& value) {
+  auto reply = call_daemon(ctx, "POST", "/v1/config/reload");
+  if (reply && reply->status != 200) {  // it runs, but could not take the file (its environment is invalid, ...)
+    auto e = nlohmann::json::parse(reply->body, nullptr, false);
+    std::string why = e.is_object() && e.contains("error") && e["error"].is_object() ? e["error"].value("message", "")
+                                                                                     : reply->body.substr(0, 200);
+    std::fprintf(stderr, "yonder: the running yonderd did not take the file: %s; %s\n", why.c_str(), kRestartHint);
+  }
+  nlohmann::json body = reply && reply->status == 200 ? nlohmann::json::parse(reply->body, nullptr, false) : nullptr;
+  auto listed = [&](const char* list) {
+    if (!body.is_object() || !body.contains(list) || !body[list].is_array()) return false;
+    for (const auto& e : body[list]) {
+      if (e.is_object() && e.value("key", "") == key) return true;
+    }
+    return false;
+  };
+  std::string shown = value.empty() ? "(default)" : value;
+  if (ctx.json) {
+    std::string state = !reply             ? "next_start"
+                        : body.is_null()     ? "restart"
+                        : listed("applied")  ? "applied"
+                        : listed("restart")  ? "restart"
+                                             : "unchanged";
+    print_json({{"key", key}, {"value", value}, {"config_file", ctx.paths.config_file}, {"running", state}});
+  } else if (!reply) {
+    std::printf("%s = %s  (in %s; yonderd reads it when it starts)\n", key.c_str(), shown.c_str(),
+                ctx.paths.config_file.c_str());
+  } else if (body.is_null()) {
+    std::printf("%s = %s  (in %s; %s)\n", key.c_str(), shown.c_str(), ctx.paths.config_file.c_str(), kRestartHint);
+  } else if (listed("applied")) {
+    std::printf("%s = %s  (in %s; the running yonderd applied it now)\n", key.c_str(), shown.c_str(),
+                ctx.paths.config_file.c_str());
+  } else if (listed("restart")) {
+    std::printf("%s = %s  (in %s; %s)\n", key.c_str(), shown.c_str(), ctx.paths.config_file.c_str(), kRestartHint);
+  } else {
+    std::printf("%s = %s  (in %s; the running yonderd already uses it)\n", key.c_str(), shown.c_str(),
+                ctx.paths.config_file.c_str());
+  }
+}
+
 }  // namespace
 
 int cmd_config_set(Context& ctx, const std::string& key, const std::string& value) {
@@ -210,9 +288,8 @@ int cmd_config_set(Context& ctx, const std::string& key, const std::string& valu
   if (auto st = file_cfg->save(ctx.paths.config_file); !st) return print_error(st.error(), kExitError);
   if (auto st = keep_node_owner(ctx); !st) return print_error(st.error(), kExitError);
   const auto* spec = config::find_setting(key);
+  report_reload(ctx, key, file_cfg->get(key));
   if (!ctx.json) {
-    std::printf("%s = %s  (in %s; restart yonderd to apply)\n", key.c_str(), file_cfg->get(key).c_str(),
-                ctx.paths.config_file.c_str());
     if (!spec->env.empty() && ctx.env(std::string(spec->env).c_str())) {
       std::printf("note: %s is set in the environment and overrides this value\n", std::string(spec->env).c_str());
     }
@@ -226,28 +303,44 @@ int cmd_config_unset(Context& ctx, const std::string& key) {
   if (auto st = file_cfg->unset(key); !st) return print_error(st.error(), kExitUsage);
   if (auto st = file_cfg->save(ctx.paths.config_file); !st) return print_error(st.error(), kExitError);
   if (auto st = keep_node_owner(ctx); !st) return print_error(st.error(), kExitError);
+  report_reload(ctx, key, file_cfg->get(key));
   return kExitOk;
 }
 
 int cmd_config_show(const Context& ctx) {
+  auto views = config_views(ctx);
+  if (!views) return print_error(views.error(), kExitError);
+  auto lines = setting_lines(ctx.cfg, views->file, views->running);
+  bool running = !views->running.is_null();
   if (ctx.json) {
     nlohmann::json all = nlohmann::json::array();
+    size_t i = 0;
     for (const auto& s : config::all_settings()) {
-      all.push_back({{"key", s.key}, {"value", ctx.cfg.get(s.key)}, {"source", config::source_name(ctx.cfg.source(s.key))},
-                     {"default", s.default_doc}, {"env", s.env}, {"doc", s.doc}});
+      const auto& l = lines[i++];
+      nlohmann::json j = {{"key", s.key}, {"value", l.value}, {"source", l.source},
+                          {"default", s.default_doc}, {"env", s.env}, {"doc", s.doc}};
+      if (l.on_restart) j["on_restart"] = *l.on_restart;
+      all.push_back(j);
     }
-    print_json({{"config_file", ctx.paths.config_file}, {"home", ctx.paths.home}, {"settings", all}});
+    print_json({{"config_file", ctx.paths.config_file}, {"home", ctx.paths.home}, {"running", running}, {"settings", all}});
     return kExitOk;
   }
-  std::printf("# config file: %s\n# state:       %s\n\n", ctx.paths.config_file.c_str(), ctx.paths.home.c_str());
+  std::printf("# config file: %s\n# state:       %s\n# %s\n\n", ctx.paths.config_file.c_str(), ctx.paths.home.c_str(),
+              running ? "values: what the running yonderd uses, and where each came from"
+                      : "yonderd is not running: values it would start with (this file and this shell's environment)");
+  size_t pending = 0, i = 0;
   for (const auto& s : config::all_settings()) {
-    std::string value = ctx.cfg.get(s.key);
-    std::printf("%-22s = %-24s # %s", std::string(s.key).c_str(),
-                value.empty() ? ("(" + std::string(s.default_doc) + ")").c_str() : value.c_str(),
-                config::source_name(ctx.cfg.source(s.key)));
+    const auto& l = lines[i++];
+    std::printf("%-22s = %-24s # %s", l.key.c_str(),
+                l.value.empty() ? ("(" + std::string(s.default_doc) + ")").c_str() : l.value.c_str(), l.source.c_str());
     if (!s.env.empty()) std::printf(", env %s", std::string(s.env).c_str());
+    if (l.on_restart) {
+      std::printf("; the file now says %s", l.on_restart->empty() ? "(default)" : l.on_restart->c_str());
+      ++pending;
+    }
     std::printf("\n%-22s   %s\n", "", std::string(s.doc).c_str());
   }
+  if (pending > 0) std::printf("\n# %zu setting(s) in the file differ from what runs: %s\n", pending, kRestartHint);
   return kExitOk;
 }
 

@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <utility>
 #include <nlohmann/json.hpp>
 
+#include "cli/daemon_api.h"
 #include "cli/exit_codes.h"
 #include "crypto/identity.h"
 #include "exec/docker/docker_json.h"
@@ -26,6 +29,28 @@ CheckResult fail(std::string name, std::string summary, std::string fix) {
 }
 CheckResult warn(std::string name, std::string summary, std::string fix) {
   return {std::move(name), CheckState::kWarn, std::move(summary), std::move(fix)};
+}
+CheckResult skip(std::string name, std::string summary) {
+  return {std::move(name), CheckState::kSkip, std::move(summary), ""};
+}
+
+bool has_capabilities(const nlohmann::json& row, const char* key) {
+  auto s = row.find(key);
+  if (s == row.end() || !s->is_object()) return false;
+  auto c = s->find("capabilities");
+  return c != s->end() && c->is_string() && !c->get_ref<const std::string&>().empty();
+}
+
+// A row of GET /v1/peers that counts: an object, and not denied.
+bool live_peer(const nlohmann::json& row) {
+  if (!row.is_object()) return false;
+  auto d = row.find("denied");
+  return d == row.end() || !d->is_boolean() || !d->get<bool>();
+}
+
+std::string text_of(const nlohmann::json& j, const char* key) {
+  auto v = j.is_object() ? j.find(key) : j.end();
+  return v != j.end() && v->is_string() ? v->get<std::string>() : "";
 }
 
 CheckResult check_key(const Context& ctx) {
@@ -126,6 +151,7 @@ const char* state_word(CheckState s) {
     case CheckState::kPass: return "pass";
     case CheckState::kWarn: return "warn";
     case CheckState::kFail: return "FAIL";
+    case CheckState::kSkip: return "skip";
   }
   return "?";
 }
@@ -202,15 +228,105 @@ std::vector<CheckResult> engine_checks(const EngineFacts& f) {
   return out;
 }
 
+std::string DoctorRole::text() const {
+  if (provides && consumes) return "provider and consumer";
+  if (provides) return "provider";
+  if (consumes) return "consumer";
+  return "new (shares and uses nothing yet)";
+}
+
+DoctorRole doctor_role(const nlohmann::json& peers, const nlohmann::json& links) {
+  DoctorRole role;
+  auto list = [](const nlohmann::json& answer, const char* key) {
+    auto a = answer.is_object() ? answer.find(key) : answer.end();
+    return a != answer.end() && a->is_array() ? *a : nlohmann::json::array();
+  };
+  for (const auto& p : list(peers, "peers")) {
+    if (!live_peer(p)) continue;
+    role.provides = role.provides || has_capabilities(p, "grant");
+    role.consumes = role.consumes || has_capabilities(p, "granted_to_us");
+  }
+  for (const auto& l : list(links, "links")) role.provides = role.provides || text_of(l, "state") == "active";
+  return role;
+}
+
+CheckResult peer_check(const nlohmann::json& row, const std::string& ping_error) {
+  std::string name = "peer " + text_of(row, "name");
+  if (!ping_error.empty()) {
+    return fail(name, "not reachable: " + ping_error,
+                "it may be off, or its addresses changed: `yonder peers " + text_of(row, "name") +
+                    "` shows the addresses tried; its owner can run `yonder doctor` and `yonder netcheck` there, and "
+                    "send a new link if it moved");
+  }
+  std::string path = text_of(row, "path");
+  if (path.empty()) return pass(name, "answered");
+  return pass(name, "reachable, " + path);
+}
+
+CheckResult relay_check(const nlohmann::json& relay) {
+  std::string name = "relay " + text_of(relay, "address");
+  std::string state = text_of(relay, "state");
+  if (state == "registered") {
+    std::string seen = text_of(relay, "observed_addr");
+    return pass(name, "registered" + (seen.empty() ? "" : ", it sees this node as " + seen));
+  }
+  std::string why = text_of(relay, "error");
+  return fail(name, state.empty() ? "no state" : state + (why.empty() ? "" : ": " + why),
+              "check that yonder-relay runs there and that link.relays names it with its key (`yonder netcheck` shows "
+              "what this node sees)");
+}
+
 std::vector<CheckResult> run_doctor_checks(const Context& ctx) {
   std::vector<CheckResult> out;
   out.push_back(check_key(ctx));
   out.push_back(check_api(ctx));
+  // The node's role, when its daemon answers: a node that only uses other
+  // nodes' GPUs needs no engine or driver of its own, and needs its
+  // providers (and relays) to answer instead.
+  DoctorRole role;
+  bool role_known = false;
+  nlohmann::json peers;
+  if (out.back().state == CheckState::kPass) {
+    auto p = api(ctx, "GET", "/v1/peers", nullptr, std::chrono::seconds(10));
+    auto l = api(ctx, "GET", "/v1/links", nullptr, std::chrono::seconds(10));
+    if (p && l) {
+      peers = *p;
+      role = doctor_role(*p, *l);
+      role_known = true;
+      out.push_back(pass("role", role.text()));
+    }
+  }
   auto engine = engine_checks(probe_engine(ctx.cfg.get("docker.socket")));
   // The NVML check sits between the engine's own and gVisor's, as before.
-  out.insert(out.end(), engine.begin(), engine.end() - 1);
-  out.push_back(check_nvml(ctx));
-  out.push_back(engine.back());
+  std::vector<CheckResult> provider(engine.begin(), engine.end() - 1);
+  provider.push_back(check_nvml(ctx));
+  provider.push_back(engine.back());
+  for (auto& c : provider) {
+    if (role_known && role.consumer_only()) {
+      c = skip(c.name, "not needed: this node only uses other nodes' GPUs (it shares nothing). Was: " + c.summary);
+    }
+    out.push_back(std::move(c));
+  }
+  if (!role_known || !role.consumes) return out;
+  // Each provider that granted us something, asked now (one ping each).
+  std::vector<std::pair<std::string, std::string>> asked;  // node id, ping error
+  for (const auto& p : peers.value("peers", nlohmann::json::array())) {
+    if (!live_peer(p) || !has_capabilities(p, "granted_to_us")) continue;
+    std::string id = text_of(p, "node_id");
+    auto ping = api(ctx, "POST", "/v1/peers/ping", {{"peer", id}, {"count", 1}}, std::chrono::seconds(20));
+    asked.emplace_back(id, ping ? "" : ping.error().message());
+  }
+  auto after = api(ctx, "GET", "/v1/peers", nullptr, std::chrono::seconds(10));
+  const nlohmann::json& rows = after ? *after : peers;
+  for (const auto& [id, error] : asked) {
+    for (const auto& p : rows.value("peers", nlohmann::json::array())) {
+      if (text_of(p, "node_id") == id) out.push_back(peer_check(p, error));
+    }
+  }
+  auto net = api(ctx, "GET", "/v1/netcheck", nullptr, std::chrono::seconds(20));
+  if (net && net->contains("relays") && (*net)["relays"].is_array()) {
+    for (const auto& r : (*net)["relays"]) out.push_back(relay_check(r));
+  }
   return out;
 }
 

@@ -1,18 +1,25 @@
 #include "cli/job_commands.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "base/bytes.h"
 #include "base/terminal_text.h"
 #include "cli/array_commands.h"
+#include "cli/cp_paths.h"
 #include "cli/daemon_api.h"
 #include "cli/exit_codes.h"
 #include "cli/fetched_files.h"
@@ -113,6 +120,11 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
                                   "--mesh chooses the provider itself; drop --on (or `on` in the job file)"),
                        kExitUsage);
   }
+  if (a.mesh && !a.name.empty()) {
+    return print_error(make_error(ErrorCode::kInvalidArgument,
+                                  "--name names a job run with --on; a mesh job goes by its mesh job id"),
+                       kExitUsage);
+  }
   if (!a.mesh && (a.cuda || !a.labels.empty() || a.group)) {
     return print_error(make_error(ErrorCode::kInvalidArgument,
                                   "--cuda, --label and --group are placement needs: add --mesh"),
@@ -147,6 +159,7 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
   if (!request) return print_error(request.error(), kExitUsage);
   jobs::protocol::JobRequest& job = *request;
   json body = {{"peer", a.peer}, {"job", job.to_json()}};
+  if (!a.name.empty()) body["name"] = a.name;
   std::optional<MeshLease> lease;  // --mesh: the devices booked on the chosen provider
   std::optional<MeshNeeds> mesh_needs;  // --mesh --retries: a mesh job the daemon supervises
   if (a.retries && (!a.mesh || *a.retries < 0)) {
@@ -273,9 +286,10 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
   }
   // A job past the provider's or the scope's jobs at once waits its turn:
   // said now, so an attached run that prints nothing yet is not a mystery.
-  if (submitted->value("state", "") == "queued" && submitted->contains("waiting_for") &&
+  std::string state = submitted->value("state", "");
+  if ((state == "pending" || state == "queued") && submitted->contains("waiting_for") &&
       (*submitted)["waiting_for"].is_string()) {
-    std::fprintf(stderr, "yonder: job %s is queued: %s\n", short_id(id).c_str(),
+    std::fprintf(stderr, "yonder: job %s is pending: %s\n", short_id(id).c_str(),
                  terminal_safe((*submitted)["waiting_for"].get<std::string>()).c_str());
   }
   if (a.detach) {
@@ -402,14 +416,154 @@ bool is_job_path(const std::string& arg) {
   return colon != std::string::npos && colon > 0 && arg.find('/') > colon;
 }
 
+// A private folder (0700) for a copy on its way, removed with what is
+// left in it.
+class StagingFolder {
+ public:
+  static Result<StagingFolder> make(const std::string& in) {
+    std::string tmpl = in + "/.yonder-cp-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      return make_error(ErrorCode::kUnavailable, "cannot make a folder in " + in + " for the copy: " +
+                                                     std::strerror(errno) + "; check that it is writable");
+    }
+    return StagingFolder(tmpl);
+  }
+  StagingFolder(StagingFolder&& o) noexcept : path_(std::exchange(o.path_, "")) {}
+  StagingFolder& operator=(StagingFolder&&) = delete;
+  ~StagingFolder() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit StagingFolder(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// Copies everything `from` holds until its end to `to`, through short
+// writes and EINTR; false (errno set) when a read or write failed.
+bool copy_all(int from, int to) {
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(from, buf, sizeof buf);
+    if (n == 0) return true;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    for (ssize_t done = 0; done < n;) {
+      ssize_t w = ::write(to, buf + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      done += w;
+    }
+  }
+}
+
+std::string temp_root() {
+  const char* t = std::getenv("TMPDIR");
+  return t != nullptr && *t == '/' ? t : "/tmp";
+}
+
+// `cp JOB:PATH FILE` and `cp JOB:PATH -`: PATH must be one file. It comes
+// home through the same fetch as every copy (links never followed, names
+// checked) into a staging folder beside FILE, then takes FILE's name in one
+// rename, or is written to standard output.
+int cp_one_file_out(const Context& ctx, const std::string& job, const std::string& path, const std::string& file) {
+  if (path.empty()) {
+    return print_error(make_error(ErrorCode::kInvalidArgument,
+                                  "the whole workspace is a folder: copy it into a folder (yonder cp JOB: DIR)"),
+                       kExitUsage);
+  }
+  std::error_code ec;
+  std::string beside = file.empty() ? temp_root() : std::filesystem::absolute(file, ec).parent_path().string();
+  auto staging = StagingFolder::make(beside);
+  if (!staging) return fail(ctx, staging.error());
+  auto got = fetch_files(ctx, job, staging->path(), {path}, true);
+  if (!got) return fail(ctx, got.error());
+  const json& files = (*got)["files"];
+  if (files.size() != 1 || !files[0].is_string() || files[0].get<std::string>() != path) {
+    return print_error(make_error(ErrorCode::kInvalidArgument,
+                                  path + " is a folder in the job (" + std::to_string(files.size()) +
+                                      " file(s)), not a file: copy it into a folder (yonder cp " + job + ":" + path +
+                                      " DIR)"),
+                       kExitUsage);
+  }
+  std::string fetched = staging->path() + "/" + path;
+  if (!file.empty()) {
+    if (::rename(fetched.c_str(), file.c_str()) != 0) {
+      return fail(ctx, make_error(ErrorCode::kUnavailable, "cannot write " + file + ": " + std::strerror(errno)));
+    }
+    if (ctx.json) {
+      std::printf("%s\n", json({{"file", file}, {"from", path}}).dump(2).c_str());
+    } else {
+      std::printf("%s\n", shown(file).c_str());
+    }
+    return kExitOk;
+  }
+  int fd = ::open(fetched.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return fail(ctx, make_error(ErrorCode::kUnavailable, "cannot read the copy: " + std::string(std::strerror(errno))));
+  std::fflush(stdout);
+  bool ok = copy_all(fd, STDOUT_FILENO);
+  ::close(fd);
+  if (!ok) return fail(ctx, make_error(ErrorCode::kUnavailable, "writing the file to standard output failed: " + std::string(std::strerror(errno))));
+  return kExitOk;
+}
+
+// `cp LOCAL JOB:PATH`: LOCAL (a file or folder) goes into the workspace
+// folder PATH under its own name. `cp - JOB:PATH`: standard input becomes
+// the file PATH (docker reads a tar there; one file is what a pipe holds).
+// The daemon reads what it sends: give it a real path.
+int cp_into_job(const Context& ctx, const std::string& from, const std::string& to) {
+  size_t colon = to.find(':');
+  std::string job = to.substr(0, colon);
+  auto dir = workspace_relative(to.substr(colon + 1));
+  if (!dir) return print_error(dir.error(), kExitUsage);
+  std::optional<StagingFolder> staging;
+  std::filesystem::path src;
+  if (from == "-") {
+    std::filesystem::path named(*dir);
+    if (dir->empty() || named.filename().empty()) {
+      return print_error(make_error(ErrorCode::kInvalidArgument,
+                                    "cp - JOB:PATH writes standard input to the file PATH: name it (e.g. " + job +
+                                        ":inputs/data.csv)"),
+                         kExitUsage);
+    }
+    auto made = StagingFolder::make(temp_root());
+    if (!made) return fail(ctx, made.error());
+    staging.emplace(std::move(*made));
+    src = staging->path() + "/" + named.filename().string();
+    int fd = ::open(src.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return fail(ctx, make_error(ErrorCode::kUnavailable, "cannot stage standard input: " + std::string(std::strerror(errno))));
+    bool ok = copy_all(STDIN_FILENO, fd);
+    if (::close(fd) != 0) ok = false;
+    if (!ok) return fail(ctx, make_error(ErrorCode::kUnavailable, "reading standard input failed: " + std::string(std::strerror(errno))));
+    *dir = named.parent_path().string();
+  } else {
+    std::error_code ec;
+    src = std::filesystem::canonical(from, ec);
+    if (ec) return print_error(make_error(ErrorCode::kInvalidArgument, from + " does not exist"), kExitUsage);
+  }
+  auto r = api(ctx, "POST", "/v1/jobs/put", {{"job_id", job}, {"src", src.string()}, {"dir", dir->empty() ? "." : *dir}},
+               std::chrono::minutes(30));
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    std::printf("%s\n", r->dump(2).c_str());
+  } else {
+    for (const auto& f : (*r)["paths"]) std::printf("%s\n", f.get<std::string>().c_str());
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int cmd_cp(const Context& ctx, const std::string& from, const std::string& to, bool dry_run) {
   bool out = is_job_path(from), in = !to.empty() && is_job_path(to);
   if (out == in) {
     return print_error(make_error(ErrorCode::kInvalidArgument,
-                                  "cp copies out of a job (yonder cp JOB:PATH [LOCAL]) or into a running one (yonder "
-                                  "cp LOCAL JOB:PATH); exactly one side is JOB:PATH"),
+                                  "cp copies out of a job (yonder cp JOB:PATH [LOCAL|-]) or into a running one (yonder "
+                                  "cp LOCAL|- JOB:PATH); exactly one side is JOB:PATH"),
                        kExitUsage);
   }
   if (in && dry_run) {
@@ -417,33 +571,24 @@ int cmd_cp(const Context& ctx, const std::string& from, const std::string& to, b
                                   "--dry-run previews files coming out of a job (yonder cp --dry-run JOB:PATH [LOCAL])"),
                        kExitUsage);
   }
-  if (in) {
-    // Into the job: LOCAL (a file or folder) goes into the workspace folder
-    // PATH under its own name. The daemon reads it: give it the real path.
-    size_t colon = to.find(':');
-    std::string job = to.substr(0, colon), dir = to.substr(colon + 1);
-    std::error_code ec;
-    auto src = std::filesystem::canonical(from, ec);
-    if (ec) return print_error(make_error(ErrorCode::kInvalidArgument, from + " does not exist"), kExitUsage);
-    auto r = api(ctx, "POST", "/v1/jobs/put", {{"job_id", job}, {"src", src.string()}, {"dir", dir.empty() ? "." : dir}},
-                 std::chrono::minutes(30));
-    if (!r) return fail(ctx, r.error());
-    if (ctx.json) {
-      std::printf("%s\n", r->dump(2).c_str());
-    } else {
-      for (const auto& f : (*r)["paths"]) std::printf("%s\n", f.get<std::string>().c_str());
-    }
-    return kExitOk;
-  }
+  if (in) return cp_into_job(ctx, from, to);
   size_t colon = from.find(':');
   std::string job = from.substr(0, colon);
-  std::string path = from.substr(colon + 1);
+  auto path = workspace_relative(from.substr(colon + 1));
+  if (!path) return print_error(path.error(), kExitUsage);
+  auto target = cp_out_target(to);
+  if (!target) return print_error(target.error(), kExitUsage);
+  if (*target != CpOut::kIntoFolder) {
+    if (dry_run) {
+      return print_error(make_error(ErrorCode::kInvalidArgument, "--dry-run previews a copy into a folder (yonder cp "
+                                                                 "--dry-run JOB:PATH [DIR])"),
+                         kExitUsage);
+    }
+    return cp_one_file_out(ctx, job, *path, *target == CpOut::kToStdout ? "" : to);
+  }
   std::error_code ec;
   auto dir = std::filesystem::absolute(to.empty() ? std::string(".") : to, ec);
-  if (ec || !std::filesystem::is_directory(dir, ec)) {
-    return print_error(make_error(ErrorCode::kInvalidArgument, (to.empty() ? "." : to) + " is not a folder"), kExitUsage);
-  }
-  auto got = fetch_files(ctx, job, dir.lexically_normal().string(), {path.empty() ? "." : path}, false, dry_run);
+  auto got = fetch_files(ctx, job, dir.lexically_normal().string(), {path->empty() ? "." : *path}, false, dry_run);
   if (!got) return fail(ctx, got.error());
   if (ctx.json) {
     std::printf("%s\n", got->dump(2).c_str());

@@ -21,6 +21,10 @@ struct RunArgs {
   std::vector<std::string> env_files;  // docker's --env-file format; -e wins over them
   std::optional<int> gpus;
   std::optional<std::string> vram, cpus, memory, disk, time;
+  std::optional<std::string> shm;  // --shm-size: the job's /dev/shm, "2G"
+  // --name: what this node calls the job, usable wherever its id is
+  // (unique among this node's jobs that have not ended).
+  std::string name;
   bool detach = false;
   bool raw = false;  // --raw: the job's control sequences reach the terminal unfiltered
   bool no_upload = false;  // do not upload the working directory

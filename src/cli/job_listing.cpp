@@ -7,7 +7,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::set<std::string> kListingStates = {"queued", "starting", "running", "exited", "stopped", "failed"};
+const std::set<std::string> kListingStates = {"pending", "starting", "running", "exited", "stopped", "failed"};
 const std::set<std::string> kListingEnded = {"exited", "stopped", "failed"};
 
 std::string listing_text(const json& j, const char* key) {
@@ -31,15 +31,17 @@ Result<PsFilter> parse_ps_filters(const std::vector<std::string>& given) {
     std::string key = g.substr(0, eq);
     std::string value = eq == std::string::npos ? "" : g.substr(eq + 1);
     if (key == "status") key = "state";
-    if (eq == std::string::npos || value.empty() || (key != "state" && key != "provider" && key != "image")) {
+    if (eq == std::string::npos || value.empty() ||
+        (key != "state" && key != "provider" && key != "image" && key != "name")) {
       return make_error(ErrorCode::kInvalidArgument,
-                        "--filter takes KEY=VALUE with KEY state, provider or image "
+                        "--filter takes KEY=VALUE with KEY state, provider, image or name "
                         "(e.g. --filter state=running), not \"" +
                             g + "\"");
     }
+    if (key == "state" && value == "queued") value = "pending";  // its name before; Slurm's is PENDING
     if (key == "state" && !kListingStates.count(value)) {
       return make_error(ErrorCode::kInvalidArgument, "--filter state=" + value +
-                                                         ": a state is one of queued, "
+                                                         ": a state is one of pending, "
                                                          "starting, running, exited, stopped, failed");
     }
     f.values[key].insert(value);
@@ -48,6 +50,7 @@ Result<PsFilter> parse_ps_filters(const std::vector<std::string>& given) {
 }
 
 bool PsFilter::wants_ended() const {
+  if (since_s > 0) return true;
   auto it = values.find("state");
   if (it == values.end()) return false;
   return std::any_of(it->second.begin(), it->second.end(),
@@ -55,6 +58,7 @@ bool PsFilter::wants_ended() const {
 }
 
 bool PsFilter::matches(const json& job) const {
+  if (since_s > 0 && listing_int(job, "submitted_at") < since_s) return false;
   for (const auto& [key, alternatives] : values) {
     bool any = false;
     for (const auto& v : alternatives) {
@@ -62,6 +66,8 @@ bool PsFilter::matches(const json& job) const {
         any = listing_text(job, "state") == v;
       } else if (key == "image") {
         any = listing_text(job, "image") == v;
+      } else if (key == "name") {  // a part of it, as docker matches names
+        any = listing_text(job, "name").find(v) != std::string::npos;
       } else {  // provider: by name, or by the start of its node id
         any = listing_text(job, "provider_name") == v || listing_text(job, "provider").rfind(v, 0) == 0;
       }
@@ -108,18 +114,35 @@ std::string ago_text(int64_t s) {
   return std::to_string(d / 7) + " weeks ago";
 }
 
-std::string duration_text(const json& job, int64_t now_s) {
+int64_t run_seconds(const json& job, int64_t now_s) {
   int64_t started = listing_int(job, "started_at");
-  if (started <= 0) return "-";
+  if (started <= 0) return -1;
   int64_t finished = listing_int(job, "finished_at");
+  if (finished <= 0 && kListingEnded.count(listing_text(job, "state"))) return -1;  // ended, but not when: do not guess
   int64_t end = finished >= started ? finished : now_s;
-  if (finished <= 0 && kListingEnded.count(listing_text(job, "state")))
-    return "-";  // ended, but not when: do not guess
-  int64_t s = std::max<int64_t>(0, end - started);
+  return std::max<int64_t>(0, end - started);
+}
+
+int64_t gpu_seconds(const json& job, int64_t now_s) {
+  int64_t gpus = 0;
+  if (auto g = job.find("gpus"); g != job.end()) {  // the provider's view: the leased GPUs' ids
+    gpus = g->is_array() ? static_cast<int64_t>(g->size()) : g->is_number_integer() ? g->get<int64_t>() : 0;
+  }
+  if (gpus <= 0) return 0;
+  int64_t s = run_seconds(job, now_s);
+  return s < 0 ? -1 : gpus * s;
+}
+
+std::string span_text(int64_t s) {
   if (s < 60) return std::to_string(s) + "s";
   if (s < 3600) return std::to_string(s / 60) + "m" + two_digits(s % 60) + "s";
   if (s < 86400) return std::to_string(s / 3600) + "h" + two_digits(s / 60 % 60) + "m";
   return std::to_string(s / 86400) + "d" + two_digits(s / 3600 % 24) + "h";
+}
+
+std::string duration_text(const json& job, int64_t now_s) {
+  int64_t s = run_seconds(job, now_s);
+  return s < 0 ? "-" : span_text(s);
 }
 
 nlohmann::ordered_json inspect_view(const json& job) {
@@ -127,7 +150,7 @@ nlohmann::ordered_json inspect_view(const json& job) {
   if (!job.is_object()) return out;
   bool ended_badly = listing_text(job, "state") == "failed" || listing_text(job, "state") == "stopped" ||
                      (job.contains("exit_code") && job["exit_code"].is_number_integer() && job["exit_code"] != 0);
-  std::vector<const char*> first = {"job_id", "state", "exit_code"};
+  std::vector<const char*> first = {"job_id", "name", "state", "exit_code"};
   if (ended_badly) {
     for (const char* k : {"reason", "message", "oom_killed", "log_lost"}) first.push_back(k);
   }

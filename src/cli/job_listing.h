@@ -20,14 +20,16 @@ namespace yonder::cli {
 
 // `--filter KEY=VALUE`, repeatable: values of one key are alternatives,
 // different keys must all match (docker's rule). Keys: `state` (`status`
-// too, as docker names it): queued, starting, running, exited, stopped,
+// too, as docker names it): pending, starting, running, exited, stopped,
 // failed; `provider`: its name or the start of its node id; `image`: the
-// image as submitted.
+// image as submitted; `name`: a part of the job's name (`run --name`).
 struct PsFilter {
   std::map<std::string, std::set<std::string>> values;  // key -> alternatives
+  int64_t since_s = 0;  // `--since`: only jobs submitted then or later (Unix s; 0: all)
 
   // Whether a job that ended could match: then `ps` lists ended jobs too,
-  // as `docker ps --filter status=exited` does without -a.
+  // as `docker ps --filter status=exited` does without -a (and as sacct
+  // lists a period's jobs with --since).
   bool wants_ended() const;
   bool matches(const nlohmann::json& job) const;
 };
@@ -45,6 +47,13 @@ std::string ago_text(int64_t seconds);
 // How long the job has run (until `now_s` while it runs): "45s", "3m05s",
 // "2h07m", "1d03h"; "-" before it started.
 std::string duration_text(const nlohmann::json& job, int64_t now_s);
+// Seconds the job has run (until `now_s` while it runs); -1 before it
+// started or when it ended without a known end.
+int64_t run_seconds(const nlohmann::json& job, int64_t now_s);
+// GPU-seconds: its GPUs times run_seconds (0 without a GPU; -1 unknown).
+int64_t gpu_seconds(const nlohmann::json& job, int64_t now_s);
+// A span of seconds as duration_text writes it: "45s", "3m05s", "2h07m", "1d03h".
+std::string span_text(int64_t seconds);
 
 // The job as `inspect` prints it: what a person looks for first (id, state,
 // exit code, and the reason and message when it did not end well), then

@@ -1,6 +1,11 @@
 #include "cli/job_status_commands.h"
 
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
@@ -9,6 +14,8 @@
 #include "cli/exit_codes.h"
 #include "cli/job_listing.h"
 #include "cli/job_logs.h"
+#include "cli/job_stats.h"
+#include "cli/signal_pipe.h"
 #include "cli/shown.h"
 
 namespace yonder::cli {
@@ -123,6 +130,11 @@ int cmd_ps(const Context& ctx, const PsArgs& args) {
   if (!filter) return print_error(filter.error(), kExitUsage);
   auto format = parse_ps_format(args.format);
   if (!format) return print_error(format.error(), kExitUsage);
+  if (!args.since.empty()) {
+    auto since = parse_since(args.since);
+    if (!since) return print_error(since.error(), kExitUsage);
+    filter->since_s = std::max<int64_t>(1, *since / 1'000'000'000);
+  }
   bool all = args.all || filter->wants_ended();
   auto r = api(ctx, "GET", std::string("/v1/jobs") + (all ? "?all=1" : ""));
   if (!r) return fail(ctx, r.error());
@@ -141,13 +153,19 @@ int cmd_ps(const Context& ctx, const PsArgs& args) {
     for (const auto& j : rows) std::printf("%s\n", j.value("job_id", "").c_str());
     return kExitOk;
   }
+  int64_t now = unix_now_s();
   if (*format == PsFormat::kJson) {
-    for (const auto& j : rows) std::printf("%s\n", j.dump().c_str());
+    for (auto j : rows) {
+      j["gpu_seconds"] = gpu_seconds(j, now) < 0 ? json(nullptr) : json(gpu_seconds(j, now));
+      std::printf("%s\n", j.dump().c_str());
+    }
     return kExitOk;
   }
-  int64_t now = unix_now_s();
-  std::printf("%-12s  %-16s  %-24s  %-9s  %-4s  %-22s  %-8s  %s\n", "JOB", "PROVIDER", "IMAGE", "STATE", "EXIT",
-              "CREATED", "DURATION", "COMMAND");
+  // A NAME column only when a job has a name, so a table of unnamed jobs stays narrow.
+  bool named = std::any_of(rows.begin(), rows.end(), [](const json& j) { return j.contains("name"); });
+  std::printf("%-12s  %s%-16s  %-24s  %-9s  %-4s  %-22s  %-8s  %-8s  %s\n", "JOB", named ? "NAME              " : "",
+              "PROVIDER", "IMAGE", "STATE", "EXIT", "CREATED", "DURATION", "GPU-TIME", "COMMAND");
+  int64_t total_run = 0, total_gpu = 0;
   bool cleaned = false;
   for (const auto& j : rows) {
     std::string cmd;
@@ -164,9 +182,20 @@ int cmd_ps(const Context& ctx, const PsArgs& args) {
     std::string exit = j["exit_code"].is_number_integer() ? std::to_string(j["exit_code"].get<int>()) : "-";
     std::string created =
         j["submitted_at"].is_number_integer() ? ago_text(now - j["submitted_at"].get<int64_t>()) : "-";
-    std::printf("%-12s  %-16s  %-24s  %-9s  %-4s  %-22s  %-8s  %s\n", status_short_id(j.value("job_id", "")).c_str(),
-                shown(j, "provider_name", "").substr(0, 16).c_str(), shown(j.value("image", "")).substr(0, 24).c_str(),
-                state.c_str(), exit.c_str(), created.c_str(), duration_text(j, now).c_str(), shown(cmd).c_str());
+    char name[24] = "";
+    if (named) std::snprintf(name, sizeof name, "%-16s  ", shown(j, "name", "-").substr(0, 16).c_str());
+    int64_t gpu_s = gpu_seconds(j, now);
+    total_run += std::max<int64_t>(0, run_seconds(j, now));
+    total_gpu += std::max<int64_t>(0, gpu_s);
+    std::string gpu_time = gpu_s < 0 ? "?" : gpu_s == 0 ? "-" : span_text(gpu_s);
+    std::printf("%-12s  %s%-16s  %-24s  %-9s  %-4s  %-22s  %-8s  %-8s  %s\n", status_short_id(j.value("job_id", "")).c_str(),
+                name, shown(j, "provider_name", "").substr(0, 16).c_str(), shown(j.value("image", "")).substr(0, 24).c_str(),
+                state.c_str(), exit.c_str(), created.c_str(), duration_text(j, now).c_str(), gpu_time.c_str(),
+                shown(cmd).c_str());
+  }
+  if (!args.since.empty()) {  // a period's account, as sacct's
+    std::printf("%zu job(s) since %s: %s run, %s GPU time\n", rows.size(), args.since.c_str(),
+                span_text(total_run).c_str(), span_text(total_gpu).c_str());
   }
   if (cleaned) {
     std::printf(
@@ -192,6 +221,55 @@ int cmd_ps(const Context& ctx, const PsArgs& args) {
     }
   }
   return kExitOk;
+}
+
+int cmd_stats(const Context& ctx, const std::vector<std::string>& jobs, bool no_stream, const std::string& format) {
+  if (!format.empty() && format != "table" && format != "json") {
+    return print_error(make_error(ErrorCode::kInvalidArgument, "--format takes table or json, not \"" + format + "\""),
+                       kExitUsage);
+  }
+  bool as_json = format == "json" || ctx.json;
+  // Each job's name as given (a name, or its id's start) and its last sample.
+  std::map<std::string, json> last;
+  auto installed = SignalPipe::install();
+  if (!installed) return fail(ctx, installed.error());
+  SignalPipe& sig = **installed;
+  bool redraw = !as_json && !no_stream && isatty(STDOUT_FILENO) != 0;
+  for (int round = 0;; ++round) {
+    std::vector<StatsRow> rows;
+    int running = 0;
+    for (const auto& job : jobs) {
+      auto now = api(ctx, "GET", "/v1/jobs/stats?id=" + query_escape(job), nullptr, std::chrono::seconds(30), sig.fd());
+      if (sig.take() != 0) return kExitOk;
+      if (!now) {
+        if (no_daemon(now.error())) return fail(ctx, now.error());
+        if (round == 0 && now.error().code() == ErrorCode::kNotFound) return fail(ctx, now.error());
+        StatsRow r;
+        r.label = job;
+        r.note = now.error().message();
+        rows.push_back(std::move(r));
+        continue;
+      }
+      ++running;
+      std::string label = job.size() > 12 ? job.substr(0, 12) : job;
+      rows.push_back(stats_row(label, last[job], *now));
+      last[job] = *now;
+    }
+    // The first round only primes the CPU rate (two samples make one).
+    if (round > 0 || running == 0) {
+      if (as_json) {
+        for (const auto& r : rows) std::printf("%s\n", stats_json(r).dump().c_str());
+      } else {
+        if (redraw) std::printf("\x1b[2J\x1b[H");
+        std::fputs(stats_table(rows).c_str(), stdout);
+      }
+      std::fflush(stdout);
+      if (no_stream || running == 0) return running == 0 ? kExitError : kExitOk;
+    }
+    // Once a second, or at once for Ctrl-C.
+    struct pollfd p = {sig.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 1000) > 0) return kExitOk;
+  }
 }
 
 }  // namespace yonder::cli

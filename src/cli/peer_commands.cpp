@@ -4,10 +4,12 @@
 
 #include <cstdio>
 #include <ctime>
+#include <time.h>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "base/suggest.h"
 #include "cli/exit_codes.h"
 #include "cli/peer_listing.h"
 #include "cli/shown.h"
@@ -87,6 +89,49 @@ Status add_limits(nlohmann::json& body, const std::optional<int>& gpus, const st
 
 void peer_print_json(const nlohmann::json& j) { std::printf("%s\n", j.dump(2).c_str()); }
 
+// `share --wait`: asks the daemon every quarter second until link `id` has
+// been used once more, then prints who paired and the pairing's check
+// digits, for the provider to compare with the ones `pair` printed on the
+// other side. Ends when the link can no longer be used (expired, revoked).
+int wait_for_pairing(const Context& ctx, const std::string& id, int uses, const nlohmann::json& before) {
+  std::fprintf(stderr, "Waiting for the link to be used (Ctrl-C stops waiting; the link stays valid)...\n");
+  while (true) {
+    auto links = post(ctx, "/v1/links", nullptr);
+    if (!links) return peer_fail(ctx, links.error());
+    nlohmann::json link;
+    for (const auto& l : links->value("links", nlohmann::json::array())) {
+      if (l.is_object() && l.value("id", "") == id) link = l;
+    }
+    if (!link.is_object()) return print_error(make_error(ErrorCode::kNotFound, "link " + id + " is gone"), kExitError);
+    std::string state = link.value("state", "");
+    bool used = link.contains("uses_left") && link["uses_left"].is_number_integer() && link["uses_left"].get<int>() < uses;
+    if (used) break;
+    if (state != "active") {
+      return print_error(make_error(ErrorCode::kFailedPrecondition, "link " + id + " is " + state +
+                                                                        " and was not used; make a new one with `yonder share`"),
+                         kExitError);
+    }
+    struct timespec quarter = {0, 250'000'000};
+    ::nanosleep(&quarter, nullptr);
+  }
+  auto after = post(ctx, "/v1/peers", nullptr);
+  if (!after) return peer_fail(ctx, after.error());
+  nlohmann::json peer = newly_paired(before, *after);
+  if (ctx.json) {
+    peer_print_json({{"link", id}, {"peer", peer}});
+    return kExitOk;
+  }
+  if (!peer.is_object()) {
+    std::printf("The link was used; `yonder peers` shows who paired.\n");
+    return kExitOk;
+  }
+  std::printf("Paired with \"%s\" (node id %s)\n  check    %s  (compare with the digits `yonder pair` printed on "
+              "their side: if they differ, someone may be in between; then `yonder deny %s`)\n",
+              shown(peer, "name", "").c_str(), shown(peer, "node_id", "").c_str(),
+              shown(peer, "check_digits", "").c_str(), shown(peer, "name", "").c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 std::string render_qr(const std::string& text) {
@@ -118,6 +163,9 @@ int cmd_share(const Context& ctx, const ShareArgs& a) {
   if (auto st = add_limits(body, a.gpus, a.max_jobs, a.vram, a.max_time, a.memory, a.disk, a.cpus); !st) {
     return print_error(st.error(), kExitUsage);
   }
+  // --wait tells who paired by what changed in the peer list.
+  Result<nlohmann::json> before = a.wait ? post(ctx, "/v1/peers", nullptr) : Result<nlohmann::json>(nlohmann::json());
+  if (!before) return peer_fail(ctx, before.error());
   auto r = post(ctx, "/v1/share", body);
   if (!r) return peer_fail(ctx, r.error());
   // On stderr, even with --json: the link works, but without these relays
@@ -139,7 +187,9 @@ int cmd_share(const Context& ctx, const ShareArgs& a) {
   }
   if (ctx.json) {
     peer_print_json(*r);
-    return kExitOk;
+    if (!a.wait) return kExitOk;
+    std::fflush(stdout);
+    return wait_for_pairing(ctx, r->value("id", ""), a.uses, *before);
   }
   std::string link = r->value("link", "");
   if (!a.no_qr) std::printf("%s\n", render_qr(link).c_str());
@@ -148,7 +198,9 @@ int cmd_share(const Context& ctx, const ShareArgs& a) {
   std::printf("Valid for %s, %d pairing(s), until %s. Revoke with: yonder links revoke %s\n", a.expires.c_str(),
               a.uses, local_minute(r->value("expires_at", int64_t{0})).c_str(), r->value("id", "").c_str());
   std::printf("Whoever holds this link can pair with this node: send it privately.\n");
-  return kExitOk;
+  if (!a.wait) return kExitOk;
+  std::fflush(stdout);
+  return wait_for_pairing(ctx, r->value("id", ""), a.uses, *before);
 }
 
 int cmd_links(const Context& ctx) {
@@ -182,8 +234,9 @@ int cmd_pair(const Context& ctx, const std::string& link) {
     peer_print_json(*r);
     return kExitOk;
   }
-  std::printf("Paired with \"%s\"\n  node id  %s\n  scope    %s\n  check    %s  (the provider's log shows the same "
-              "digits for this pairing; compare them if you want to be sure nobody is in between)\n",
+  std::printf("Paired with \"%s\"\n  node id  %s\n  scope    %s\n  check    %s  (the provider sees the same digits "
+              "for this pairing in `yonder peers` or `yonder share --wait`; compare them if you want to be sure "
+              "nobody is in between)\n",
               shown(*r, "name", "").c_str(), r->value("peer", "").c_str(), shown(*r, "summary", "").c_str(),
               r->value("short_auth_string", "").c_str());
   // How its jobs run, when that is not in a container (a Slurm cluster).
@@ -192,9 +245,31 @@ int cmd_pair(const Context& ctx, const std::string& link) {
   return kExitOk;
 }
 
-int cmd_peers(const Context& ctx) {
+int cmd_peers(const Context& ctx, const std::string& which) {
   auto r = post(ctx, "/v1/peers", nullptr);
   if (!r) return peer_fail(ctx, r.error());
+  if (!which.empty()) {
+    // By name, or by node id or a start of it (the first group is enough).
+    const nlohmann::json* found = nullptr;
+    std::vector<std::string> names;
+    for (const auto& p : (*r)["peers"]) {
+      std::string name = shown(p, "name", ""), id = shown(p, "node_id", "");
+      names.push_back(name);
+      if (name == which || (which.size() >= 4 && id.rfind(which, 0) == 0)) found = &p;
+    }
+    if (found == nullptr) {
+      std::string hint = did_you_mean(which, names);
+      return print_error(make_error(ErrorCode::kNotFound, "no paired peer \"" + which + "\"" + hint +
+                                                              " (`yonder peers` lists them)"),
+                         kExitError);
+    }
+    if (ctx.json) {
+      peer_print_json(*found);
+    } else {
+      std::fputs(peer_detail(*found).c_str(), stdout);
+    }
+    return kExitOk;
+  }
   if (ctx.json) {
     peer_print_json(*r);
     return kExitOk;
@@ -299,7 +374,7 @@ Result<std::vector<std::string>> stop_jobs_of(const Context& ctx, const std::str
   for (const auto& j : jobs) {
     if (!j.is_object() || j.value("peer_id", "") != peer_id) continue;
     std::string state = j.value("state", "");
-    if (state != "queued" && state != "starting" && state != "running") continue;
+    if (state != "pending" && state != "queued" && state != "starting" && state != "running") continue;
     std::string id = j.value("job_id", "");
     auto s = post(ctx, "/v1/provider/jobs/stop", {{"job_id", id}});
     if (!s) return make_error(s.error().code(), "stopping job " + id + ": " + s.error().message());

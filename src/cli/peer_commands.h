@@ -20,12 +20,15 @@ struct ShareArgs {
   bool no_qr = false;
   bool replace_scope = false;
   std::string label;
+  bool wait = false;  // --wait: until the link is used, then who paired and the pairing's check digits
 };
 int cmd_share(const Context& ctx, const ShareArgs& args);
 int cmd_links(const Context& ctx);
 int cmd_links_revoke(const Context& ctx, const std::string& id);
 int cmd_pair(const Context& ctx, const std::string& link);
-int cmd_peers(const Context& ctx);
+// Every paired peer as a table; with `which` (a name or a start of a node
+// id), that one peer in full, its pairing's check digits among the rest.
+int cmd_peers(const Context& ctx, const std::string& which = "");
 // This node's reachability: listening address, relays and what they see, NAT.
 int cmd_netcheck(const Context& ctx);
 int cmd_deny(const Context& ctx, const std::string& peer, bool stop_jobs);

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "base/terminal_text.h"
 #include "cli/shown.h"
 #include "crypto/scope.h"
 
@@ -59,6 +60,54 @@ std::string peers_table(const nlohmann::json& peers) {
     std::string notice = shown(p, "provider_notice", "");
     if (!notice.empty()) out += "  the provider says: " + notice + "\n";
   }
+  return out;
+}
+
+std::string peer_detail(const nlohmann::json& p) {
+  std::string out;
+  auto line = [&out](const char* label, const std::string& value) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%-14s", label);
+    out += buf + value + "\n";
+  };
+  bool connected = p.value("connected", false);
+  line("Name", shown(p, "name", ""));
+  line("Node", p.value("node_id", ""));
+  line("State", p.value("denied", false) ? "denied" : connected ? "connected" : "idle");
+  int64_t paired = p.contains("paired_at") && p["paired_at"].is_number() ? p["paired_at"].get<int64_t>() : 0;
+  line("Paired", paired > 0 ? local_minute(paired) : "-");
+  std::string digits = shown(p, "check_digits", "");
+  line("Check digits", digits.empty() ? "- (paired before check digits were kept)"
+                                      : digits + " (the same on both sides, or someone was in the middle)");
+  line("They may here", shown(p, "grant_summary", "nothing"));
+  if (p.contains("granted_to_us") && p["granted_to_us"].is_object()) {
+    auto scope = scope_from_json(p["granted_to_us"]);
+    line("We may there", !scope ? "(unreadable: " + scope.error().message() + ")"
+                         : scope->capabilities ? scope->summary()
+                                               : "nothing");
+  }
+  std::string addresses;
+  if (p.contains("addresses") && p["addresses"].is_array()) {
+    for (const auto& a : p["addresses"]) {
+      if (a.is_string()) addresses += (addresses.empty() ? "" : ", ") + terminal_safe(a.get<std::string>());
+    }
+  }
+  line("Addresses", addresses.empty() ? "-" : addresses);
+  if (connected) {
+    std::string path = shown(p, "path", "");
+    if (p.contains("rtt_ms") && p["rtt_ms"].is_number()) {
+      char rtt[32];
+      std::snprintf(rtt, sizeof rtt, " (%.1f ms)", p["rtt_ms"].get<double>());
+      path += rtt;
+    }
+    line("Path", path);
+  }
+  line("Last seen", connected ? "now"
+                    : p.contains("last_seen_at") && p["last_seen_at"].is_number()
+                        ? local_minute(p["last_seen_at"].get<int64_t>())
+                        : "never");
+  std::string notice = shown(p, "provider_notice", "");
+  if (!notice.empty()) line("Provider says", notice);
   return out;
 }
 
@@ -123,6 +172,27 @@ std::string links_table(const nlohmann::json& links) {
     out += buf;
   }
   return out;
+}
+
+nlohmann::json newly_paired(const nlohmann::json& before, const nlohmann::json& after) {
+  auto rows = [](const nlohmann::json& answer) {
+    auto a = answer.is_object() ? answer.find("peers") : answer.end();
+    return a != answer.end() && a->is_array() ? *a : nlohmann::json::array();
+  };
+  auto text = [](const nlohmann::json& row, const char* key) {
+    auto v = row.is_object() ? row.find(key) : row.end();
+    return v != row.end() ? v->dump() : std::string();
+  };
+  nlohmann::json found = nullptr;
+  for (const auto& now : rows(after)) {
+    bool same = false;
+    for (const auto& was : rows(before)) {
+      if (text(was, "node_id") != text(now, "node_id")) continue;
+      same = text(was, "paired_at") == text(now, "paired_at") && text(was, "check_digits") == text(now, "check_digits");
+    }
+    if (!same) found = now;
+  }
+  return found;
 }
 
 }  // namespace yonder::cli

@@ -113,7 +113,7 @@ class RunForwards {
 };
 
 bool is_waiting(const std::string& state) {
-  return state == "queued" || state == "starting";
+  return state == "pending" || state == "queued" || state == "starting";  // queued: an older provider's word
 }
 
 void print_detach_hints(const std::string& job, bool had_forwards) {

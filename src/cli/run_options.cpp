@@ -52,7 +52,7 @@ std::string relative_to(const std::string& base_dir, const std::string& path) {
 
 // The keys of a job file, in the order docs/cli.md lists them.
 constexpr const char* kJobKeys =
-    "on, image, command, gpus, vram, cpus, memory, disk, time, env, env_file, workdir, out, ports, upload, "
+    "on, name, image, command, gpus, vram, cpus, memory, disk, shm_size, time, env, env_file, workdir, out, ports, upload, "
     "no_upload, detach, tty, after, after_ok, hold, mesh, cuda, labels, group, retries, replicas, validator";
 
 class JobFileReader {
@@ -122,10 +122,12 @@ class JobFileReader {
       } else {
         return bad(n, key, "a number like 2 or 0.5");
       }
-    } else if (key == "vram" || key == "memory" || key == "disk") {
+    } else if (key == "vram" || key == "memory" || key == "disk" || key == "shm_size") {
       auto s = n.as_string();
       if (s == nullptr) return bad(n, key, "a size in quotes, like \"16G\"");
-      (key == "vram" ? a.vram : key == "memory" ? a.memory : a.disk) = s->get();
+      (key == "vram" ? a.vram : key == "memory" ? a.memory : key == "disk" ? a.disk : a.shm) = s->get();
+    } else if (key == "name") {
+      YONDER_ASSIGN(a.name, string(n, key));
     } else if (key == "time") {
       auto s = n.as_string();
       if (s == nullptr) return bad(n, key, "a duration in quotes, like \"2h\" or \"90m\"");
@@ -353,11 +355,12 @@ Result<RunArgs> effective_run_args(const RunArgs& given, const config::EnvFn& en
     fill(out.image, file.image);
     fill(out.command, file.command);
     fill(out.workdir, file.workdir);
+    fill(out.name, file.name);
     fill(out.out, file.out);
     fill(out.ports, file.ports);
     for (auto [flag, from_file] :
          {std::pair{&out.vram, &file.vram}, std::pair{&out.cpus, &file.cpus}, std::pair{&out.memory, &file.memory},
-          std::pair{&out.disk, &file.disk}, std::pair{&out.time, &file.time}}) {
+          std::pair{&out.disk, &file.disk}, std::pair{&out.time, &file.time}, std::pair{&out.shm, &file.shm}}) {
       if (!*flag) *flag = *from_file;
     }
     if (!out.gpus) out.gpus = file.gpus;
@@ -436,6 +439,7 @@ Result<jobs::protocol::JobRequest> job_request_of(const RunArgs& a) {
   YONDER_TRY(mib(a.vram, job.vram_mib, "--vram"));
   YONDER_TRY(mib(a.memory, job.memory_mib, "--memory"));
   YONDER_TRY(mib(a.disk, job.disk_mib, "--disk"));
+  YONDER_TRY(mib(a.shm, job.shm_mib, "--shm-size"));
   if (a.time) {
     auto d = parse_duration_s(*a.time);
     if (!d) return Error(d.error()).with_context("--time");

@@ -35,6 +35,9 @@ const SettingSpec* find_setting(std::string_view key);
 // "unknown setting `KEY`", with the closest setting's name when KEY looks
 // like a typo of one, and where to see them all.
 Error unknown_setting(std::string_view key);
+// Whether a running yonderd applies a new value of `key` at once
+// (POST /v1/config/reload); the others wait for its next start.
+bool applies_live(std::string_view key);
 
 // Reads an environment variable; injected so tests need not touch the real one.
 using EnvFn = std::function<std::optional<std::string>(const char*)>;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <array>
 
 #include "base/suggest.h"
@@ -86,7 +87,7 @@ constexpr std::array kSettings = {
     SettingSpec{"jobs.default_wall_time_s", T::kInt, "3600", "3600", "", "", "Wall-time limit (s) when a job does not ask."},
     SettingSpec{"jobs.max_wall_time_s", T::kInt, "86400", "86400", "", "", "Longest wall-time limit (s) a job may ask for."},
     SettingSpec{"jobs.pids_limit", T::kInt, "512", "512", "", "", "Processes and threads one job may have at once."},
-    SettingSpec{"jobs.shm_mib", T::kInt, "64", "64", "", "", "Size of a job's /dev/shm (MiB; at most a quarter of its memory)."},
+    SettingSpec{"jobs.shm_mib", T::kInt, "0", "0", "", "", "Size of a job's /dev/shm by default (MiB; 0: half its memory, the most it may have; a job asks for its own with `run --shm-size`)."},
     SettingSpec{"jobs.stop_grace_s", T::kInt, "10", "10", "", "", "Seconds between SIGTERM and SIGKILL when a job is stopped."},
     SettingSpec{"jobs.log_max_bytes", T::kInt, "16777216", "16777216", "YONDER_JOBS_LOG_MAX_BYTES", "",
                 "Bytes of output kept per job on the provider; later output is dropped with a notice."},
@@ -121,6 +122,12 @@ constexpr std::array kSettings = {
     SettingSpec{"credits.queue_order", T::kBool, "true", "true", "", "",
                 "Serve waiting jobs tit-for-tat: peers that gave more than they took first, then peers within their "
                 "allowance, then debtors (each by arrival); false: first come, first served."},
+    SettingSpec{"history.interval_s", T::kInt, "10", "10", "", "",
+                "How often (seconds, at least 1) yonderd records its GPUs' use, each peer's link throughput and its "
+                "running jobs' use, for the dashboard's charts."},
+    SettingSpec{"history.keep_h", T::kInt, "24", "24", "", "",
+                "How long (hours, at least 1) those records are kept; older ones are pruned (and the oldest past "
+                "two million rows, whatever their age)."},
     SettingSpec{"mesh.labels", T::kString, "", "(none)", "YONDER_MESH_LABELS", "",
                 "Labels this provider advertises to its peers, as KEY=VALUE,KEY=VALUE (e.g. site=lab2,gpu=rtx4090); "
                 "`yonder run --mesh --label KEY=VALUE` places only on providers that have them."},
@@ -197,6 +204,10 @@ constexpr std::array kSettings = {
     SettingSpec{"link.udp_listen", T::kString, "", "the link port's number on 0.0.0.0 if free, else any", "YONDER_LINK_UDP_LISTEN", "",
                 "IP:PORT of the UDP socket that asks relays (STUN) for this node's public UDP address and carries "
                 "punched paths (QUIC)."},
+    SettingSpec{"link.punch_keepalive_s", T::kInt, "10", "10", "YONDER_LINK_PUNCH_KEEPALIVE_S", "",
+                "Seconds without sending after which a punched path sends a keepalive (a QUIC PING), so that both "
+                "NATs keep its UDP mapping: RFC 4787 asks routers to keep one 2 minutes, but some drop an idle "
+                "mapping within 30 s. 1 to 60."},
     SettingSpec{"relay.listen", T::kString, "", "off", "YONDER_RELAY_LISTEN", "",
                 "IP:PORT where this yonderd also serves as a relay (the yonder-relay protocol) for its own paired "
                 "peers, e.g. a provider with a public address relaying for peers behind NATs; empty: off."},
@@ -255,19 +266,32 @@ const SettingSpec* find_setting(std::string_view key) {
   return nullptr;
 }
 
+namespace {
+// What a running yonderd takes at once (`yonder config set` asks it to
+// reload); every other setting applies at its next start.
+constexpr std::string_view kLiveSettings[] = {"log.level", "history.interval_s", "jobs.max_per_peer",
+                                              "jobs.max_queued", "jobs.max_queued_per_peer", "credits.queue_order"};
+}  // namespace
+
+bool applies_live(std::string_view key) {
+  return std::find(std::begin(kLiveSettings), std::end(kLiveSettings), key) != std::end(kLiveSettings);
+}
+
 std::string settings_markdown() {
   std::string out =
       "# Configuration reference\n\n"
       "Generated from `src/config/settings.cpp`; `yonder config show` prints the effective values.\n\n"
       "The file is TOML: `log.level` is the key `level` in the table `[log]`. Precedence, lowest first: default, "
       "config file, environment variable.\n\n"
+      "`yonder config set` and `unset` write the file and ask a running yonderd to take it: settings marked "
+      "*(live)* apply at once, the others at yonderd's next start (`yonder config show` marks those that wait).\n\n"
       "| setting | type | default | environment | allowed | meaning |\n"
       "| --- | --- | --- | --- | --- | --- |\n";
   for (const auto& s : kSettings) {
     const char* type = s.type == T::kString ? "string" : s.type == T::kInt ? "integer" : "boolean";
     out += "| `" + std::string(s.key) + "` | " + type + " | " + std::string(s.default_doc) + " | " +
            (s.env.empty() ? "" : "`" + std::string(s.env) + "`") + " | " + std::string(s.allowed) + " | " +
-           std::string(s.doc) + " |\n";
+           std::string(s.doc) + (applies_live(s.key) ? " *(live)*" : "") + " |\n";
   }
   return out;
 }

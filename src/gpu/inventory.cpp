@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <limits>
 #include <optional>
+#include <tuple>
 
 namespace yonder::gpu {
 
@@ -120,6 +121,14 @@ Result<GpuDevice> read_device(const nlohmann::json& json, size_t position) {
   auto utilization = read_int(json, "utilization_percent", prefix, -1, 100);
   if (!utilization) return std::move(utilization).error();
   device.utilization_percent = *utilization;
+  // Absent from reports of older versions: unknown.
+  for (auto [key, slot, max] : {std::tuple{"temperature_c", &device.temperature_c, 1000},
+                                std::tuple{"power_milliwatts", &device.power_milliwatts, 100'000'000}}) {
+    if (!json.contains(key)) continue;
+    auto value = read_int(json, key, prefix, -1, max);
+    if (!value) return std::move(value).error();
+    *slot = *value;
+  }
   auto major = read_int(json, "compute_major", prefix, 0, 1000);
   if (!major) return std::move(major).error();
   device.compute_major = *major;
@@ -262,6 +271,8 @@ nlohmann::json to_json(const InventoryReport& report) {
         {"memory_total_bytes", device.memory_total_bytes},
         {"memory_used_bytes", device.memory_used_bytes},
         {"utilization_percent", device.utilization_percent},
+        {"temperature_c", device.temperature_c},
+        {"power_milliwatts", device.power_milliwatts},
         {"compute_major", device.compute_major},
         {"compute_minor", device.compute_minor},
     });
@@ -325,7 +336,13 @@ InventoryReport FakeGpuInventory::probe() {
     for (const auto& p : processes_) {
       if (p.uuid == device.uuid) device.memory_used_bytes += p.used_bytes;
     }
-    device.utilization_percent = 0;
+    // Made-up readings that move with the simulated processes, so charts
+    // of a fake GPU show something: busier with each process on it.
+    int busy = 0;
+    for (const auto& p : processes_) busy += p.uuid == device.uuid ? 1 : 0;
+    device.utilization_percent = std::min(100, 40 * busy);
+    device.temperature_c = 35 + 10 * std::min(busy, 5);
+    device.power_milliwatts = 30'000 + 60'000 * std::min(busy, 5);
     device.compute_major = 8;
     device.compute_minor = 0;
     report.devices.push_back(std::move(device));

@@ -40,6 +40,8 @@ struct GpuDevice {
   uint64_t memory_total_bytes = 0;
   uint64_t memory_used_bytes = 0;
   int utilization_percent = -1;  // -1 unknown (not every GPU reports it)
+  int temperature_c = -1;        // the GPU die; -1 unknown
+  int power_milliwatts = -1;     // the board's draw now; -1 unknown
   int compute_major = 0;         // CUDA compute capability, e.g. 9.0
   int compute_minor = 0;
 

@@ -99,7 +99,13 @@ struct NvmlApi {
   NvmlReturn (*device_get_cuda_compute_capability)(NvmlDevice, int*, int*);
   // Optional: per-process accounting (VRAM limits). Absent in very old drivers.
   NvmlReturn (*device_get_compute_running_processes)(NvmlDevice, unsigned int*, NvmlProcessInfo*);
+  // Optional: for the dashboard's history. nvmlDeviceGetTemperature takes
+  // a sensor (NVML_TEMPERATURE_GPU = 0) and gives degrees C;
+  // nvmlDeviceGetPowerUsage gives the board's draw in milliwatts.
+  NvmlReturn (*device_get_temperature)(NvmlDevice, int, unsigned int*);
+  NvmlReturn (*device_get_power_usage)(NvmlDevice, unsigned int*);
 };
+constexpr int kNvmlTemperatureGpu = 0;
 
 template <typename Fn>
 bool resolve(void* handle, const char* symbol, Fn& slot, std::string& missing) {
@@ -129,6 +135,8 @@ std::string resolve_all(void* handle, NvmlApi& api) {
   if (!resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3", api.device_get_compute_running_processes, optional)) {
     resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v2", api.device_get_compute_running_processes, optional);
   }
+  resolve(handle, "nvmlDeviceGetTemperature", api.device_get_temperature, optional);
+  resolve(handle, "nvmlDeviceGetPowerUsage", api.device_get_power_usage, optional);
   return missing;
 }
 
@@ -330,6 +338,15 @@ class NvmlInventory final : public GpuInventory {
       if (api_.device_get_utilization_rates(device, &utilization) == kNvmlSuccess &&
           utilization.gpu <= 100) {
         out.utilization_percent = static_cast<int>(utilization.gpu);
+      }
+      unsigned int celsius = 0, milliwatts = 0;
+      if (api_.device_get_temperature != nullptr &&
+          api_.device_get_temperature(device, kNvmlTemperatureGpu, &celsius) == kNvmlSuccess && celsius < 1000) {
+        out.temperature_c = static_cast<int>(celsius);
+      }
+      if (api_.device_get_power_usage != nullptr && api_.device_get_power_usage(device, &milliwatts) == kNvmlSuccess &&
+          milliwatts < 100'000'000) {
+        out.power_milliwatts = static_cast<int>(milliwatts);
       }
       int major = 0;
       int minor = 0;

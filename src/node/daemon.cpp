@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -22,7 +23,9 @@
 #include "api/server.h"
 #include "api/tls.h"
 #include "config/config.h"
+#include "crypto/node_id.h"
 #include "gpu/inventory.h"
+#include "history/history_service.h"
 #include "jobs/audit/audit_routes.h"
 #include "jobs/consumer/consumer_jobs.h"
 #include "jobs/consumer/remote_consumer.h"
@@ -286,12 +289,49 @@ int run_daemon(const DaemonOptions& options) {
                                      *benchmark_settings);
   groups.member_added().subscribe([&](const mesh::PeerKey& member) { mesh_benchmark.on_member_joined(member); });
   // --- end reputation and verification
+
+  // --- history: what the dashboard charts (GPUs, link throughput, jobs' use), sampled and stored.
+  auto history_store = history::HistoryStore::open(paths->database());
+  if (!history_store) return fail_running(Error(history_store.error()).with_context("history"));
+  history::HistorySources history_sources;
+  history_sources.gpus = [job_gpus] { return job_gpus->probe(); };
+  history::HistorySettings history_settings;
+  history_sources.jobs = [&provider, max_jobs = history_settings.max_jobs] {
+    std::vector<history::JobUsage> usage;
+    auto jobs = provider->ready();
+    if (!jobs) return usage;
+    size_t asked = 0;
+    for (const JobId& id : (*jobs)->running()) {
+      if (asked++ >= max_jobs) break;
+      auto stats = (*jobs)->stats(id);
+      if (!stats) continue;  // it ended meanwhile
+      if (auto u = history::job_usage_from_stats(*stats)) usage.push_back(std::move(*u));
+    }
+    return usage;
+  };
+  history_sources.traffic = [&peer_link] {
+    std::vector<history::PeerTraffic> traffic;
+    for (const auto& session : peer_link->service().sessions()) {
+      if (session.established) traffic.push_back({NodeId(session.peer).to_string(), session.bytes_in, session.bytes_out});
+    }
+    return traffic;
+  };
+  history_sources.peer_names = [&peer_link] {
+    std::map<std::string, std::string> names;
+    for (const auto& t : peer_link->targets()) names[t.node_id] = t.name;
+    return names;
+  };
+  history_settings.interval = std::chrono::seconds(std::max<int64_t>(1, cfg->get_int("history.interval_s")));
+  history_settings.keep = std::chrono::hours(std::max<int64_t>(1, cfg->get_int("history.keep_h")));
+  history::HistoryService history_service(io.get_executor(), pool.get_executor(), loop_timers,
+                                          std::move(*history_store), std::move(history_sources), history_settings);
+  // --- end history
   // The features, each through the same steps (api/module.h): methods and
   // routes, then start, all before the loop serves anything.
   modules = {&remote_provider, &upload_provider,  &fetch_provider,   &files_provider,    &remote_consumer,
              &fetch_consumer,  &files_consumer,   &forward_provider, &host_forward,      &forward_consumer,
              &receipts_provider, &receipts_consumer, &mesh_provider, &mesh_consumer,     &mesh_jobs,
-             &mesh_arrays,     &groups,           &mesh_opinions,    &mesh_benchmark};
+             &mesh_arrays,     &groups,           &mesh_opinions,    &mesh_benchmark,    &history_service};
   for (api::Module* m : modules) {
     m->register_methods();
     m->add_routes(router);
@@ -315,6 +355,65 @@ int run_daemon(const DaemonOptions& options) {
               {"link_port", peer_link->port()},
               {"api_port", api_auth.tcp_port()},
               {"api_url", api_auth.base_url()}}));
+  });
+  // Settings applied while running (POST /v1/config/reload), over what
+  // `cfg` says: key -> value and its source. Event loop only.
+  std::map<std::string, std::pair<std::string, config::Source>> live_values;
+  auto running_value = [&](std::string_view key) {
+    auto it = live_values.find(std::string(key));
+    return it != live_values.end() ? it->second : std::pair{cfg->get(key), cfg->source(key)};
+  };
+  // The settings this daemon runs with and where each came from, so
+  // `yonder config show` reports what runs, not only what the file says now.
+  router.add("GET", "/v1/config", [&](const api::Request&, api::Reply reply) {
+    nlohmann::json settings = nlohmann::json::array();
+    for (const auto& s : config::all_settings()) {
+      auto [value, source] = running_value(s.key);
+      settings.push_back({{"key", s.key}, {"value", value}, {"source", config::source_name(source)}});
+    }
+    reply(api::Response::json(200, {{"config_file", paths->config_file}, {"settings", settings}}));
+  });
+  // Re-reads the file (with the daemon's environment over it, as at start)
+  // and applies at once what config::applies_live allows; the rest waits for
+  // the next start. `yonder config set` and `unset` call it.
+  router.add("POST", "/v1/config/reload", [&](const api::Request&, api::Reply reply) {
+    auto fresh = config::Config::load(paths->config_file);
+    if (!fresh) return reply(api::Response::error(fresh.error()));
+    if (auto st = fresh->apply_env(env); !st) return reply(api::Response::error(st.error()));
+    nlohmann::json applied = nlohmann::json::array(), waiting = nlohmann::json::array();
+    bool limits = false, order = false;
+    for (const auto& s : config::all_settings()) {
+      std::string key(s.key), now = running_value(key).first, next = fresh->get(key);
+      if (now == next) continue;
+      if (!config::applies_live(key)) {
+        waiting.push_back({{"key", key}, {"value", next}, {"running", now}});
+        continue;
+      }
+      live_values[key] = {next, fresh->source(key)};
+      applied.push_back({{"key", key}, {"value", next}});
+      if (key == "log.level") spdlog::set_level(spdlog::level::from_str(next));
+      if (key == "history.interval_s") history_service.set_interval(std::chrono::seconds(fresh->get_int(key)));
+      limits = limits || key.starts_with("jobs.");
+      order = order || key == "credits.queue_order";
+    }
+    for (const auto& a : applied) spdlog::info("setting {} is now {} (applied live)", a["key"].get<std::string>(), a["value"].get<std::string>());
+    // The provider's queue takes its lock: on the pool.
+    int max_per_peer = static_cast<int>(fresh->get_int("jobs.max_per_peer")), max_queued = static_cast<int>(fresh->get_int("jobs.max_queued")),
+        max_queued_per_peer = static_cast<int>(fresh->get_int("jobs.max_queued_per_peer"));
+    bool by_credits = fresh->get_bool("credits.queue_order");
+    asio::post(pool, [&io, &provider, &credits, limits, order, max_per_peer, max_queued, max_queued_per_peer, by_credits,
+                      body = nlohmann::json{{"applied", applied}, {"restart", waiting}}, reply = std::move(reply)]() mutable {
+      if (limits) provider->set_limits(max_per_peer, max_queued, max_queued_per_peer);
+      if (order) {
+        if (by_credits) {
+          provider->set_queue_order(
+              [&credits](const std::vector<jobs::provider::ProviderJobs::QueuedJob>& q) { return credits.order(q); });
+        } else {
+          provider->set_queue_order(nullptr);
+        }
+      }
+      asio::post(io, [body = std::move(body), reply = std::move(reply)] { reply(api::Response::json(200, body)); });
+    });
   });
   router.add("GET", "/v1/gpus", [&](const api::Request&, api::Reply reply) {
     asio::post(pool, [&io, shown = job_gpus, gpu_count, reply = std::move(reply)]() mutable {

@@ -41,12 +41,13 @@ PeerRecord read_peer(const store::Statement& st) {
     if (s) p.granted_to_us = *s;
   }
   p.provider_notice = st.column_optional_text(9).value_or("");
+  p.check_digits = st.column_optional_text(10).value_or("");
   return p;
 }
 
 constexpr const char* kPeerColumns =
     "public_key, name, scope_json, paired_at, last_seen_at, via_link_id, denied_at, addresses_json, "
-    "granted_to_us_json, provider_notice";
+    "granted_to_us_json, provider_notice, check_digits";
 
 }  // namespace
 
@@ -111,10 +112,11 @@ std::vector<PeerRecord> TrustStore::peers() const {
 Status TrustStore::upsert(const PeerRecord& p) {
   auto st = db_.prepare(
       "INSERT INTO peers (peer_id, public_key, name, scope_json, paired_at, last_seen_at, via_link_id, denied_at, "
-      "addresses_json, granted_to_us_json, provider_notice) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+      "addresses_json, granted_to_us_json, provider_notice, check_digits) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
       "ON CONFLICT(peer_id) DO UPDATE SET public_key = ?2, name = ?3, scope_json = ?4, paired_at = ?5, "
       "last_seen_at = ?6, via_link_id = ?7, denied_at = ?8, addresses_json = ?9, granted_to_us_json = ?10, "
-      "provider_notice = ?11");
+      "provider_notice = ?11, check_digits = ?12");
   if (!st) return std::move(st).error();
   std::string granted = p.granted_to_us ? scope_to_json(*p.granted_to_us).dump() : std::string();
   YONDER_TRY(st->bind(1, p.id().to_string()));
@@ -130,6 +132,8 @@ Status TrustStore::upsert(const PeerRecord& p) {
   else YONDER_TRY(st->bind(10, nullptr));
   if (p.provider_notice.empty()) YONDER_TRY(st->bind(11, nullptr));
   else YONDER_TRY(st->bind(11, std::string_view(p.provider_notice)));
+  if (p.check_digits.empty()) YONDER_TRY(st->bind(12, nullptr));
+  else YONDER_TRY(st->bind(12, std::string_view(p.check_digits)));
   auto done = st->step();
   if (!done) return std::move(done).error();
   peers_[p.key] = p;

@@ -35,6 +35,10 @@ struct PeerRecord {
   std::optional<int64_t> last_seen_at;
   std::optional<int64_t> denied_at;
   std::string via_link_id;
+  // The check digits both sides saw at the latest pairing ("" before v12 or
+  // for a pin made without a link): compared aloud, they prove no one sat in
+  // the middle.
+  std::string check_digits;
 
   NodeId id() const { return NodeId(key); }
   bool denied() const { return denied_at.has_value(); }

@@ -253,6 +253,32 @@ ALTER TABLE share_links ADD COLUMN replaces_scope INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE peers ADD COLUMN provider_notice TEXT;
 )sql";
 
+// v12: a peer row keeps the check digits (short authentication string) of
+// its latest pairing, so either side can compare them later (`yonder peers
+// PEER`), not only the one that ran `pair` at that moment.
+constexpr std::string_view kV12 = R"sql(
+ALTER TABLE peers ADD COLUMN check_digits TEXT;
+)sql";
+
+// v13: the node's measurements over time (GPU use, link throughput per
+// peer, the use of jobs it runs), for the dashboard's charts; pruned by age
+// and a row cap (history/history_store.h).
+constexpr std::string_view kV13 = R"sql(
+CREATE TABLE history_samples (
+  series TEXT NOT NULL,
+  at_ms  INTEGER NOT NULL,
+  value  REAL NOT NULL
+) STRICT;
+CREATE INDEX history_by_series ON history_samples (series, at_ms);
+CREATE INDEX history_by_time ON history_samples (at_ms);
+)sql";
+
+// v14: a job waiting in a provider's queue is `pending` (Slurm's word, and
+// what `ps --filter state=` takes), no longer `queued`.
+constexpr std::string_view kV14 = R"sql(
+UPDATE jobs SET state = 'pending' WHERE state = 'queued';
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "peers and share links", kV1},
     {2, "jobs, audit log, peer denial", kV2},
@@ -265,6 +291,9 @@ constexpr Migration kMigrations[] = {
     {9, "array jobs", kV9},
     {10, "disputed receipts as verifications", kV10},
     {11, "share links that replace a scope, providers' notices", kV11},
+    {12, "the check digits of a peer's pairing", kV12},
+    {13, "measurements over time for the dashboard", kV13},
+    {14, "waiting jobs are pending", kV14},
 };
 static_assert(std::size(kMigrations) == kSchemaVersion, "add a step when raising kSchemaVersion");
 

@@ -17,7 +17,7 @@
 namespace yonder::store {
 
 // The schema version this build writes and understands.
-inline constexpr int kSchemaVersion = 11;
+inline constexpr int kSchemaVersion = 14;
 
 // One step: runs `sql` and sets user_version to `version`, which must be one
 // more than the previous step's.

@@ -47,6 +47,29 @@ TEST(PsFilter, OneKeysValuesAreAlternativesAndKeysMustAllMatch) {
   EXPECT_FALSE(h->wants_ended());
 }
 
+TEST(PsFilter, AWaitingJobIsPendingAndItsOldNameQueuedIsTakenToo) {
+  json listing = {{"jobs", {listing_job("a", "pending", 1), listing_job("b", "running", 2)}}};
+  for (const char* given : {"state=pending", "state=queued"}) {
+    auto f = parse_ps_filters({given});
+    ASSERT_TRUE(f) << given << ": " << f.error().message();
+    EXPECT_EQ(listing_ids(ps_rows(listing, *f)), (std::vector<std::string>{"a"})) << given;
+    EXPECT_FALSE(f->wants_ended());
+  }
+}
+
+TEST(PsFilter, NameMatchesAPartOfTheNameAsDockersDoes) {
+  json listing = {
+      {"jobs", {listing_job("a", "running", 1), listing_job("b", "running", 2), listing_job("c", "running", 3)}}};
+  listing["jobs"][0]["name"] = "train-small";
+  listing["jobs"][1]["name"] = "eval";
+  auto f = parse_ps_filters({"name=train"});
+  ASSERT_TRUE(f) << f.error().message();
+  EXPECT_EQ(listing_ids(ps_rows(listing, *f)), (std::vector<std::string>{"a"}));
+  auto g = parse_ps_filters({"name=a"});  // "train-small" and "eval"; c has no name
+  ASSERT_TRUE(g);
+  EXPECT_EQ(listing_ids(ps_rows(listing, *g)), (std::vector<std::string>{"b", "a"}));
+}
+
 TEST(PsFilter, RefusesWhatItCannotFilterOnAndSaysWhatItCan) {
   for (const char* bad : {"state", "color=red", "state=", "state=done"}) {
     auto f = parse_ps_filters({bad});
@@ -75,7 +98,7 @@ TEST(AgoText, ReadsLikeDockers) {
 }
 
 TEST(DurationText, RunsUntilNowOrTheEnd) {
-  json j = {{"state", "queued"}};
+  json j = {{"state", "pending"}};
   EXPECT_EQ(duration_text(j, 100), "-");
   j = {{"state", "running"}, {"started_at", 100}};
   EXPECT_EQ(duration_text(j, 145), "45s");
@@ -84,6 +107,32 @@ TEST(DurationText, RunsUntilNowOrTheEnd) {
   EXPECT_EQ(duration_text(j, 1'000'000), "2h07m");
   j = {{"state", "exited"}, {"started_at", 100}};
   EXPECT_EQ(duration_text(j, 1'000'000), "-");  // ended, but not known when
+}
+
+TEST(GpuSeconds, AreTheLeasedGpusTimesTheRunTime) {
+  json j = {{"state", "exited"}, {"started_at", 100}, {"finished_at", 400}, {"gpus", {"GPU-a", "GPU-b"}}};
+  EXPECT_EQ(run_seconds(j, 1000), 300);
+  EXPECT_EQ(gpu_seconds(j, 1000), 600);
+  j = {{"state", "running"}, {"started_at", 100}, {"gpus", {"GPU-a"}}};
+  EXPECT_EQ(gpu_seconds(j, 160), 60);  // so far
+  j = {{"state", "exited"}, {"started_at", 100}, {"finished_at", 400}};
+  EXPECT_EQ(gpu_seconds(j, 1000), 0);  // no GPU
+  j = {{"state", "failed"}, {"started_at", 100}, {"gpus", {"GPU-a"}}};
+  EXPECT_EQ(gpu_seconds(j, 1000), -1);  // ended, not known when
+  j = {{"state", "pending"}, {"gpus", json::array()}};
+  EXPECT_EQ(run_seconds(j, 1000), -1);
+  EXPECT_EQ(span_text(2 * 3600 + 7 * 60), "2h07m");
+}
+
+TEST(PsFilter, SinceKeepsJobsSubmittedThenOrLaterEndedOnesToo) {
+  json listing = {
+      {"jobs", {listing_job("a", "exited", 100), listing_job("b", "running", 200), listing_job("c", "failed", 300)}}};
+  PsFilter f;
+  f.since_s = 200;
+  EXPECT_TRUE(f.wants_ended());
+  EXPECT_EQ(listing_ids(ps_rows(listing, f)), (std::vector<std::string>{"c", "b"}));
+  f.values["state"] = {"failed"};
+  EXPECT_EQ(listing_ids(ps_rows(listing, f)), (std::vector<std::string>{"c"}));
 }
 
 TEST(InspectView, PutsStateExitCodeAndWhyFirst) {

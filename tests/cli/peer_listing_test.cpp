@@ -42,6 +42,38 @@ TEST(PeersTable, ShowsWhatEachSideGrantedAndAConnectedPeerIsSeenNow) {
   EXPECT_EQ(laptop.find("we may"), std::string::npos) << "it granted us nothing: " << laptop;
 }
 
+TEST(PeerDetail, ShowsThePairingsCheckDigitsAndWhatEachSideMayDo) {
+  Scope granted;
+  granted.capabilities = *parse_capabilities("run,files");
+  granted.gpus = 1;
+  json peer = {{"name", "studio"},
+               {"node_id", "ab12cd34ef"},
+               {"connected", true},
+               {"paired_at", 1700000000},
+               {"check_digits", "123 456 789"},
+               {"grant_summary", "nothing"},
+               {"granted_to_us", scope_to_json(granted)},
+               {"addresses", json::array({"192.0.2.7:7861", "bad\x1b[2Jaddress"})},
+               {"path", "direct"},
+               {"rtt_ms", 1.25}};
+  std::string d = peer_detail(peer);
+  EXPECT_NE(d.find("Check digits  123 456 789"), std::string::npos) << d;
+  EXPECT_NE(d.find("They may here nothing"), std::string::npos) << d;
+  EXPECT_NE(d.find("We may there  run,files; 1 GPU"), std::string::npos) << d;
+  EXPECT_NE(d.find("Path          direct (1.2 ms)"), std::string::npos) << d;
+  EXPECT_NE(d.find("Last seen     now"), std::string::npos) << d;
+  EXPECT_EQ(d.find('\x1b'), std::string::npos) << "a peer's addresses reach the terminal escaped: " << d;
+
+  // A pin from before check digits were kept says so instead of a blank.
+  peer.erase("check_digits");
+  peer["connected"] = false;
+  peer["last_seen_at"] = nullptr;
+  d = peer_detail(peer);
+  EXPECT_NE(d.find("paired before check digits were kept"), std::string::npos) << d;
+  EXPECT_NE(d.find("Last seen     never"), std::string::npos) << d;
+  EXPECT_EQ(d.find("Path"), std::string::npos) << "no path while idle: " << d;
+}
+
 TEST(ShareReach, ALinkOnlyThisHostOrThisNetworkReachesSaysSoAndHowToFixIt) {
   auto loop = share_reach_warning({"127.0.0.1:7850"}, {});
   EXPECT_NE(loop.find("reaches only this machine"), std::string::npos) << loop;
@@ -63,6 +95,21 @@ TEST(LinksTable, SaysHowManyUsesAreSpentOfHowMany) {
   EXPECT_NE(t.find("USED"), std::string::npos) << t;
   EXPECT_NE(t.find("0 of 1"), std::string::npos) << t;
   EXPECT_NE(t.find("3 of 3"), std::string::npos) << t;
+}
+
+TEST(NewlyPaired, IsTheNewPeerOrTheOnePairedAgain) {
+  nlohmann::json before = {{"peers",
+                            {{{"node_id", "a"}, {"paired_at", 10}, {"check_digits", "111 111 111"}},
+                             {{"node_id", "b"}, {"paired_at", 20}, {"check_digits", "222 222 222"}}}}};
+  EXPECT_TRUE(newly_paired(before, before).is_null());
+  auto with_c = before;
+  with_c["peers"].push_back({{"node_id", "c"}, {"paired_at", 30}, {"check_digits", "333 333 333"}});
+  EXPECT_EQ(newly_paired(before, with_c)["node_id"], "c");
+  auto again = before;
+  again["peers"][0]["paired_at"] = 40;
+  again["peers"][0]["check_digits"] = "444 444 444";
+  EXPECT_EQ(newly_paired(before, again)["node_id"], "a");
+  EXPECT_EQ(newly_paired(nlohmann::json(), with_c)["node_id"], "c");  // the last of those that are new
 }
 
 }  // namespace

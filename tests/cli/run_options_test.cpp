@@ -84,6 +84,8 @@ vram = "20G"
 cpus = 0.5
 memory = "16G"
 disk = "50G"
+shm_size = "8G"
+name = "train-3"
 time = "2h"
 env_file = ".env"
 workdir = "src"
@@ -108,6 +110,8 @@ DEBUG = true
   EXPECT_EQ(std::stod(*a->cpus), 0.5);
   EXPECT_EQ(a->memory, "16G");
   EXPECT_EQ(a->disk, "50G");
+  EXPECT_EQ(a->shm, "8G");
+  EXPECT_EQ(a->name, "train-3");
   EXPECT_EQ(a->time, "2h");
   EXPECT_EQ(a->env_files, (std::vector<std::string>{"/jobs/.env"}));  // relative to the file's folder
   EXPECT_EQ(a->workdir, "src");                                       // inside the job: as written
@@ -176,7 +180,7 @@ TEST(JobFile, UnknownKeysAndWrongTypesNameTheKeyAndLine) {
     const char* text;
     const char* says;
   };
-  for (auto c : {Case{"image = \"x\"\nimgae = \"y\"\n", "job.toml:2: unknown key `imgae`; a job file has on, image"},
+  for (auto c : {Case{"image = \"x\"\nimgae = \"y\"\n", "job.toml:2: unknown key `imgae`; a job file has on, name, image"},
                  Case{"command = \"python train.py\"\n", "job.toml:1: `command` must be an array of strings"},
                  Case{"command = []\n", "job.toml:1: `command` must be a non-empty array"},
                  Case{"\n\ngpus = \"1\"\n", "job.toml:3: `gpus` must be a whole number"},
@@ -302,8 +306,10 @@ TEST(JobRequestOf, TheFlagsBecomeTheOneRequestThatTravels) {
   a.disk = "1G";
   a.time = "2h";
   a.cpus = "0.5";
+  a.shm = "256M";
   auto r = job_request_of(a);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->shm_mib, 256);
   EXPECT_EQ(r->env, (std::map<std::string, std::string>{{"A", "2"}, {"B", "x=y"}}));
   EXPECT_EQ(r->vram_mib, 8192);
   EXPECT_EQ(r->memory_mib, 512);
@@ -337,6 +343,8 @@ TEST(JobRequestOf, ABadFlagIsNamed) {
                  Case{[](RunArgs& a) { a.disk = "512K"; }, "less than 1 MiB"},
                  Case{[](RunArgs& a) { a.memory = "12Q"; }, "--memory"},
                  Case{[](RunArgs& a) { a.time = "soon"; }, "--time"},
+                 Case{[](RunArgs& a) { a.shm = "64"; }, "--shm-size 64 has no unit"},
+                 Case{[](RunArgs& a) { a.shm = "0M"; }, "--shm-size 0M is less than 1 MiB"},
                  Case{[](RunArgs& a) { a.cpus = "0"; }, "--cpus"},
                  Case{[](RunArgs& a) { a.cpus = "2x"; }, "--cpus"}}) {
     RunArgs a;

@@ -26,6 +26,24 @@ TEST(Config, DefaultsWhenEmpty) {
   EXPECT_EQ(cfg->get_int("api.request_timeout_s"), 30);
 }
 
+TEST(Config, LiveSettingsAreKnownAndMarkedInTheDocs) {
+  for (const char* key : {"log.level", "history.interval_s", "jobs.max_per_peer", "jobs.max_queued",
+                          "jobs.max_queued_per_peer", "credits.queue_order"}) {
+    EXPECT_TRUE(applies_live(key)) << key;
+    EXPECT_NE(find_setting(key), nullptr) << key << " is live but not a setting";
+  }
+  EXPECT_FALSE(applies_live("link.listen"));  // a listener is bound at start
+  EXPECT_FALSE(applies_live("no.such"));
+  std::string docs = settings_markdown();
+  auto line_of = [&](const std::string& key) {
+    size_t at = docs.find("| `" + key + "` |");
+    return at == std::string::npos ? std::string() : docs.substr(at, docs.find('\n', at) - at);
+  };
+  EXPECT_NE(line_of("jobs.max_per_peer").find("*(live)*"), std::string::npos) << line_of("jobs.max_per_peer");
+  ASSERT_FALSE(line_of("link.listen").empty());
+  EXPECT_EQ(line_of("link.listen").find("*(live)*"), std::string::npos) << line_of("link.listen");
+}
+
 TEST(Config, ANodeNameWithControlCharactersIsRefused) {
   auto cfg = Config::parse("[node]\nname = \"ev\\u001b]52;c;eA==\\u0007il\"\n", "c.toml");
   ASSERT_FALSE(cfg.ok());

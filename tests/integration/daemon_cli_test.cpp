@@ -236,6 +236,74 @@ TEST_F(DaemonCli, ConfigSetGetShow) {
   EXPECT_EQ(yonder({"config", "get", "log.level"}, {{"YONDER_LOG_LEVEL", "error"}}).out, "error\n");
 }
 
+TEST_F(DaemonCli, ConfigShowsWhatTheRunningDaemonUsesAppliesLiveSettingsAndSaysWhatWaitsForARestart) {
+  init();
+  ASSERT_EQ(yonder({"config", "set", "jobs.stop_grace_s", "7"}).exit_code, 0);
+  ASSERT_EQ(yonder({"config", "set", "log.level", "info"}).exit_code, 0);
+  {
+    Daemon d(env_);
+    ASSERT_TRUE(d.ready()) << d.log();
+    auto same = yonder({"config", "get", "jobs.stop_grace_s"});
+    EXPECT_EQ(same.out, "7\n");
+    EXPECT_EQ(same.err, "");
+    // A setting read only at start: the file changes, what runs does not.
+    auto set = yonder({"config", "set", "jobs.stop_grace_s", "9"});  // while it runs
+    ASSERT_EQ(set.exit_code, 0) << set.err;
+    EXPECT_NE(set.out.find("restart yonderd to apply it"), std::string::npos) << set.out;
+    auto get = yonder({"config", "get", "jobs.stop_grace_s"});
+    EXPECT_EQ(get.out, "7\n");  // what runs
+    EXPECT_NE(get.err.find("the file now says 9: restart yonderd to apply it"), std::string::npos) << get.err;
+    // A live one: the daemon takes it at once, and says so in its log.
+    auto live = yonder({"config", "set", "log.level", "debug"});
+    ASSERT_EQ(live.exit_code, 0) << live.err;
+    EXPECT_NE(live.out.find("the running yonderd applied it now"), std::string::npos) << live.out;
+    auto live_get = yonder({"config", "get", "log.level"});
+    EXPECT_EQ(live_get.out, "debug\n");
+    EXPECT_EQ(live_get.err, "");
+    EXPECT_NE(d.log().find("setting log.level is now debug (applied live)"), std::string::npos) << d.log();
+    // This shell's environment is not the daemon's: what runs is asked of it.
+    EXPECT_EQ(yonder({"config", "get", "log.level"}, {{"YONDER_LOG_LEVEL", "error"}}).out, "debug\n");
+    auto show = nlohmann::json::parse(yonder({"config", "show", "--json"}).out);
+    EXPECT_EQ(show["running"], true);
+    for (const auto& s : show["settings"]) {
+      if (s["key"] == "jobs.stop_grace_s") {
+        EXPECT_EQ(s["value"], "7");
+        EXPECT_EQ(s["source"], "file");
+        EXPECT_EQ(s["on_restart"], "9");
+      } else if (s["key"] == "log.level") {
+        EXPECT_EQ(s["value"], "debug");
+        EXPECT_EQ(s["source"], "file");
+        EXPECT_FALSE(s.contains("on_restart")) << s;
+      } else {
+        EXPECT_FALSE(s.contains("on_restart")) << s;
+      }
+    }
+    auto text = yonder({"config", "show"}).out;
+    EXPECT_NE(text.find("# values: what the running yonderd uses"), std::string::npos) << text;
+    EXPECT_NE(text.find("1 setting(s) in the file differ from what runs"), std::string::npos) << text;
+    // Unset: back to the default, live too.
+    auto unset = yonder({"config", "unset", "log.level"});
+    EXPECT_NE(unset.out.find("log.level = info  (in"), std::string::npos) << unset.out;
+    EXPECT_NE(unset.out.find("applied it now"), std::string::npos) << unset.out;
+  }
+  // Stopped: the values it would start with, nothing pending.
+  EXPECT_EQ(yonder({"config", "get", "jobs.stop_grace_s"}).out, "9\n");
+  EXPECT_NE(yonder({"config", "set", "log.level", "warn"}).out.find("yonderd reads it when it starts"), std::string::npos);
+  auto after = yonder({"config", "show", "--json"});
+  auto j = nlohmann::json::parse(after.out);
+  EXPECT_EQ(j["running"], false);
+  EXPECT_EQ(yonder({"config", "get", "log.level"}).out, "warn\n");
+  // A value the daemon took from its environment: the file does not decide it.
+  Env with_env = env_;
+  with_env["YONDER_LOG_LEVEL"] = "error";
+  Daemon d(with_env);
+  ASSERT_TRUE(d.ready()) << d.log();
+  auto env_get = nlohmann::json::parse(yonder({"config", "get", "log.level", "--json"}).out);
+  EXPECT_EQ(env_get["value"], "error");
+  EXPECT_EQ(env_get["source"], "env");
+  EXPECT_FALSE(env_get.contains("on_restart")) << env_get;
+}
+
 TEST_F(DaemonCli, BrokenConfigIsReportedWithLineAndColumn) {
   init();
   std::string cfg = dir_ / "home/config.toml";

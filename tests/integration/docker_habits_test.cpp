@@ -1,7 +1,7 @@
 // What a docker user types on day one, through the real `yonder` against a
 // provider and a consumer (real yonderd each, paired over loopback TLS,
 // jobs on the real dockerd): wait, inspect, logs --tail/-t/-f, ps -q,
-// --filter and --format.
+// --filter and --format, run --name and --shm-size, stats.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -38,7 +38,8 @@ class DockerHabits : public ::testing::Test {
  protected:
   void SetUp() override {
     YONDER_REQUIRE_DOCKER_OR_SKIP();
-    studio_ = std::make_unique<Node>(dir_, "studio", true);
+    // Fake GPUs the jobs may lease on an engine without the NVIDIA runtime.
+    studio_ = std::make_unique<Node>(dir_, "studio", true, Env{{"YONDER_GPU_FAKE_WITHOUT_RUNTIME", "true"}});
     laptop_ = std::make_unique<Node>(dir_, "laptop", false);
     laptop_->pair_with(*studio_, {"--max-jobs", "4", "--scope", "run,files"});
   }
@@ -236,6 +237,104 @@ TEST_F(DockerHabits, PsFormatJsonIsOneJobALineAndTheTableHasCreatedAndDuration) 
   EXPECT_NE(table[0].find("DURATION"), std::string::npos) << table[0];
   EXPECT_NE(table[1].find(" ago"), std::string::npos) << table[1];
   EXPECT_TRUE(std::regex_search(table[1], std::regex(R"(\s\d+s\s)"))) << table[1];
+}
+
+TEST_F(DockerHabits, PsSinceListsThePeriodsJobsEndedOnesTooWithGpuTimeAndATotal) {
+  auto gpu = laptop().yonder(
+      {"run", "--on", "studio", "--image", kImage, "--no-upload", "--gpus", "1", "--", "sh", "-c", "sleep 1"});
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  std::string cpu = detached("exit 0");
+  ASSERT_EQ(laptop().yonder({"wait", cpu}).exit_code, 0);
+  auto table = lines_of(laptop().yonder({"ps", "--since", "1h"}).out);  // ended, without -a
+  ASSERT_EQ(table.size(), 4u) << laptop().yonder({"ps", "-a"}).out;     // header, two jobs, the total
+  EXPECT_NE(table[0].find("GPU-TIME"), std::string::npos) << table[0];
+  EXPECT_TRUE(std::regex_search(table[1], std::regex(R"(\s-\s+sh -c exit 0$)"))) << table[1];
+  EXPECT_TRUE(std::regex_search(table[2], std::regex(R"(\s[1-9]\d*s\s+sh -c sleep 1$)"))) << table[2];
+  EXPECT_TRUE(std::regex_search(table[3], std::regex(R"(^2 job\(s\) since 1h: \d+s run, [1-9]\d*s GPU time$)")))
+      << table[3];
+  auto rows = lines_of(laptop().yonder({"ps", "--since", "1h", "--format", "json"}).out);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(json::parse(rows[0])["gpu_seconds"], 0);
+  EXPECT_GE(json::parse(rows[1])["gpu_seconds"].get<int>(), 1);
+  EXPECT_EQ(laptop().yonder({"ps", "-q", "--since", "2099-01-01T00:00:00Z"}).out, "");
+  auto bad = laptop().yonder({"ps", "--since", "soon"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--since takes a duration"), std::string::npos) << bad.err;
+}
+
+TEST_F(DockerHabits, StatsShowsARunningJobsCpuMemoryAndProcessesAndSaysWhenItEnded) {
+  auto r = laptop().yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--name", "busy", "--",
+                            "sh", "-c", "echo up; while :; do :; done"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(wait_until([&] { return laptop().yonder({"logs", "busy"}).out == "up\n"; }));
+  auto table = laptop().yonder({"stats", "--no-stream", "busy"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  auto lines = lines_of(table.out);
+  ASSERT_EQ(lines.size(), 2u) << table.out;
+  EXPECT_NE(lines[0].find("MEM USAGE / LIMIT"), std::string::npos) << lines[0];
+  EXPECT_TRUE(std::regex_search(lines[1], std::regex(R"(^busy\s+\d+\.\d\d%\s+\S+ / 64\.0MiB\s+\d+\.\d\d%\s+\d+\s+-)")))
+      << lines[1];
+  auto j = lines_of(laptop().yonder({"stats", "--no-stream", "--format", "json", "busy"}).out);
+  ASSERT_EQ(j.size(), 1u);
+  auto row = json::parse(j[0], nullptr, false);
+  EXPECT_GT(row["cpu_percent"].get<double>(), 1.0) << row;  // a busy loop, sampled a second apart
+  EXPECT_EQ(row["memory_limit_bytes"], 64 << 20) << row;
+  EXPECT_GE(row["pids"].get<int>(), 1) << row;
+  ASSERT_EQ(laptop().yonder({"stop", "busy"}).exit_code, 0);
+  laptop().yonder({"wait", "busy"});
+  auto ended = laptop().yonder({"stats", "--no-stream", "busy"});
+  EXPECT_EQ(ended.exit_code, 1);
+  EXPECT_NE(ended.out.find("stats are for a running job"), std::string::npos) << ended.out << ended.err;
+  auto missing = laptop().yonder({"stats", "--no-stream", "nosuchjob"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("yonder ps --all"), std::string::npos) << missing.err;
+}
+
+TEST_F(DockerHabits, RunNameIsUsableWhereverAJobIdGoes) {
+  auto r = laptop().yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--name", "train", "--",
+                            "sh", "-c", "echo hello; sleep 60"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string first = r.out.substr(0, r.out.find('\n'));
+  ASSERT_TRUE(wait_until([&] { return laptop().yonder({"logs", "train"}).out == "hello\n"; }))
+      << laptop().yonder({"logs", "train"}).err;
+  auto table = lines_of(laptop().yonder({"ps"}).out);
+  ASSERT_EQ(table.size(), 2u);
+  EXPECT_NE(table[0].find("NAME"), std::string::npos) << table[0];
+  EXPECT_NE(table[1].find("  train  "), std::string::npos) << table[1];
+  // Taken while its job runs: refused with the job that has it and the way out.
+  auto again = laptop().yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--name", "train",
+                                "--", "true"});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find("taken by job " + first), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("yonder stop train"), std::string::npos) << again.err;
+  EXPECT_EQ(laptop().yonder({"ps", "-q"}).out, first + "\n");  // nothing was submitted
+  ASSERT_EQ(laptop().yonder({"stop", "train"}).exit_code, 0);
+  EXPECT_NE(laptop().yonder({"wait", "train"}).exit_code, 0);
+  // Free again once its job ended; the name now means the newer job.
+  auto second = laptop().yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--name", "train",
+                                 "--", "sh", "-c", "exit 4"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  std::string id = second.out.substr(0, second.out.find('\n'));
+  EXPECT_EQ(laptop().yonder({"wait", "train"}).exit_code, 4);
+  auto v = json::parse(laptop().yonder({"inspect", "train"}).out, nullptr, false);
+  EXPECT_EQ(v["job_id"], id);
+  EXPECT_EQ(v["name"], "train");
+  EXPECT_EQ(laptop().yonder({"ps", "-a", "-q", "--filter", "name=rai"}).out, id + "\n" + first + "\n");
+  auto bad = laptop().yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--name", "a b", "--", "true"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("1 to 64 letters, digits and _.-"), std::string::npos) << bad.err;
+}
+
+TEST_F(DockerHabits, ShmSizeSetsTheJobsDevShmUpToHalfItsMemory) {
+  // busybox df -k: "Filesystem 1K-blocks Used Available Use% Mounted on", then /dev/shm's line.
+  auto r = laptop().yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--memory", "64M",
+                            "--shm-size", "24M", "--", "sh", "-c", "df -k /dev/shm | tail -n 1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\s24576\s)"))) << r.out;
+  auto over = laptop().yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--memory", "64M",
+                               "--shm-size", "40M", "--", "true"});
+  EXPECT_NE(over.exit_code, 0);
+  EXPECT_NE(over.err.find("at most half its memory (32 MiB of 64)"), std::string::npos) << over.err;
 }
 
 }  // namespace

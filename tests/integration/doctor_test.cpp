@@ -8,11 +8,21 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/job_node.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
 namespace yonder::testing {
 namespace {
+
+// `yonder doctor --json`'s checks, by name.
+nlohmann::json checks_by_name(const RunResult& r) {
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_TRUE(j.is_object()) << r.out << r.err;
+  nlohmann::json by_name = nlohmann::json::object();
+  for (const auto& c : j["checks"]) by_name[c["check"].get<std::string>()] = c;
+  return by_name;
+}
 
 class Doctor : public ::testing::Test {
  protected:
@@ -30,11 +40,7 @@ class Doctor : public ::testing::Test {
     for (const auto& [k, v] : extra) env[k] = v;
     auto r = run({program_path("yonder"), "doctor", "--json"}, env);
     last_exit_ = r.exit_code;
-    auto j = nlohmann::json::parse(r.out, nullptr, false);
-    EXPECT_TRUE(j.is_object()) << r.out << r.err;
-    nlohmann::json by_name = nlohmann::json::object();
-    for (const auto& c : j["checks"]) by_name[c["check"].get<std::string>()] = c;
-    return by_name;
+    return checks_by_name(r);
   }
   TempDir dir_;
   Env env_;
@@ -110,6 +116,47 @@ TEST_F(Doctor, HumanOutputHasAFixLinePerFailure) {
   EXPECT_NE(r.out.find("[FAIL] docker engine"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fix: "), std::string::npos);
   EXPECT_NE(r.out.find("check(s) failed"), std::string::npos);
+}
+
+// A node that only uses a provider: its own engine and GPU checks are not
+// failures (it needs none), and its provider is checked instead, with the
+// path it took; a provider that is down fails with what to do.
+TEST(DoctorRoles, AConsumerOnlyNodeSkipsTheGpuChecksAndChecksItsProvider) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--scope", "run"});
+  auto doctor = [&](int& exit_code) {
+    auto r = laptop.yonder({"doctor", "--json"});
+    exit_code = r.exit_code;
+    return checks_by_name(r);
+  };
+  int code = -1;
+  auto checks = doctor(code);
+  EXPECT_EQ(code, 0) << checks.dump(2);
+  EXPECT_EQ(checks["role"]["summary"], "consumer");
+  for (const char* gpu_side : {"docker engine", "nvidia container runtime", "nvidia driver (NVML)"}) {
+    EXPECT_EQ(checks[gpu_side]["state"], "skip") << gpu_side << ": " << checks[gpu_side];
+    EXPECT_NE(checks[gpu_side]["summary"].get<std::string>().find("only uses other nodes' GPUs"), std::string::npos);
+  }
+  EXPECT_EQ(checks["peer studio"]["state"], "pass") << checks["peer studio"];
+  EXPECT_NE(checks["peer studio"]["summary"].get<std::string>().find("reachable, direct"), std::string::npos)
+      << checks["peer studio"];
+  // The provider: it shares, so its GPU checks stay.
+  auto p = studio.yonder({"doctor", "--json"});
+  auto provider = nlohmann::json::parse(p.out, nullptr, false);
+  ASSERT_TRUE(provider.is_object()) << p.out;
+  for (const auto& c : provider["checks"]) {
+    EXPECT_NE(c["state"], "skip") << c;
+    if (c["check"] == "role") {
+      EXPECT_EQ(c["summary"], "provider");
+    }
+  }
+  studio.crash_and_restart([&] {
+    auto down = doctor(code);
+    EXPECT_EQ(code, 1);
+    EXPECT_EQ(down["peer studio"]["state"], "fail") << down["peer studio"];
+    EXPECT_NE(down["peer studio"]["fix"].get<std::string>().find("yonder peers studio"), std::string::npos);
+  });
 }
 
 }  // namespace

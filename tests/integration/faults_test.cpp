@@ -374,7 +374,7 @@ void check_database(const std::string& path, Acknowledged& acked) {
   EXPECT_EQ(column(*db, "PRAGMA integrity_check"), std::vector<std::string>{"ok"});
   EXPECT_EQ(column(*db, "PRAGMA foreign_key_check"), std::vector<std::string>{});
   std::lock_guard lock(acked.mutex);
-  const std::set<std::string> states = {"queued", "starting", "running", "exited", "stopped", "failed"};
+  const std::set<std::string> states = {"pending", "starting", "running", "exited", "stopped", "failed"};
   for (const auto* ids : {&acked.local_jobs, &acked.remote_jobs}) {
     for (const auto& id : *ids) {
       auto state = column(*db, "SELECT state FROM jobs WHERE job_id = ?1 AND side = 'provider'", id);

@@ -13,6 +13,7 @@
 
 #include "support/docker_env.h"
 #include "support/job_node.h"
+#include "support/read_file.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 #include "support/wait_until.h"
@@ -29,11 +30,6 @@ class Files : public ::testing::Test {
 };
 
 constexpr const char* kImage = "yonder-test/busybox:1";
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // Every regular file's content under `dir`, concatenated.
 std::string all_content(const std::string& dir) {
@@ -180,6 +176,64 @@ TEST_F(Files, CpOutOfAndIntoARunningJobNeverFollowsTheJobsLinks) {
                  return e["detail"].contains("refused") &&
                         e["detail"]["refused"].get<std::string>().find("symbolic link") != std::string::npos;
                }).is_null());
+}
+
+TEST_F(Files, CpTakesDockersFormsAFileToAFileNameStandardOutputStandardInputAndWorkspacePaths) {
+  TempDir dir;
+  Node studio(dir, "studio", true), laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--scope", "run,files"});
+  std::string script =
+      "printf '{\"loss\": 0.25}\\n' > metrics.json && mkdir results && echo a > results/a && echo b > results/b && "
+      "echo ready; i=0; while [ ! -f inbox/data.csv ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; "
+      "cat inbox/data.csv; echo got-it; sleep 60";
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "sh", "-c", script});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  ASSERT_TRUE(wait_for_output(laptop, id, "ready")) << laptop.yonder({"logs", id}).out;
+
+  // A file to a file name, by docker's absolute path in the job.
+  std::string m = dir / "m.json";
+  auto to_file = laptop.yonder({"cp", id + ":/workspace/metrics.json", m});
+  ASSERT_EQ(to_file.exit_code, 0) << to_file.err;
+  EXPECT_EQ(read_file(m), "{\"loss\": 0.25}\n");
+  std::ofstream(m) << "old";
+  ASSERT_EQ(laptop.yonder({"cp", id + ":metrics.json", m}).exit_code, 0);  // replaces it
+  EXPECT_EQ(read_file(m), "{\"loss\": 0.25}\n");
+  for (const auto& e : fs::directory_iterator(dir.path())) {  // no staging folder left behind
+    EXPECT_EQ(e.path().filename().string().rfind(".yonder-cp-", 0), std::string::npos) << e.path();
+  }
+  // To standard output: the bytes alone.
+  auto to_stdout = laptop.yonder({"cp", id + ":metrics.json", "-"});
+  ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
+  EXPECT_EQ(to_stdout.out, "{\"loss\": 0.25}\n");
+  // A folder is not a file.
+  for (const std::string& where : {m, std::string("-")}) {
+    auto folder = laptop.yonder({"cp", id + ":results", where});
+    EXPECT_NE(folder.exit_code, 0) << where;
+    EXPECT_NE(folder.err.find("is a folder in the job"), std::string::npos) << folder.err;
+  }
+  EXPECT_EQ(read_file(m), "{\"loss\": 0.25}\n");  // left as it was
+  // A folder into a folder, by its absolute path.
+  std::string all = dir / "all";
+  fs::create_directories(all);
+  ASSERT_EQ(laptop.yonder({"cp", id + ":/workspace/results", all}).exit_code, 0);
+  EXPECT_EQ(read_file(all + "/results/b"), "b\n");
+  auto outside = laptop.yonder({"cp", id + ":/etc/passwd", all});
+  EXPECT_NE(outside.exit_code, 0);
+  EXPECT_NE(outside.err.find("only /workspace"), std::string::npos) << outside.err;
+  auto no_folder = laptop.yonder({"cp", id + ":metrics.json", dir / "missing/m.json"});
+  EXPECT_NE(no_folder.exit_code, 0);
+  EXPECT_NE(no_folder.err.find("mkdir -p"), std::string::npos) << no_folder.err;
+  // Standard input into the job, as the file named.
+  auto from_stdin = laptop.yonder({"cp", "-", id + ":/workspace/inbox/data.csv"}, "x,y\n1,2\n");
+  ASSERT_EQ(from_stdin.exit_code, 0) << from_stdin.err;
+  EXPECT_EQ(from_stdin.out, "inbox/data.csv\n");
+  ASSERT_TRUE(wait_for_output(laptop, id, "got-it")) << laptop.yonder({"logs", id}).out;
+  EXPECT_NE(laptop.yonder({"logs", id}).out.find("x,y\n1,2\ngot-it"), std::string::npos);
+  auto unnamed = laptop.yonder({"cp", "-", id + ":"}, "data");
+  EXPECT_NE(unnamed.exit_code, 0);
+  EXPECT_NE(unnamed.err.find("name it"), std::string::npos) << unnamed.err;
+  EXPECT_EQ(laptop.yonder({"stop", id}).exit_code, 0);
 }
 
 TEST_F(Files, CpIntoAJobNeedsTheFilesCapability) {

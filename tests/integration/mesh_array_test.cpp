@@ -19,6 +19,7 @@
 
 #include "support/docker_env.h"
 #include "support/job_node.h"
+#include "support/read_file.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 #include "support/wait_until.h"
@@ -43,31 +44,40 @@ void pair_for_mesh(const Node& consumer, const Node& provider) {
   consumer.pair_with(provider, {"--scope", "run,mesh,files", "--max-jobs", "8"});
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+uint64_t done_of(const json& s) { return s["counts"].value("done", uint64_t{0}); }
 
-// `yonder array status ID --json` once `ready` says so (bounded).
+// `yonder array status ID --json` once `ready` says so. The bound is on a
+// stall, not on the whole wait: it fails when no task has finished for
+// `stall` (a hang), however long a slow machine takes to get there while
+// tasks keep finishing.
 json status_when(const Node& node, const std::string& id, const std::function<bool(const json&)>& ready,
-                 const std::string& what, std::chrono::seconds timeout = std::chrono::seconds(300)) {
+                 const std::string& what, std::chrono::seconds stall = std::chrono::seconds(180)) {
   json last;
+  uint64_t done = 0;
+  auto progressed = std::chrono::steady_clock::now();
+  bool stalled = false;
   bool got = wait_until(
       [&] {
         auto r = node.yonder({"array", "status", id, "--json"});
         auto j = json::parse(r.out, nullptr, false);
-        if (!j.is_object()) return false;
-        last = j;
-        return ready(last);
+        auto now = std::chrono::steady_clock::now();
+        if (j.is_object()) {
+          last = j;
+          if (ready(last)) return true;
+          if (done_of(last) > done) {
+            done = done_of(last);
+            progressed = now;
+          }
+        }
+        stalled = now - progressed >= stall;
+        return stalled;
       },
-      timeout, std::chrono::milliseconds(100));
-  if (!got) ADD_FAILURE() << "the array never got " << what << "; last: " << last.dump();
+      std::chrono::hours(2), std::chrono::milliseconds(100));
+  if (!got || stalled) {
+    ADD_FAILURE() << "the array never got " << what << " (no task finished for " << stall.count() << " s); last: " << last.dump();
+  }
   return last;
 }
-
-uint64_t done_of(const json& s) { return s["counts"].value("done", uint64_t{0}); }
 
 std::string make_input(const TempDir& dir) {
   std::string work = dir / "work";

@@ -19,6 +19,7 @@
 #include "store/database.h"
 #include "support/docker_env.h"
 #include "support/job_node.h"
+#include "support/read_file.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 #include "support/wait_until.h"
@@ -51,13 +52,6 @@ Env provider_env() {
 
 void pair_for_mesh(const Node& consumer, const Node& provider) {
   consumer.pair_with(provider, {"--scope", "run,mesh,files", "--max-jobs", "4"});
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // `yonder mesh jobs --all --json`'s only job, once `ready` says so (bounded: the

@@ -22,6 +22,7 @@
 
 #include "os/unique_fd.h"
 #include "support/nat_lab.h"
+#include "support/read_file.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
@@ -89,13 +90,6 @@ std::string seen_by_server(const NatLab& lab, const std::string& node, int liste
   char buf[8];
   EXPECT_EQ(::read(conn.get(), buf, sizeof buf), 4);
   return ip_of(peer);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 TEST(NatLab, HomesReachTheServersFromTheirNatsPublicAddress) {

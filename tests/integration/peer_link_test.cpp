@@ -17,6 +17,7 @@
 #include "crypto/identity.h"
 #include "net/link/tls_context.h"
 #include "support/docker_env.h"
+#include "support/live_process.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 #include "support/wait_until.h"
@@ -60,6 +61,7 @@ class Node {
   }
   json peers() const { return yonder_json({"peers"})["peers"]; }
   const std::string& id() const { return id_; }
+  const Env& env() const { return env_; }
   Daemon& daemon() { return *daemon_; }
 
  private:
@@ -113,6 +115,18 @@ TEST(PeerLink, PairingHappyPath) {
   EXPECT_NE(peers.out.find("we may (there): run,exec; 2 GPUs, 20 GiB VRAM"), std::string::npos) << peers.out;
   auto listed = studio.yonder({"links"});
   EXPECT_NE(listed.out.find("1 of 1"), std::string::npos) << listed.out;
+  // Either side shows the pairing's check digits later, by name or id prefix,
+  // to compare aloud; a mistyped name is refused with a suggestion.
+  auto on_studio_one = studio.yonder({"peers", "laptop"});
+  ASSERT_EQ(on_studio_one.exit_code, 0) << on_studio_one.err;
+  EXPECT_NE(on_studio_one.out.find("Check digits  " + sas), std::string::npos) << on_studio_one.out;
+  auto on_laptop_one = laptop.yonder({"peers", studio.id().substr(0, 7)});
+  ASSERT_EQ(on_laptop_one.exit_code, 0) << on_laptop_one.err;
+  EXPECT_NE(on_laptop_one.out.find("Check digits  " + sas), std::string::npos) << on_laptop_one.out;
+  EXPECT_NE(on_laptop_one.out.find("We may there  run,exec; 2 GPUs"), std::string::npos) << on_laptop_one.out;
+  auto mistyped = laptop.yonder({"peers", "studoi"});
+  EXPECT_NE(mistyped.exit_code, 0);
+  EXPECT_NE(mistyped.err.find("no paired peer \"studoi\"; did you mean `studio`?"), std::string::npos) << mistyped.err;
   auto ping = laptop.yonder({"ping", "studio", "-c", "3", "-i", "0.01"});
   EXPECT_EQ(ping.exit_code, 0) << ping.err;
   EXPECT_NE(ping.out.find("time="), std::string::npos);
@@ -125,6 +139,33 @@ TEST(PeerLink, PairingHappyPath) {
 // `yonder gpu PEER`: a consumer sees the provider's GPUs, what it may do
 // there and the provider's limits, before it runs anything; a peer whose
 // scope there lacks `run` is refused.
+TEST(PeerLink, ShareWaitPrintsWhoPairedAndTheCheckDigitsTheConsumerSaw) {
+  TempDir dir;
+  Node studio(dir, "studio"), laptop(dir, "laptop");
+  LiveProcess share({program_path("yonder"), "share", "--wait", "--no-qr"}, studio.env());
+  ASSERT_TRUE(share.wait_for("send it privately", std::chrono::seconds(30))) << share.output();
+  ASSERT_TRUE(share.wait_for("Waiting for the link to be used", std::chrono::seconds(30))) << share.output();
+  size_t at = share.out().find("yonder://");
+  ASSERT_NE(at, std::string::npos) << share.out();
+  std::string link = share.out().substr(at, share.out().find('\n', at) - at);
+  auto r = laptop.yonder({"pair", link, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string sas = json::parse(r.out)["short_auth_string"];
+  ASSERT_EQ(share.wait(std::chrono::seconds(60)), 0) << share.output();
+  EXPECT_NE(share.out().find("Paired with \"laptop\" (node id " + laptop.id() + ")"), std::string::npos)
+      << share.out();
+  EXPECT_NE(share.out().find("check    " + sas + "  (compare"), std::string::npos) << share.out();
+  // A link that ends unused ends the wait with the reason.
+  LiveProcess second({program_path("yonder"), "share", "--wait", "--no-qr", "--json"}, studio.env());
+  ASSERT_TRUE(second.wait_for("\n}\n", std::chrono::seconds(30))) << second.output();  // the link, as JSON
+  ASSERT_TRUE(second.wait_for("Waiting for the link", std::chrono::seconds(30))) << second.output();
+  std::string id = json::parse(second.out(), nullptr, false).value("id", "");
+  ASSERT_FALSE(id.empty()) << second.out();
+  ASSERT_EQ(studio.yonder({"links", "revoke", id}).exit_code, 0);
+  EXPECT_EQ(second.wait(std::chrono::seconds(60)), 1);
+  EXPECT_NE(second.err().find("is revoked and was not used"), std::string::npos) << second.err();
+}
+
 TEST(PeerLink, GpuPeerShowsTheProvidersGpusAndWhatWeMayDoThere) {
   if (!docker_answers()) {
     if (docker_required()) FAIL() << "Docker is required (YONDER_REQUIRE_DOCKER=1) but does not answer";

@@ -19,7 +19,7 @@ TEST_F(ProviderApi, LogsCanBeReadFromAnyReturnedOffsetAndFollowed) {
   ProviderNode node;
   auto j = node.submit({{"command", {"sh", "-c", "echo first; echo oops >&2; sleep 1; echo second"}}});
   std::string id = j["job_id"];
-  EXPECT_TRUE(j["state"] == "queued" || j["state"] == "starting" || j["state"] == "running") << j.dump();
+  EXPECT_TRUE(j["state"] == "pending" || j["state"] == "starting" || j["state"] == "running") << j.dump();
   auto first = node.await_output(id);
   EXPECT_NE(first.out + first.err, "");
   auto all = node.await_end(id);

@@ -54,7 +54,7 @@ TEST_F(QueueHabits, AnAfterOkJobWaitsForItsJobAndStartsOnceItSucceeded) {
   // A prefix names the job, as everywhere.
   std::string next = detached("echo next", {"--after-ok", first.substr(0, 8)});
   auto v = inspect(next);
-  EXPECT_EQ(v["state"], "queued") << v.dump();
+  EXPECT_EQ(v["state"], "pending") << v.dump();
   EXPECT_EQ(v.value("waiting_for", ""), "waiting for job " + first + " to succeed (--after-ok)") << v.dump();
   EXPECT_EQ(v["after_ok"], json({first})) << v.dump();
   auto w = laptop().yonder({"wait", next});
@@ -92,7 +92,7 @@ TEST_F(QueueHabits, ADependencyMustBeOneOfYourJobsHere) {
 TEST_F(QueueHabits, AHeldJobWaitsUntilReleasedAndOnlyAWaitingJobCanBeHeld) {
   std::string held = detached("echo released", {"--hold"});
   auto v = inspect(held);
-  EXPECT_EQ(v["state"], "queued") << v.dump();
+  EXPECT_EQ(v["state"], "pending") << v.dump();
   EXPECT_EQ(v["held"], true) << v.dump();
   EXPECT_EQ(v.value("waiting_for", ""), "held: it starts once released (yonder release " + held + ")") << v.dump();
   auto released = laptop().yonder({"release", held.substr(0, 8)});
@@ -112,7 +112,7 @@ TEST_F(QueueHabits, HoldKeepsAQueuedJobFromStartingAfterItsDependencyEnds) {
   // The dependency is met; the hold still stands (the provider's queue
   // has been looked at again since: `first` ended).
   ASSERT_TRUE(wait_until([&] { return inspect(next).value("waiting_for", "").rfind("held", 0) == 0; }));
-  EXPECT_EQ(inspect(next)["state"], "queued");
+  EXPECT_EQ(inspect(next)["state"], "pending");
   ASSERT_EQ(laptop().yonder({"release", next}).exit_code, 0);
   EXPECT_EQ(laptop().yonder({"wait", next}).exit_code, 0);
 }

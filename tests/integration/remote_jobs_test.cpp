@@ -18,6 +18,7 @@
 #include "support/docker_env.h"
 #include "support/job_node.h"
 #include "support/live_process.h"
+#include "support/read_file.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 #include "support/wait_until.h"
@@ -120,7 +121,7 @@ TEST_F(RemoteJobs, AJobPastTheScopesJobsAtOnceWaitsInTheQueueAndStartsWhenOneEnd
   for (const auto& j : waiting["jobs"]) {
     if (j["job_id"] != b) continue;
     seen = true;
-    EXPECT_EQ(j["state"], "queued") << j.dump();
+    EXPECT_EQ(j["state"], "pending") << j.dump();
     EXPECT_NE(j.value("waiting_for", "").find("the most your scope on this provider allows at once (1)"),
               std::string::npos)
         << j.dump();
@@ -334,7 +335,7 @@ TEST_F(RemoteJobs, DenyWithStopJobsEndsThePeersJobsAndOnlyTheirs) {
         bool all_ended = true;
         for (const auto& j : jobs) {
           std::string state = j["state"];
-          bool live = state == "queued" || state == "starting" || state == "running";
+          bool live = state == "pending" || state == "starting" || state == "running";
           if (j["job_id"] == kept) {
             EXPECT_TRUE(live && !j.contains("stopping")) << j.dump();
           } else if (live) {
@@ -396,11 +397,6 @@ TEST_F(RemoteJobs, TheAuditLogRecordsRefusedAndCompletedRuns) {
   auto text = studio.yonder({"audit", "--verify"});
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("audit chain intact"), std::string::npos) << text.out;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // Writes `bytes` of reproducible, incompressible-looking data.

@@ -111,7 +111,7 @@ struct Metering {
     jobs::consumer::ConsumerJob job;
     job.job_id = job_id;
     job.provider_id = provider->id();
-    job.state = "queued";
+    job.state = "pending";
     job.spec = {{"request", {{"image", "debian:12"}, {"gpus", 1}}}, {"provider_name", "provider"}};
     job.created_at = std::chrono::duration_cast<std::chrono::seconds>(clock.now().time_since_epoch()).count();
     if (!job_store->save(job)) std::abort();

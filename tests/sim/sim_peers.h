@@ -258,10 +258,13 @@ class SimNet {
     settle();
   }
 
-  // Runs handlers until `done` holds or nothing is left to run.
+  // Runs handlers until `done` holds or nothing is left to run. Everything
+  // in the simulation runs on this one loop (the features' blocking
+  // executor is the loop's own), so a few empty polls in a row mean idle.
+  static constexpr int kIdlePolls = 3;
   template <class Done>
   bool run_until(Done done) {
-    for (int idle = 0; idle < 1000 && !done();) idle = io.poll() == 0 ? idle + 1 : 0;
+    for (int idle = 0; idle < kIdlePolls && !done();) idle = io.poll() == 0 ? idle + 1 : 0;
     return done();
   }
   void settle() {

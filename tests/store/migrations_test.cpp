@@ -154,9 +154,9 @@ TEST(Migrations, EmptyDatabaseMigratesToLatest) {
   Status status = migrate(db);
   ASSERT_TRUE(status.ok()) << status.error().to_string();
   EXPECT_EQ(version_of(db), kSchemaVersion);
-  EXPECT_EQ(kSchemaVersion, 11);
+  EXPECT_EQ(kSchemaVersion, 14);
   for (const char* table : {"peers", "share_links", "jobs", "audit_log", "receipts", "groups", "group_invites", "mesh_jobs",
-                            "mesh_job_attempts", "verifications", "mesh_arrays"}) {
+                            "mesh_job_attempts", "verifications", "mesh_arrays", "history_samples"}) {
     EXPECT_EQ(query_text(db, std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '") +
                                  table + "'"),
               "1")
@@ -223,6 +223,19 @@ TEST(Migrations, AGpuCannotBeLeasedTwice) {
   // Removing the job frees its lease.
   ASSERT_TRUE(db.exec("DELETE FROM jobs WHERE job_id = 'a'").ok());
   EXPECT_TRUE(db.exec("INSERT INTO job_gpu_leases VALUES ('GPU-0', 'b')").ok());
+}
+
+TEST(Migrations, AWaitingJobStoredAsQueuedIsPendingAfterV14) {
+  TempDir dir;
+  Database db = open_or_die(dir.file("state.db"));
+  ASSERT_TRUE(migrate(db, 13).ok());
+  ASSERT_TRUE(db.exec("INSERT INTO jobs VALUES ('a', 'p', 'provider', 'queued', '{}', NULL, NULL, 1, 1, NULL);"
+                      "INSERT INTO jobs VALUES ('b', 'p', 'consumer', 'queued', '{}', NULL, NULL, 1, 1, NULL);"
+                      "INSERT INTO jobs VALUES ('c', 'p', 'provider', 'running', '{}', NULL, NULL, 1, 1, NULL)")
+                  .ok());
+  ASSERT_TRUE(migrate(db).ok());
+  EXPECT_EQ(query_text(db, "SELECT group_concat(job_id || '=' || state, ',') FROM (SELECT * FROM jobs ORDER BY job_id)"),
+            "a=pending,b=pending,c=running");
 }
 
 TEST(Migrations, MigratingTwiceChangesNothing) {

@@ -76,9 +76,10 @@ class Node {
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
-  RunResult yonder(std::vector<std::string> args) const {
+  // `input`: what the command reads on stdin.
+  RunResult yonder(std::vector<std::string> args, const std::string& input = "") const {
     args.insert(args.begin(), program_path("yonder"));
-    return run(args, env_);
+    return run(args, env_, input);
   }
   nlohmann::json yonder_json(std::vector<std::string> args) const {
     args.push_back("--json");

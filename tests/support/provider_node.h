@@ -51,7 +51,7 @@ class ProviderNode {
       if (jobs.status == 200) {
         for (auto& j : jobs.body) {
           std::string id = j["job_id"];
-          if (j["state"] == "running" || j["state"] == "starting" || j["state"] == "queued") {
+          if (j["state"] == "running" || j["state"] == "starting" || j["state"] == "pending") {
             api("POST", "/v1/provider/jobs/stop", {{"job_id", id}});
             await_end(id);
           }

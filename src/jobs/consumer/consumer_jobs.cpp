@@ -1,7 +1,9 @@
 #include "jobs/consumer/consumer_jobs.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <optional>
 
 #include "base/clock.h"
 
@@ -40,10 +42,21 @@ nlohmann::json ConsumerJob::to_json() const {
   v["state"] = state;
   v["exit_code"] = exit_code ? nlohmann::json(*exit_code) : nlohmann::json(nullptr);
   v["submitted_at"] = created_at;
+  if (spec.contains("name") && spec["name"].is_string()) v["name"] = spec["name"];
   v.erase("peer_id");  // that is us
   if (!v.contains("image")) v["image"] = spec.value("request", nlohmann::json::object()).value("image", "");
   if (!v.contains("command")) v["command"] = spec.value("request", nlohmann::json::object()).value("command", nlohmann::json::array());
   return v;
+}
+
+Status check_job_name(const std::string& name) {
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  bool ok = !name.empty() && name.size() <= 64 && word(name.front()) &&
+            std::all_of(name.begin(), name.end(), [&](char c) { return word(c) || c == '_' || c == '.' || c == '-'; });
+  if (ok) return ok_status();
+  return make_error(ErrorCode::kInvalidArgument,
+                    "--name \"" + name.substr(0, 64) +
+                        "\" is not a job name: 1 to 64 letters, digits and _.-, starting with a letter or digit");
 }
 
 Result<std::unique_ptr<ConsumerJobStore>> ConsumerJobStore::open(const std::string& db_path) {
@@ -141,10 +154,13 @@ Result<ConsumerJob> ConsumerJobStore::find(const std::string& id_or_prefix) {
   auto all = list();
   if (!all) return std::move(all).error();
   std::vector<ConsumerJob> hits;
+  std::optional<ConsumerJob> named;  // the newest of that name: the list is oldest first
   for (auto& j : *all) {
     if (j.job_id == id_or_prefix) return j;
+    if (auto n = j.spec.find("name"); n != j.spec.end() && n->is_string() && *n == id_or_prefix) named = j;
     if (id_or_prefix.size() >= 4 && j.job_id.rfind(id_or_prefix, 0) == 0) hits.push_back(j);
   }
+  if (named) return *named;
   if (hits.size() == 1) return hits[0];
   if (hits.size() > 1) {
     return make_error(ErrorCode::kInvalidArgument, "job id prefix \"" + id_or_prefix + "\" matches " +

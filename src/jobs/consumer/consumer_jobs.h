@@ -34,7 +34,7 @@ struct ConsumerJob {
   std::string job_id;       // the provider's id
   std::string provider_id;  // node id of the provider
   std::string state;        // as last reported: queued, starting, running, exited, stopped, failed
-  nlohmann::json spec = nlohmann::json::object();  // {"request", "provider_name", "upload"}
+  nlohmann::json spec = nlohmann::json::object();  // {"request", "provider_name", "upload", "name"?}
   nlohmann::json last = nlohmann::json::object();  // the provider's last view of the job
   std::optional<int> exit_code;
   ConsumerObservation observed;
@@ -44,6 +44,11 @@ struct ConsumerJob {
   bool finished() const { return state == "exited" || state == "stopped" || state == "failed"; }
   nlohmann::json to_json() const;
 };
+
+// A job's name (`run --name`): 1 to 64 characters, letters, digits and
+// `_.-`, starting with a letter or digit (docker's rule, shorter).
+// kInvalidArgument says the rule.
+Status check_job_name(const std::string& name);
 
 class ConsumerJobStore {
  public:
@@ -59,7 +64,8 @@ class ConsumerJobStore {
   // it removed the job's workspace or log (`ps --all` marks it cleaned);
   // its state and exit code, seen while it ran, stay as they were.
   Status record_cleanup(const nlohmann::json& view);
-  // By full id or a unique prefix (at least 4 characters).
+  // By full id, by name (the newest job of that name), or by a unique
+  // prefix of an id (at least 4 characters), in that order.
   Result<ConsumerJob> find(const std::string& id_or_prefix);
   // Oldest first.
   Result<std::vector<ConsumerJob>> list();

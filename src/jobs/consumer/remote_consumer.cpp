@@ -60,6 +60,9 @@ void RemoteConsumer::add_routes(api::Router& router) {
   router.add("GET", "/v1/jobs/inspect", [this](const Request& req, Reply reply) {
     forward(api::parse_query(req.query)["id"], "run.inspect", nlohmann::json::object(), true, std::move(reply));
   });
+  router.add("GET", "/v1/jobs/stats", [this](const Request& req, Reply reply) {
+    forward(api::parse_query(req.query)["id"], "run.stats", nlohmann::json::object(), false, std::move(reply));
+  });
   router.add("POST", "/v1/jobs/stop", [this](const Request& req, Reply reply) {
     auto b = nlohmann::json::parse(req.body, nullptr, false);
     std::string id = b.is_object() && b.contains("job_id") && b["job_id"].is_string() ? b["job_id"].get<std::string>() : "";
@@ -113,18 +116,33 @@ void RemoteConsumer::run(const Request& req, Reply reply) {
     return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"dir\" must be an absolute path")));
   }
   std::string transfer_id = body.contains("transfer_id") && body["transfer_id"].is_string() ? body["transfer_id"].get<std::string>() : "";
-  auto go = [this, t = *target, dir, transfer_id, reply](Result<jobs::protocol::JobRequest> r) {
-    if (!r) return reply(Response::error(r.error()));
-    submit(t, *r, dir, transfer_id, [reply](Result<nlohmann::json> answer) {
+  std::string name;
+  if (auto n = body.find("name"); n != body.end()) {
+    if (!n->is_string()) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "\"name\" must be a string")));
+    name = n->get<std::string>();
+    if (auto st = check_job_name(name); !st) return reply(Response::error(st.error()));
+  }
+  // A claimed name is released once the job is remembered under it (or failed).
+  auto go = [this, t = *target, dir, transfer_id, name, reply](Result<jobs::protocol::JobRequest> r) {
+    if (!r) {
+      if (!name.empty()) release_name(name);
+      return reply(Response::error(r.error()));
+    }
+    submit(t, *r, dir, transfer_id, [this, name, reply](Result<nlohmann::json> answer) {
+      if (!name.empty()) release_name(name);
       reply(answer ? Response::json(200, *answer) : Response::error(answer.error()));
-    });
+    }, name);
   };
-  if (request->after.empty() && request->after_ok.empty()) return go(std::move(*request));
-  // --after and --after-ok name jobs as everywhere (an id, a unique prefix
-  // of one): the provider gets their full ids, and only jobs submitted
-  // from here to the same provider will do.
-  asio::post(pool_, [this, t = *target, request = std::move(*request), go]() mutable {
+  if (request->after.empty() && request->after_ok.empty() && name.empty()) return go(std::move(*request));
+  // --after and --after-ok name jobs as everywhere (an id, a name, a unique
+  // prefix of an id): the provider gets their full ids, and only jobs
+  // submitted from here to the same provider will do.
+  asio::post(pool_, [this, t = *target, request = std::move(*request), name, go, reply]() mutable {
     Result<jobs::protocol::JobRequest> resolved = request;
+    if (!name.empty()) {
+      // Not through `go`: the name is not ours to release.
+      if (auto st = claim_name(name); !st) return asio::post(io_, [reply, e = st.error()] { reply(Response::error(e)); });
+    }
     for (auto* ids : {&resolved->after, &resolved->after_ok}) {
       for (auto& id : *ids) {
         auto dep = store_->find(id);
@@ -146,9 +164,33 @@ void RemoteConsumer::run(const Request& req, Reply reply) {
   });
 }
 
+Status RemoteConsumer::claim_name(const std::string& name) {
+  std::lock_guard lock(naming_mutex_);
+  if (naming_.count(name)) {
+    return make_error(ErrorCode::kAlreadyExists, "the name \"" + name + "\" is being given to a job submitted just now; pick another");
+  }
+  auto jobs = store_->list();
+  if (!jobs) return std::move(jobs).error();
+  for (const auto& j : *jobs) {
+    auto n = j.spec.find("name");
+    if (j.finished() || n == j.spec.end() || !n->is_string() || *n != name) continue;
+    return make_error(ErrorCode::kAlreadyExists,
+                      "the name \"" + name + "\" is taken by job " + j.job_id + " (" + j.state + " on " +
+                          j.spec.value("provider_name", j.provider_id) +
+                          "); pick another, or free it: `yonder stop " + name + "` (a name is free again once its job ended)");
+  }
+  naming_.insert(name);
+  return ok_status();
+}
+
+void RemoteConsumer::release_name(const std::string& name) {
+  std::lock_guard lock(naming_mutex_);
+  naming_.erase(name);
+}
+
 void RemoteConsumer::submit(const reach::Peers::Target& t, const jobs::protocol::JobRequest& request,
                             const std::string& dir, const std::string& transfer_id,
-                            std::function<void(Result<nlohmann::json>)> answer) {
+                            std::function<void(Result<nlohmann::json>)> answer, const std::string& name) {
   auto progress = transfers_.begin(transfer_id, dir.empty() ? "submit" : "upload", t.name, dir);
   nlohmann::json job = request.to_json();
   // Ends the request once: the transfer's outcome, then the answer.
@@ -160,14 +202,14 @@ void RemoteConsumer::submit(const reach::Peers::Target& t, const jobs::protocol:
 
   // Submit (after the upload, if any), remember, reply. A cancel that came
   // while the submit was on its way stops the job as soon as its id is known.
-  auto submit = [this, t, job, progress, done](std::string upload_id, nlohmann::json upload_info) {
+  auto submit = [this, t, job, progress, done, name](std::string upload_id, nlohmann::json upload_info) {
     if (progress->cancel_requested) {
       return done(make_error(ErrorCode::kFailedPrecondition, "cancelled before the job was submitted"), "cancelled");
     }
     nlohmann::json params = {{"job", job}};
     if (!upload_id.empty()) params["upload_id"] = upload_id;
     progress->phase = jobs::files::TransferProgress::Phase::kFinishing;
-    link_.service().call(t.key, t.addresses, "run.submit", params, [this, t, job, progress, done, upload_info](Result<nlohmann::json> r) {
+    link_.service().call(t.key, t.addresses, "run.submit", params, [this, t, job, progress, done, upload_info, name](Result<nlohmann::json> r) {
       if (!r) return done(r.error(), "failed");
       nlohmann::json view = *r;
       progress->job_id = view.value("job_id", "");
@@ -176,12 +218,13 @@ void RemoteConsumer::submit(const reach::Peers::Target& t, const jobs::protocol:
           if (!s) spdlog::warn("job {} was cancelled while it was submitted, but stopping it failed: {}", id, s.error().message());
         });
       }
-      asio::post(pool_, [this, t, job, progress, done, view, upload_info] {
+      asio::post(pool_, [this, t, job, progress, done, view, upload_info, name] {
         ConsumerJob c;
         c.job_id = view.value("job_id", "");
         c.provider_id = t.node_id;
-        c.state = view.value("state", "queued");
+        c.state = view.value("state", "pending");
         c.spec = {{"request", job}, {"provider_name", t.name}, {"upload", upload_info}};
+        if (!name.empty()) c.spec["name"] = name;
         c.last = view;
         c.created_at = unix_now_s();
         if (c.state == "running") c.observed.first_running_ms = unix_now_ms();

@@ -7,6 +7,7 @@
 //   GET  /v1/transfers[?id=ID]                                 uploads in flight and their progress
 //   GET  /v1/jobs[?all=1]                                      jobs submitted from here, states refreshed
 //   GET  /v1/jobs/inspect?id=ID                                one job, from its provider
+//   GET  /v1/jobs/stats?id=ID                                  a running job's CPU, memory, GPU use now
 //   POST /v1/jobs/stop    {"job_id"}
 //   GET  /v1/jobs/logs?id=ID&offset=N[&wait_ms=T]              log records from offset N (long-poll)
 //
@@ -21,6 +22,8 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "api/module.h"
@@ -58,8 +61,11 @@ class RemoteConsumer : public api::Module {
   // "" for none) to `target`, submits `job`, remembers the job; `answer`
   // (event loop) gets the route's answer ({"job_id", ..., "upload"}) or why
   // it failed.
+  // `name`: what this node calls the job ("" for none), already checked
+  // free (claim_name).
   void submit(const reach::Peers::Target& target, const jobs::protocol::JobRequest& job, const std::string& dir,
-              const std::string& transfer_id, std::function<void(Result<nlohmann::json>)> answer);
+              const std::string& transfer_id, std::function<void(Result<nlohmann::json>)> answer,
+              const std::string& name = "");
   // Calls `method` (run.inspect, run.stop, run.logs) on the provider of job
   // `id` (submitted from here) with {"job_id"} + `params`; with `record`,
   // stores the returned view and answers the stored job's JSON. An end
@@ -78,6 +84,11 @@ class RemoteConsumer : public api::Module {
   void seen_ending(const PeerId& provider, const JobId& job_id);
   void run(const api::Request& req, api::Reply reply);
   void list(const api::Request& req, api::Reply reply);
+  // Whether `name` may name a new job (pool): well formed and not the name
+  // of a job from here that has not ended, nor of one being submitted now.
+  // Holds it until release_name(), so two runs cannot both take it.
+  Status claim_name(const std::string& name);
+  void release_name(const std::string& name);
   // Finds the job (pool), calls `method` on its provider with {"job_id"} +
   // `params`, records a returned view, and replies with the result.
   void forward(const std::string& id, const std::string& method, nlohmann::json params, bool record, api::Reply reply);
@@ -89,6 +100,8 @@ class RemoteConsumer : public api::Module {
   jobs::files::UploadConsumer uploads_;
   jobs::files::Transfers transfers_;
   Hook<PeerId, JobId> job_ended_;
+  std::mutex naming_mutex_;
+  std::set<std::string> naming_;  // names of jobs being submitted now
 };
 
 }  // namespace yonder::jobs::consumer

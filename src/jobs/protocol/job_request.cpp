@@ -92,6 +92,7 @@ json JobRequest::to_json() const {
   if (!after.empty()) j["after"] = after;
   if (!after_ok.empty()) j["after_ok"] = after_ok;
   if (hold) j["hold"] = true;
+  if (shm_mib > 0) j["shm_mib"] = shm_mib;
   return j;
 }
 
@@ -99,7 +100,7 @@ Result<JobRequest> parse_job_request(const json& j) {
   if (!j.is_object()) return make_error(ErrorCode::kInvalidArgument, "job request must be a JSON object");
   static const std::set<std::string> known = {"image", "command", "env", "gpus", "vram_mib", "cpus", "memory_mib",
                                               "disk_mib", "wall_time_s", "isolation", "network", "peer_id",
-                                              "workdir", "tty", "after", "after_ok", "hold"};
+                                              "workdir", "tty", "after", "after_ok", "hold", "shm_mib"};
   for (const auto& [key, _] : j.items()) {
     if (!known.count(key)) return bad(key.substr(0, 64), "is not a known field (check the spelling)");
   }
@@ -141,7 +142,8 @@ Result<JobRequest> parse_job_request(const json& j) {
   int64_t gpus = 0;
   for (auto f : {IntField{"gpus", 64, &gpus}, IntField{"vram_mib", 16 << 20, &r.vram_mib},
                  IntField{"memory_mib", 16 << 20, &r.memory_mib}, IntField{"disk_mib", 64 << 20, &r.disk_mib},
-                 IntField{"wall_time_s", 365LL * 86400, &r.wall_time_s}}) {
+                 IntField{"wall_time_s", 365LL * 86400, &r.wall_time_s},
+                 IntField{"shm_mib", 16 << 20, &r.shm_mib}}) {
     if (!j.contains(f.key)) continue;
     auto v = read_int(j, f.key, 0, f.max);
     if (!v) return std::move(v).error();

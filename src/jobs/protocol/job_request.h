@@ -49,6 +49,9 @@ struct JobRequest {
   std::vector<std::string> after;
   std::vector<std::string> after_ok;
   bool hold = false;  // queued held: it starts only once released (`yonder release`)
+  // The job's /dev/shm (docker's --shm-size); 0: the provider's default.
+  // What a PyTorch DataLoader's workers hand their batches through.
+  int64_t shm_mib = 0;
 
   nlohmann::json to_json() const;
 };

@@ -69,7 +69,7 @@ void ProviderJobs::request_stop_locked(const LivePtr& job, const std::string& re
   if (is_terminal(job->rec.state) || !job->stop_reason.empty()) return;
   job->stop_reason = reason;
   job->stop_message = message;
-  if (job->rec.state == JobState::kQueued) {
+  if (job->rec.state == JobState::kPending) {
     queue_.erase(std::remove(queue_.begin(), queue_.end(), job->rec.job_id), queue_.end());
     finish_locked(job, JobState::kStopped, reason, message, std::nullopt);
     return;
@@ -403,7 +403,7 @@ void ProviderJobs::recover_locked(const std::vector<JobRecord>& records, const s
     auto job = std::make_shared<Live>();
     job->rec = rec;
     jobs_[rec.job_id] = job;
-    if (rec.state == JobState::kQueued) {
+    if (rec.state == JobState::kPending) {
       queue_.push_back(rec.job_id);
       continue;
     }

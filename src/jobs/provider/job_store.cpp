@@ -14,7 +14,7 @@ Error corrupt(const std::string& job, const std::string& what) {
 
 const char* job_state_name(JobState s) {
   switch (s) {
-    case JobState::kQueued: return "queued";
+    case JobState::kPending: return "pending";
     case JobState::kStarting: return "starting";
     case JobState::kRunning: return "running";
     case JobState::kExited: return "exited";
@@ -25,7 +25,8 @@ const char* job_state_name(JobState s) {
 }
 
 std::optional<JobState> job_state_from_name(std::string_view name) {
-  for (auto s : {JobState::kQueued, JobState::kStarting, JobState::kRunning, JobState::kExited, JobState::kStopped,
+  if (name == "queued") return JobState::kPending;  // its name before schema v14, and from older peers
+  for (auto s : {JobState::kPending, JobState::kStarting, JobState::kRunning, JobState::kExited, JobState::kStopped,
                  JobState::kFailed}) {
     if (name == job_state_name(s)) return s;
   }

@@ -25,7 +25,7 @@ namespace yonder::jobs::provider {
 // queued -> starting -> running -> exited | stopped | failed
 // (queued -> stopped when stopped before it started; starting -> failed when
 // the executor refused it).
-enum class JobState { kQueued, kStarting, kRunning, kExited, kStopped, kFailed };
+enum class JobState { kPending, kStarting, kRunning, kExited, kStopped, kFailed };
 const char* job_state_name(JobState s);
 std::optional<JobState> job_state_from_name(std::string_view name);
 inline bool is_terminal(JobState s) { return s == JobState::kExited || s == JobState::kStopped || s == JobState::kFailed; }
@@ -33,7 +33,7 @@ inline bool is_terminal(JobState s) { return s == JobState::kExited || s == JobS
 struct JobRecord {
   std::string job_id;
   std::string peer_id;
-  JobState state = JobState::kQueued;
+  JobState state = JobState::kPending;
   JobTerms terms;         // the request and what the provider made of it when it accepted the job
   std::optional<exec::TaskHandle> handle;
   std::optional<int> exit_code;

@@ -51,7 +51,21 @@ Result<ResolvedJob> resolve(const JobRequest& request, const ProviderLimits& lim
   // /tmp is RAM: a quarter of the job's memory at most, so it can never
   // take the whole limit.
   t.limits.tmp_bytes = std::min<int64_t>(256LL << 20, t.limits.memory_bytes / 4);
-  t.limits.shm_bytes = std::min<int64_t>(limits.shm_mib << 20, t.limits.memory_bytes / 4);
+  // /dev/shm is RAM too, charged to the job's memory limit as it fills:
+  // at most half of it, so what the workers put there leaves the rest to
+  // the processes. By default that half (jobs.shm_mib = 0): a DataLoader's
+  // workers hand whole batches through it, and docker's 64 MiB fails them
+  // (bench/shm_dataloader.sh).
+  int64_t shm_cap = memory / 2;
+  if (request.shm_mib > shm_cap) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "this job asks for " + std::to_string(request.shm_mib) +
+                          " MiB of /dev/shm but a job's /dev/shm is at most half its memory (" +
+                          std::to_string(shm_cap) + " MiB of " + std::to_string(memory) +
+                          "): ask for more --memory, or a smaller --shm-size");
+  }
+  int64_t shm = request.shm_mib > 0 ? request.shm_mib : limits.shm_mib > 0 ? std::min(limits.shm_mib, shm_cap) : shm_cap;
+  t.limits.shm_bytes = std::max<int64_t>(shm, 1) << 20;
   t.limits.disk_bytes = disk << 20;
   t.limits.pids = limits.pids;
   t.limits.log_file_bytes = limits.log_file_bytes;

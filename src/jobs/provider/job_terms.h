@@ -32,7 +32,7 @@ struct ProviderLimits {
   int64_t default_wall_time_s = 3600;
   int64_t max_wall_time_s = 86400;
   int64_t pids = 512;
-  int64_t shm_mib = 64;
+  int64_t shm_mib = 0;  // a job's /dev/shm by default; 0: half its memory
   int64_t log_file_bytes = 10 << 20;
   bool allow_egress = false;
   bool allow_gvisor = true;

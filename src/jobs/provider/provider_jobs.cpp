@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <random>
 #include <variant>
@@ -90,7 +91,7 @@ nlohmann::json ProviderJobs::view(const Live& job) const {
   if (r.result.value("held", false)) v["held"] = true;
   if (!r.terms.request.after.empty()) v["after"] = r.terms.request.after;
   if (!r.terms.request.after_ok.empty()) v["after_ok"] = r.terms.request.after_ok;
-  if (r.state == JobState::kQueued) {
+  if (r.state == JobState::kPending) {
     auto pos = std::find(queue_.begin(), queue_.end(), r.job_id);
     if (pos != queue_.end()) v["queue_position"] = pos - queue_.begin();
   }
@@ -159,7 +160,7 @@ Result<nlohmann::json> ProviderJobs::submit(const PeerId& peer_id, const JobRequ
   JobRecord& r = job->rec;
   r.job_id = new_job_id();
   r.peer_id = peer_id.value();
-  r.state = JobState::kQueued;
+  r.state = JobState::kPending;
   r.terms = job_terms(request, *resolved, options_.simulate_gpus, workspace_seed);
   r.terms.max_running = std::max(0, peer_limit);
   if (request.hold) r.result["held"] = true;
@@ -178,7 +179,81 @@ Result<nlohmann::json> ProviderJobs::get(const JobId& job_id) {
   return view(**job);
 }
 
+Result<nlohmann::json> ProviderJobs::stats(const JobId& job_id) {
+  exec::TaskHandle handle;
+  std::vector<std::string> uuids;
+  JobTerms terms;
+  // The job as it is now: running with a task, or why there are no stats.
+  auto running = [&]() -> Status {
+    std::lock_guard lock(mutex_);
+    auto job = find(job_id);
+    if (!job) return std::move(job).error();
+    const JobRecord& r = (*job)->rec;
+    if (r.state != JobState::kRunning || !r.handle) {
+      return make_error(ErrorCode::kFailedPrecondition,
+                        "job " + r.job_id + " is " + job_state_name(r.state) +
+                            ": stats are for a running job (`yonder inspect` shows the rest)");
+    }
+    handle = *r.handle;
+    uuids = r.gpu_uuids;
+    terms = r.terms;
+    return ok_status();
+  };
+  YONDER_TRY(running());
+  auto used = executor_.stats(handle);
+  if (!used) {
+    // It may have ended meanwhile (the task gone before its end is
+    // recorded): say that rather than the engine's complaint.
+    YONDER_TRY(running());
+    return std::move(used).error().with_context("reading the job's use from the engine");
+  }
+  nlohmann::json out = {{"job_id", job_id.value()},
+                        {"sampled_at_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              clock_.now().time_since_epoch())
+                                              .count()},
+                        {"cpu_total_ns", used->cpu_total_ns},
+                        {"memory_bytes", used->memory_bytes},
+                        {"pids", used->pids},
+                        {"gpus", nlohmann::json::array()}};
+  // The limits as the job was started with them (resolve is pure).
+  if (auto resolved = resolve(terms.request, options_.limits)) {
+    out["cpus"] = static_cast<double>(resolved->task.limits.nano_cpus) / 1e9;
+    out["memory_limit_bytes"] = resolved->task.limits.memory_bytes;
+    out["pids_limit"] = resolved->task.limits.pids;
+  }
+  if (uuids.empty()) return out;
+  auto report = inventory_.probe();
+  auto processes = inventory_.processes();
+  for (const auto& uuid : uuids) {
+    nlohmann::json g = {{"uuid", uuid}, {"utilization_percent", -1}, {"vram_total_bytes", 0},
+                        {"vram_limit_bytes", terms.vram_bytes}, {"vram_used_bytes", nullptr}};
+    for (const auto& d : report.devices) {
+      if (d.uuid != uuid) continue;
+      g["utilization_percent"] = d.utilization_percent;
+      g["vram_total_bytes"] = d.memory_total_bytes;
+    }
+    if (processes) {
+      uint64_t bytes = 0;
+      for (const auto& p : *processes) {
+        if (p.uuid == uuid && executor_.owns_pid(handle, p.pid)) bytes += p.used_bytes;
+      }
+      g["vram_used_bytes"] = bytes;
+    }
+    out["gpus"].push_back(std::move(g));
+  }
+  return out;
+}
+
 Result<nlohmann::json> ProviderJobs::list() { return list(PeerId()); }
+
+std::vector<JobId> ProviderJobs::running() {
+  std::lock_guard lock(mutex_);
+  std::vector<JobId> out;
+  for (const auto& [_, job] : jobs_) {
+    if (job->rec.state == JobState::kRunning) out.emplace_back(job->rec.job_id);
+  }
+  return out;
+}
 
 int ProviderJobs::active_jobs(const PeerId& peer_id) {
   std::lock_guard lock(mutex_);
@@ -283,7 +358,7 @@ Result<LogRead> ProviderJobs::read_log(const JobId& job_id, uint64_t offset, siz
                             " was removed by the provider, which keeps ended jobs' logs within jobs.logs_max_mib "
                             "(oldest first); `yonder ps --all` still lists the job and how it ended");
     }
-    if (job.rec.state == JobState::kQueued) {
+    if (job.rec.state == JobState::kPending) {
       // Nothing to read before it starts; no descriptor held for a
       // thousand queued jobs that someone follows.
       LogRead empty;
@@ -309,7 +384,7 @@ Status ProviderJobs::watch_log(const JobId& job_id, uint64_t offset, std::functi
     auto found = find(job_id);
     if (!found) return std::move(found).error();
     Live& job = **found;
-    if (job.rec.state == JobState::kQueued) {  // its log is opened when it starts
+    if (job.rec.state == JobState::kPending) {  // its log is opened when it starts
       add_watcher(job.watchers, {offset, std::move(ready)});
       return ok_status();
     }
@@ -508,7 +583,7 @@ Result<nlohmann::json> ProviderJobs::set_held(const JobId& job_id, bool held) {
   auto job = find(job_id);
   if (!job) return std::move(job).error();
   JobRecord& r = (*job)->rec;
-  if (r.state != JobState::kQueued) {
+  if (r.state != JobState::kPending) {
     return make_error(ErrorCode::kFailedPrecondition,
                       "job " + r.job_id + " is " + job_state_name(r.state) + ": only a job still waiting in the queue "
                                                                               "can be " + (held ? "held" : "released"));
@@ -562,6 +637,14 @@ bool ProviderJobs::apply_locked(const QueuePlan& plan) {
 void ProviderJobs::set_queue_order(std::function<std::vector<std::string>(const std::vector<QueuedJob>&)> order) {
   std::unique_lock lock(mutex_);
   queue_order_ = std::move(order);
+  schedule_locked(lock);
+}
+
+void ProviderJobs::set_limits(int max_per_peer, int max_queued, int max_queued_per_peer) {
+  std::unique_lock lock(mutex_);
+  options_.max_per_peer = std::max(1, max_per_peer);
+  options_.max_queued = std::max(0, max_queued);
+  options_.max_queued_per_peer = std::max(0, max_queued_per_peer);
   schedule_locked(lock);
 }
 

@@ -106,6 +106,17 @@ class ProviderJobs {
   Result<nlohmann::json> submit(const PeerId& peer_id, const JobRequest& request,
                                 const std::string& workspace_seed = "", int peer_limit = 0);
   Result<nlohmann::json> get(const JobId& job_id);
+  // A running job's use of the host now (`yonder stats`): {"job_id",
+  // "sampled_at_ms", "cpu_total_ns" (since it started; a rate needs two
+  // samples), "cpus" (its limit), "memory_bytes", "memory_limit_bytes",
+  // "pids", "pids_limit", "gpus": [{"uuid", "utilization_percent" (-1
+  // unknown), "vram_used_bytes" (by the job's own processes; null when the
+  // driver cannot say), "vram_total_bytes", "vram_limit_bytes" (0: none)}]}.
+  // kFailedPrecondition when the job is not running. Blocking (the engine,
+  // NVML).
+  Result<nlohmann::json> stats(const JobId& job_id);
+  // The jobs running now (for the node's history of their use).
+  std::vector<JobId> running();
   Result<nlohmann::json> list();
   // One peer's jobs, oldest first, and how many of them are queued,
   // starting or running: without building a view of every job ever run.
@@ -162,6 +173,10 @@ class ProviderJobs {
   // others. Called under the manager's lock: it must not call back into
   // this manager. Unset (the default): first come, first served.
   void set_queue_order(std::function<std::vector<std::string>(const std::vector<QueuedJob>&)> order);
+  // The queue's limits while it runs (jobs.max_per_peer, jobs.max_queued,
+  // jobs.max_queued_per_peer, applied live): a raised per-peer limit lets
+  // waiting jobs start at once; a lowered one stops nothing that runs.
+  void set_limits(int max_per_peer, int max_queued, int max_queued_per_peer);
 
  private:
   struct Live;

@@ -124,6 +124,10 @@ void ProviderService::set_queue_order(
   if (jobs_) jobs_->set_queue_order(std::move(order));
 }
 
+void ProviderService::set_limits(int max_per_peer, int max_queued, int max_queued_per_peer) {
+  if (jobs_) jobs_->set_limits(max_per_peer, max_queued, max_queued_per_peer);
+}
+
 void ProviderService::shutdown() {
   if (jobs_) jobs_->shutdown();
 }

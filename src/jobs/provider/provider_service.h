@@ -70,6 +70,8 @@ class ProviderService {
   // when this node runs no provider jobs. Blocking (takes the manager's lock).
   void set_queue_order(
       std::function<std::vector<std::string>(const std::vector<jobs::provider::ProviderJobs::QueuedJob>&)> order);
+  // ProviderJobs::set_limits; a no-op when this node runs no provider jobs. Blocking.
+  void set_limits(int max_per_peer, int max_queued, int max_queued_per_peer);
 
  private:
   ProviderService() = default;

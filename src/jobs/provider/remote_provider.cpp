@@ -228,6 +228,16 @@ void RemoteProvider::register_methods() {
     });
   });
 
+  // `yonder stats`: the job's use of the host now, for its owner only.
+  service.add_method("run.stats", [blocking](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+    auto id = job_id_param(params);
+    if (!id) return reply(std::move(id).error());
+    blocking("run.stats", peer, params, std::move(reply), [peer_id = NodeId(peer).to_string(), id = *id](ProviderJobs& jobs) -> Result<nlohmann::json> {
+      YONDER_TRY(owned_job(jobs, id, peer_id));
+      return jobs.stats(JobId(id));
+    });
+  });
+
   // The same answer for a caller about to forward to the job: asked under
   // the `forward` capability, so `yonder forward` without it fails at once
   // instead of opening a listener whose every connection is refused.

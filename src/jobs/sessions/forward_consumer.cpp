@@ -311,10 +311,10 @@ void ForwardConsumer::create(const Request& req, Reply reply) {
         // A job about to run may be forwarded to: connections made
         // before its server listens are closed, and the client retries.
         std::string state = r->value("state", "");
-        if (state != "running" && state != "starting" && state != "queued") {
+        if (state != "running" && state != "starting" && state != "pending" && state != "queued") {
           return reply(Response::error(
               make_error(ErrorCode::kFailedPrecondition,
-                         "job " + job_id + " is " + state + "; only a queued or running job can be forwarded to")));
+                         "job " + job_id + " is " + state + "; only a pending or running job can be forwarded to")));
         }
         open_listener(t, job_id, remote, local, reply);
       };

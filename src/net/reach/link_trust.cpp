@@ -43,6 +43,7 @@ Result<nlohmann::json> LinkTrust::redeem(const LinkIdBytes& id, const LinkSecret
   peers::PeerRecord p;
   p.key = key;
   p.name = peer_name;
+  p.check_digits = sas.substr(0, 32);
   auto pinned = store_.redeem(id, secret, p, unix_seconds(clock_.now()));
   if (!pinned) return std::move(pinned).error();
   if (on_peers_changed_) on_peers_changed_();  // a new peer to declare, maybe a used-up link's token to drop

@@ -237,6 +237,7 @@ void PeerLink::add_routes(api::Router& router) {
       p.provider_notice = said.is_string() ? said.get<std::string>().substr(0, 400) : std::string();
       if (p.paired_at == 0) p.paired_at = unix_seconds(clock_.now());
       p.denied_at.reset();
+      p.check_digits = r->short_auth_string.substr(0, 32);
       if (auto st = store_.upsert(p); !st) return reply(Response::error(st.error()));
       service_->keep_connected(p.key, p.addresses);
       relay_peers_changed();
@@ -268,6 +269,7 @@ void PeerLink::add_routes(api::Router& router) {
                           {"granted_to_us", p.granted_to_us ? scope_to_json(*p.granted_to_us) : nlohmann::json()},
                           {"provider_notice", p.provider_notice},
                           {"paired_at", p.paired_at},
+                          {"check_digits", p.check_digits},
                           {"last_seen_at", p.last_seen_at ? nlohmann::json(*p.last_seen_at) : nlohmann::json()},
                           {"denied", p.denied()},
                           {"addresses", p.addresses},

@@ -61,6 +61,7 @@ TEST(JobRequest, EveryFieldSurvivesItsOwnEncoding) {
   r.egress = true;
   r.workdir = "src/app";
   r.tty = true;
+  r.shm_mib = 1024;
   auto again = parse_job_request(r.to_json());
   ASSERT_TRUE(again.ok()) << again.error().to_string();
   EXPECT_EQ(again->to_json(), r.to_json());
@@ -68,6 +69,10 @@ TEST(JobRequest, EveryFieldSurvivesItsOwnEncoding) {
   EXPECT_EQ(again->env, r.env);
   EXPECT_EQ(again->isolation, exec::Isolation::kGvisor);
   EXPECT_TRUE(again->egress);
+  EXPECT_EQ(again->shm_mib, 1024);
+  EXPECT_FALSE(JobRequest{}.to_json().contains("shm_mib"));  // unset: the provider's default, not sent
+  EXPECT_FALSE(parse_job_request({{"image", "x"}, {"shm_mib", -1}}).ok());
+  EXPECT_FALSE(parse_job_request({{"image", "x"}, {"shm_mib", "1G"}}).ok());
 }
 
 }  // namespace

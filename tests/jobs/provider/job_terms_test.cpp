@@ -64,6 +64,30 @@ TEST(JobTerms, ResolveAppliesDefaultsAndNamesTheCeiling) {
   EXPECT_NE(resolve(r, limits).error().message().find("jobs.max_wall_time_s"), std::string::npos);
 }
 
+TEST(JobTerms, DevShmIsHalfTheMemoryByDefaultAndNeverMore) {
+  ProviderLimits limits;
+  JobRequest r;
+  r.image = "python";
+  r.memory_mib = 4096;
+  EXPECT_EQ(resolve(r, limits)->task.limits.shm_bytes, 2048LL << 20);  // jobs.shm_mib = 0: half
+  limits.shm_mib = 256;                                                  // the provider's own default
+  EXPECT_EQ(resolve(r, limits)->task.limits.shm_bytes, 256LL << 20);
+  limits.shm_mib = 1 << 20;  // a default past the cap is capped, not refused
+  EXPECT_EQ(resolve(r, limits)->task.limits.shm_bytes, 2048LL << 20);
+  r.shm_mib = 1024;  // the job's own, whatever the default
+  EXPECT_EQ(resolve(r, limits)->task.limits.shm_bytes, 1024LL << 20);
+  r.shm_mib = 2049;
+  auto over = resolve(r, limits);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(over.error().message().find("at most half its memory (2048 MiB of 4096)"), std::string::npos)
+      << over.error().message();
+  EXPECT_NE(over.error().message().find("--shm-size"), std::string::npos);
+  r.shm_mib = 0;
+  r.memory_mib = 16;  // the least a job may have
+  EXPECT_EQ(resolve(r, ProviderLimits{})->task.limits.shm_bytes, 8LL << 20);
+}
+
 TEST(JobTerms, WhatTheStoreKeepsReadsBackAsItWasAccepted) {
   JobRequest r;
   r.image = "python";

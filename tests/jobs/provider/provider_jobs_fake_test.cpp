@@ -262,16 +262,36 @@ TEST_F(ProviderJobsFakeTest, JobsStartInOrderUpToMaxConcurrentAndMaxPerPeer) {
   EXPECT_EQ(state(b), "running");
   EXPECT_EQ(state(d), "running");
   json vc = view(c), ve = view(e);
-  EXPECT_EQ(vc["state"], "queued");
+  EXPECT_EQ(vc["state"], "pending");
   EXPECT_EQ(vc["waiting_for"], "this peer already has 2 job(s) running (jobs.max_per_peer)");
   EXPECT_EQ(vc["queue_position"], 0);
-  EXPECT_EQ(ve["state"], "queued") << "the provider's three slots are taken";
+  EXPECT_EQ(ve["state"], "pending") << "the provider's three slots are taken";
   EXPECT_EQ(ve["queue_position"], 1);
   auto started = started_jobs();
   EXPECT_EQ(std::set<std::string>(started.begin(), started.end()), (std::set<std::string>{a, b, d}));
   EXPECT_EQ(jobs_->active_jobs(PeerId("p1")), 3);
   EXPECT_EQ(jobs_->executor_status()["running"], 3);
   EXPECT_EQ(jobs_->executor_status()["queued"], 2);
+}
+
+TEST_F(ProviderJobsFakeTest, RaisingThePerPeerLimitWhileRunningStartsAWaitingJobAtOnce) {
+  start_manager([](ProviderOptions& o) {
+    o.max_concurrent = 4;
+    o.max_per_peer = 1;
+  });
+  std::string a = submit("p1", {}), b = submit("p1", {});
+  await_parked(2);  // a
+  EXPECT_EQ(state(a), "running");
+  EXPECT_EQ(state(b), "pending");
+  EXPECT_EQ(jobs_->executor_status()["max_per_peer"], 1);
+  jobs_->set_limits(2, 100, 20);  // `yonder config set jobs.max_per_peer 2` on a running provider
+  await_parked(4);  // and b
+  EXPECT_EQ(state(b), "running");
+  EXPECT_EQ(jobs_->executor_status()["max_per_peer"], 2);
+  // Lowered again: nothing that runs is stopped.
+  jobs_->set_limits(1, 100, 20);
+  EXPECT_EQ(state(a), "running");
+  EXPECT_EQ(state(b), "running");
 }
 
 TEST_F(ProviderJobsFakeTest, AJobPastItsScopesJobsAtOnceWaitsNamingTheScopeAndStartsWhenOneEnds) {
@@ -288,7 +308,7 @@ TEST_F(ProviderJobsFakeTest, AJobPastItsScopesJobsAtOnceWaitsNamingTheScopeAndSt
   EXPECT_EQ(state(a), "running");
   EXPECT_EQ(state(other), "running") << "another peer's limit is its own";
   json vb = view(b);
-  EXPECT_EQ(vb["state"], "queued");
+  EXPECT_EQ(vb["state"], "pending");
   EXPECT_NE(vb.value("waiting_for", "").find("the most your scope on this provider allows at once (1)"),
             std::string::npos)
       << vb.dump();
@@ -324,10 +344,10 @@ TEST_F(ProviderJobsFakeTest, AQueuedJobStartsWhenARunningOneExits) {
   EXPECT_EQ(end["exit_code"], 3);
   // Decided in the same pass that settled a: c (first in the queue, its
   // peer has one job less now) takes the slot; e still waits for one.
-  EXPECT_NE(state(c), "queued");
+  EXPECT_NE(state(c), "pending");
   await_parked(6);  // b, c and d
   EXPECT_EQ(state(c), "running");
-  EXPECT_EQ(state(e), "queued");
+  EXPECT_EQ(state(e), "pending");
   EXPECT_EQ(fake_.destroyed().size(), 1u) << "the ended task's container is removed";
   EXPECT_EQ(fake_.destroyed()[0].job_id, a);
 }
@@ -428,7 +448,7 @@ TEST_F(ProviderJobsFakeTest, GpuLeasesAreHeldWhileRunningReleasedAtTheEndNeverGi
   EXPECT_NE(va["gpus"][0], vb["gpus"][0]);
   EXPECT_TRUE(va["fake_gpus"].get<bool>());
   EXPECT_EQ(view(c)["waiting_for"], "waiting for a GPU held by another job");
-  EXPECT_EQ(view(d)["state"], "queued");
+  EXPECT_EQ(view(d)["state"], "pending");
   EXPECT_EQ(leases(), 2u);
   // The devices the engine was asked for are the leased ones, simulated.
   for (const auto& spec : fake_.started()) {
@@ -444,7 +464,7 @@ TEST_F(ProviderJobsFakeTest, GpuLeasesAreHeldWhileRunningReleasedAtTheEndNeverGi
   EXPECT_EQ(end_a.value("output_sha256", "").size(), 64u);
   await_parked(4);  // b and c
   EXPECT_EQ(view(c)["gpus"], va["gpus"]) << "the freed device went to the first waiting job";
-  EXPECT_EQ(state(d), "queued");
+  EXPECT_EQ(state(d), "pending");
   EXPECT_EQ(leases(), 2u);
 
   advance(5s);  // b exits by itself
@@ -501,7 +521,7 @@ TEST_F(ProviderJobsFakeTest, AQueueOrderPolicyDecidesWhoStartsFirst) {
   json ended = await_end(holder);
   await_parked(2);
   EXPECT_EQ(state(friendly), "running");
-  EXPECT_EQ(state(debtor), "queued");
+  EXPECT_EQ(state(debtor), "pending");
   // What a metering receipt needs (mesh/core/metering.h): the model and the output's hash.
   EXPECT_EQ(ended["gpu_model"], "FAKE GPU");
   EXPECT_EQ(ended["gpus"].size(), 2u);
@@ -527,6 +547,41 @@ TEST_F(ProviderJobsFakeTest, VramOverTheLimitStopsTheJobWithTheReason) {
       << end.dump();
 }
 
+TEST_F(ProviderJobsFakeTest, StatsAreARunningJobsUseWithItsOwnProcessesVramOnly) {
+  start_manager();
+  std::string id =
+      submit("p", {{"gpus", 1}, {"vram_mib", 4096}, {"memory_mib", 512}, {"cpus", 0.5}, {"wall_time_s", 30}});
+  await_parked(2);
+  std::string uuid = view(id)["gpus"][0];
+  auto st = fake_.inspect(task_of(id).handle);
+  ASSERT_TRUE(st.ok() && st->pid > 0);
+  fake_.set_stats(task_of(id).handle.task_id, exec::TaskStats{300ULL << 20, 7'000'000'000ULL, 12});
+  gpus_.simulate_process(uuid, 999999, 8ULL << 30);  // another process's use is not the job's
+  gpus_.simulate_process(uuid, st->pid, 3ULL << 30);
+  auto s = jobs_->stats(JobId(id));
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  EXPECT_EQ((*s)["memory_bytes"], 300ULL << 20);
+  EXPECT_EQ((*s)["memory_limit_bytes"], 512LL << 20);
+  EXPECT_EQ((*s)["cpu_total_ns"], 7'000'000'000ULL);
+  EXPECT_DOUBLE_EQ((*s)["cpus"].get<double>(), 0.5);
+  EXPECT_EQ((*s)["pids"], 12);
+  EXPECT_EQ((*s)["sampled_at_ms"], std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       clock_.now().time_since_epoch()).count());  // the injected clock
+  ASSERT_EQ((*s)["gpus"].size(), 1u);
+  EXPECT_EQ((*s)["gpus"][0]["uuid"], uuid);
+  EXPECT_EQ((*s)["gpus"][0]["vram_used_bytes"], 3ULL << 30);
+  EXPECT_EQ((*s)["gpus"][0]["vram_limit_bytes"], 4096ULL << 20);
+  EXPECT_EQ((*s)["gpus"][0]["vram_total_bytes"], 24ULL << 30);
+  // Not running: refused, naming the state.
+  advance(30s);  // its wall time: stopped
+  await_end(id);
+  auto ended = jobs_->stats(JobId(id));
+  ASSERT_FALSE(ended.ok());
+  EXPECT_EQ(ended.error().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(ended.error().message().find("stats are for a running job"), std::string::npos);
+  EXPECT_EQ(jobs_->stats(JobId("nope")).error().code(), ErrorCode::kNotFound);
+}
+
 TEST_F(ProviderJobsFakeTest, TimesInTheJobsRecordComeFromTheInjectedClock) {
   executor_.script("exit", {.exit_after = 90s});
   start_manager();
@@ -547,7 +602,7 @@ TEST_F(ProviderJobsFakeTest, RecoveryReattachesRunningTasksMarksVanishedOnesAndR
   std::string b = submit("q", {});
   std::string c = submit("r", {});
   await_parked(4);
-  EXPECT_EQ(state(c), "queued");
+  EXPECT_EQ(state(c), "pending");
   std::string task_a = task_of(a).task_id;
   advance(10s);
 

@@ -192,7 +192,7 @@ TEST_F(ProviderJobsTest, AJobFillingItsWorkspaceCannotTakeTheStateFolderBelowIts
   json ended = await_end(a);
   EXPECT_EQ(output(a), "filled\n");
   json waiting = *jobs_->get(JobId(b));
-  EXPECT_EQ(waiting.value("state", ""), "queued") << waiting.dump();
+  EXPECT_EQ(waiting.value("state", ""), "pending") << waiting.dump();
   EXPECT_EQ(waiting.value("waiting_for", "").rfind("disk:", 0), 0u) << waiting.dump();
   auto space = os::volume_space(jobs_dir_);
   ASSERT_TRUE(space.ok());
