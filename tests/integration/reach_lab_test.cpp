@@ -20,8 +20,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "support/docker_env.h"
 #include "support/job_node.h"
@@ -609,6 +613,109 @@ TEST_F(ReachLab, ASymmetricNatStaysOnTheRelayAndSaysWhy) {
                           "echo relayed; exit 4"});
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_EQ(r.out, "relayed\n");
+}
+
+// UDP blocked in both homes: neither side learns a public UDP address
+// (netcheck asks the relays again and says why), so no punch is tried (none
+// could work), and the link and its jobs stay on the relay, over TCP.
+TEST_F(ReachLab, WithUdpBlockedNoPunchIsTriedAndNetcheckSaysWhy) {
+  PunchLab pl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
+  // Plain references: clang 14 cannot capture structured bindings in a lambda.
+  NatLab& lab = pl.lab;
+  Node& studio = pl.studio;
+  Node& laptop = pl.laptop;
+  for (const char* nat : {"nat-a", "nat-b"}) {
+    ASSERT_EQ(lab.run_in(nat, {"iptables", "-I", "FORWARD", "-p", "udp", "-j", "DROP"}).exit_code, 0);
+  }
+  // The daemons checked their NAT when they started; netcheck checks again.
+  for (Node* n : {&laptop, &studio}) {
+    auto text = n->yonder({"netcheck"});
+    EXPECT_NE(text.out.find("Punching    not tried: this node has no public UDP address"), std::string::npos)
+        << text.out;
+    EXPECT_EQ(text.out.find("tried anyway"), std::string::npos) << text.out;
+  }
+  pl.pair({"--scope", "run"});
+  if (HasFatalFailure()) return;
+  // Whichever side starts punches (the smaller key) gives up before sending anything.
+  json punched;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (Node* n : {&laptop, &studio}) {
+          for (const auto& p : n->yonder_json({"peers"}).value("peers", json::array())) {
+            if (p.contains("punch") && p["punch"].value("state", "") == "failed") punched = p;
+          }
+        }
+        return !punched.is_null();
+      },
+      120s, 100ms))
+      << "LAPTOP\n" << laptop.daemon().log() << "\nSTUDIO\n" << studio.daemon().log();
+  EXPECT_NE(punched["punch"].value("reason", "").find("no public UDP address"), std::string::npos) << punched.dump();
+  EXPECT_EQ(punched["punch"].value("attempts", -1), 0) << "no offer went out: " << punched.dump();
+  EXPECT_EQ(punched.value("path_kind", ""), "relay") << punched.dump();
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh", "-c",
+                          "echo relayed; exit 3"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.out, "relayed\n");
+}
+
+
+// The UDP conntrack entries of `nat` (its /proc/net/nf_conntrack) for a flow
+// to or from `other` (the far home's public address): the punched path's
+// mapping, not the relays' STUN flows.
+std::vector<std::string> punched_flows(const NatLab& lab, std::string_view nat, const std::string& other) {
+  auto r = lab.run_in(nat, {"cat", "/proc/net/nf_conntrack"});
+  std::vector<std::string> flows;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" udp ") != std::string::npos && line.find("=" + other + " ") != std::string::npos) {
+      flows.push_back(line);
+    }
+  }
+  return flows;
+}
+
+// Routers that forget an idle UDP mapping quickly (conntrack timeouts of
+// 10 s, 15 s once a flow is two-way, where Linux's default is 120 s): the
+// punched path's keepalive (link.punch_keepalive_s, 10 s) refreshes both
+// homes' mappings before they expire, so while the link idles for 40 s
+// neither NAT is ever without the flow, and the path is still the punched
+// one at the end. With keepalives at 15 s (the link's own, a third of
+// link.dead_after_s) the entries lapse between them.
+TEST_F(ReachLab, APunchedPathKeepsItsNatMappingsWithShortConntrackTimeouts) {
+  PunchLab pl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
+  NatLab& lab = pl.lab;
+  Node& laptop = pl.laptop;
+  for (const char* nat : {"nat-a", "nat-b"}) {
+    ASSERT_EQ(lab.run_in(nat, {"sysctl", "-qw", "net.netfilter.nf_conntrack_udp_timeout=10",
+                               "net.netfilter.nf_conntrack_udp_timeout_stream=15"})
+                  .exit_code,
+              0);
+  }
+  pl.pair({"--scope", "run"});
+  if (HasFatalFailure()) return;
+  auto peer = wait_peer(laptop, [](const json& p) { return p.value("path_kind", "") == "punched"; });
+  ASSERT_EQ(peer.value("path_kind", ""), "punched") << peer.dump() << "\nLAPTOP\n" << laptop.daemon().log();
+  const std::string path = peer.value("path", "");
+
+  // Sampled every 250 ms for 40 s (more than two stream timeouts); nothing
+  // else goes over the link meanwhile.
+  std::map<std::string, int> missing;  // NAT -> samples without the flow
+  int samples = 0;
+  const auto until = std::chrono::steady_clock::now() + 40s;
+  while (std::chrono::steady_clock::now() < until) {
+    for (auto [nat, other] : {std::pair{"nat-a", lab.address("nat-b")}, std::pair{"nat-b", lab.address("nat-a")}}) {
+      if (punched_flows(lab, nat, other).empty()) ++missing[nat];
+    }
+    ++samples;
+    std::this_thread::sleep_for(250ms);  // sampling a table: there is no event to wait for
+  }
+  EXPECT_GT(samples, 40);
+  EXPECT_EQ(missing["nat-a"], 0) << "of " << samples << " samples, home A's NAT had no mapping in " << missing["nat-a"];
+  EXPECT_EQ(missing["nat-b"], 0) << "of " << samples << " samples, home B's NAT had no mapping in " << missing["nat-b"];
+  auto after = laptop.yonder_json({"peers"});
+  ASSERT_FALSE(after.value("peers", json::array()).empty()) << after.dump();
+  EXPECT_EQ(after["peers"][0].value("path_kind", ""), "punched") << after.dump();
+  EXPECT_EQ(after["peers"][0].value("path", ""), path) << after.dump();
 }
 
 }  // namespace

@@ -130,6 +130,7 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
       return p != nullptr && !p->denied();
     };
     pl->udp_listen_ = cfg.get("link.udp_listen");
+    pl->punch_keepalive_ = std::chrono::seconds(std::clamp<int64_t>(cfg.get_int("link.punch_keepalive_s"), 1, 60));
     pl->punch_hooks_ = std::move(ph);
   }
   pl->configured_relays_ = std::move(*relays);
@@ -251,7 +252,7 @@ Status PeerLink::start() {
       if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
     }
     punch_ = std::make_unique<PunchPaths>(*io_, identity_, *service_, std::move(*punch_hooks_), udp_listen_, host,
-                                          preferred);
+                                          preferred, punch_keepalive_);
     punch_hooks_.reset();
     if (auto st = punch_->start(); !st) {
       if (!udp_listen_.empty()) return st;

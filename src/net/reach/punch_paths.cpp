@@ -64,6 +64,10 @@ constexpr std::chrono::seconds kFirstBackoff{10};
 constexpr int kOfferRetries = 12;
 constexpr std::chrono::milliseconds kOfferPause{250};
 constexpr std::chrono::minutes kMaxBackoff{10};
+// Why no punch is tried: the NAT check got no public UDP address.
+constexpr std::string_view kNoPublicUdp =
+    "this node has no public UDP address (no relay answered over UDP; UDP may be blocked on this network), so a "
+    "direct path cannot be punched; links stay on the relay";
 
 }  // namespace
 
@@ -89,6 +93,7 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
   std::string listen;
   std::string preferred_host;
   uint16_t preferred_port;
+  quic::QuicConfig quic_config;
   std::shared_ptr<quic::QuicEndpoint> endpoint;
   std::unique_ptr<QuicPort> port;
   std::shared_ptr<punch::NatCheckSession> check;
@@ -100,9 +105,11 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
   bool stopped = false;
 
   Impl(asio::io_context& i, const Identity& id, link::LinkService& l, Hooks h, std::string lst, std::string ph,
-       uint16_t pp)
+       uint16_t pp, std::chrono::milliseconds keepalive)
       : io(i), identity(id), link(l), hooks(std::move(h)), listen(std::move(lst)), preferred_host(std::move(ph)),
-        preferred_port(pp) {}
+        preferred_port(pp) {
+    quic_config.keepalive = keepalive;
+  }
 
   Status start() {
     Result<std::shared_ptr<quic::QuicEndpoint>> ep = make_error(ErrorCode::kInternal, "unset");
@@ -114,7 +121,7 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
                           "`yonder config set link.udp_listen IP:PORT`, or leave it empty");
       }
       ep = quic::QuicEndpoint::bind(io.get_executor(), identity,
-                                    udp::endpoint(asio::ip::make_address(addr->ip), addr->port));
+                                    udp::endpoint(asio::ip::make_address(addr->ip), addr->port), quic_config);
       if (!ep) return Error(ep.error()).with_context("link.udp_listen " + listen);
     } else {
       // Where the link listens (a node that listens on one address opens
@@ -125,8 +132,8 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
       boost::system::error_code bad;
       auto host = asio::ip::make_address(preferred_host.empty() ? "0.0.0.0" : preferred_host, bad);
       if (bad || !host.is_v4() || host.is_loopback()) host = asio::ip::address_v4::any();
-      ep = quic::QuicEndpoint::bind(io.get_executor(), identity, udp::endpoint(host, preferred_port));
-      if (!ep) ep = quic::QuicEndpoint::bind(io.get_executor(), identity, udp::endpoint(host, 0));
+      ep = quic::QuicEndpoint::bind(io.get_executor(), identity, udp::endpoint(host, preferred_port), quic_config);
+      if (!ep) ep = quic::QuicEndpoint::bind(io.get_executor(), identity, udp::endpoint(host, 0), quic_config);
       if (!ep) return Error(ep.error()).with_context("the UDP socket for hole punching");
     }
     endpoint = *ep;
@@ -360,6 +367,11 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     with_nat([weak, peer] {
       auto self = weak.lock();
       if (!self || self->stopped) return;
+      if (!self->nat->public_address) {
+        // Nothing the peer could send to: a punch would only time out.
+        self->failed(peer, std::string(kNoPublicUdp));
+        return;
+      }
       spdlog::info("hole punching: trying a direct path to {}", NodeId(peer).short_form());
       self->peers[peer].offer_retries = 0;
       self->new_session(peer, punch::Role::kInitiator)->start();
@@ -478,7 +490,9 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
         j["punching"] = "not possible: the NAT picks a new public port per destination (links stay on the relay)";
         break;
       default:
-        j["punching"] = "unknown (tried anyway): two relays at different addresses are needed to tell";
+        j["punching"] = nat->public_address
+                            ? "unknown (tried anyway): two relays at different addresses are needed to tell"
+                            : "not tried: " + std::string(kNoPublicUdp);
         break;
     }
     return j;
@@ -498,9 +512,10 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
 };
 
 PunchPaths::PunchPaths(asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks,
-                       std::string listen, std::string preferred_host, uint16_t preferred_port)
+                       std::string listen, std::string preferred_host, uint16_t preferred_port,
+                       std::chrono::milliseconds keepalive)
     : impl_(std::make_shared<Impl>(io, identity, link, std::move(hooks), std::move(listen), std::move(preferred_host),
-                                   preferred_port)) {}
+                                   preferred_port, keepalive)) {}
 
 PunchPaths::~PunchPaths() { stop(); }
 

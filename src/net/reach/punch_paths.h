@@ -54,9 +54,14 @@ class PunchPaths {
 
   // `listen`: "IP:PORT" for the UDP socket; empty: `preferred_host` (the
   // link's listening address; "" for all) on `preferred_port` when it is
-  // free, else any port.
+  // free, else any port. `keepalive`: a punched path sends a QUIC PING after
+  // this long without sending (link.punch_keepalive_s), so that both NATs
+  // keep its mapping: home routers drop an idle UDP mapping after as little
+  // as 15 s (Linux conntrack's stream timeout is 120 s by default, but
+  // many routers lower it).
   PunchPaths(boost::asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks,
-             std::string listen, std::string preferred_host, uint16_t preferred_port);
+             std::string listen, std::string preferred_host, uint16_t preferred_port,
+             std::chrono::milliseconds keepalive);
   ~PunchPaths();
   PunchPaths(const PunchPaths&) = delete;
   PunchPaths& operator=(const PunchPaths&) = delete;

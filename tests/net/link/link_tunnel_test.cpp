@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "crypto/identity.h"
@@ -186,6 +188,45 @@ TEST_F(LinkTunnel, AResetReachesTheOtherEndWithItsReason) {
   });
   io_.run_for(std::chrono::seconds(10));
   EXPECT_NE(why.find("connection refused"), std::string::npos) << why;
+}
+
+// A new session knows its round-trip time at once, not only after the
+// first keepalive: here keepalives would come after 20 minutes.
+TEST(LinkSession, MeasuresItsRoundTripAtConnect) {
+  asio::io_context io;
+  PinAll policy;
+  auto a = Identity::generate();
+  auto b = Identity::generate();
+  ASSERT_TRUE(a && b);
+  LinkConfig quiet{.name = "provider", .dead_after = std::chrono::hours(1)};
+  LinkService provider(io, *a, policy, quiet);
+  quiet.name = "consumer";
+  LinkService consumer(io, *b, policy, quiet);
+  ASSERT_TRUE(provider.listen("127.0.0.1:0"));
+  provider.add_method("t.nothing", [](const PublicKeyBytes&, const json&, RpcReply reply) { reply(json::object()); });
+  bool answered = false;
+  consumer.call(a->public_key(), {"127.0.0.1:" + std::to_string(provider.port())}, "t.nothing", json::object(),
+                [&](Result<json> r) { answered = r.ok(); });
+  auto measured = [&] {
+    auto s = consumer.sessions();
+    auto p = provider.sessions();
+    return answered && s.size() == 1 && s[0].rtt.has_value() && p.size() == 1 && p[0].rtt.has_value();
+  };
+  asio::steady_timer check(io);
+  std::function<void()> poll = [&] {
+    if (measured()) return io.stop();
+    check.expires_after(std::chrono::milliseconds(10));
+    check.async_wait([&](boost::system::error_code) { poll(); });
+  };
+  poll();
+  io.run_for(std::chrono::seconds(30));
+  EXPECT_TRUE(answered);
+  ASSERT_TRUE(measured()) << "no RTT on a new session before its first keepalive";
+  EXPECT_GT(consumer.sessions()[0].rtt->count(), 0);
+  consumer.stop();
+  provider.stop();
+  io.restart();
+  io.run_for(std::chrono::milliseconds(100));
 }
 
 }  // namespace
