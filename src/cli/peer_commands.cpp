@@ -319,6 +319,13 @@ int cmd_netcheck(const Context& ctx) {
               : nat == "symmetric"     ? ": picks new source ports"
               : nat == "none"          ? ": this node has a public address"
                                        : ": register with a relay (link.relays) to find out");
+  if (r->contains("reachability") && (*r)["reachability"].is_object()) {
+    // Peers' dial-back: whether this node is reachable from the internet, and who says so.
+    const auto& rb = (*r)["reachability"];
+    std::string state = rb.value("state", "unknown");
+    std::string word = state == "reachable" ? "yes" : state == "unreachable" ? "no" : "unknown";
+    std::printf("Reachable   %s: %s\n", word.c_str(), shown(rb, "why", "").c_str());
+  }
   if (r->contains("udp")) {
     const auto& u = (*r)["udp"];
     if (u.value("state", "") != "on") {

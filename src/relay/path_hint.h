@@ -47,6 +47,18 @@ struct HintDialContext {
 // peer's word; kPermissionDenied naming the rule otherwise.
 Status check_hint_target(const std::string& endpoint, const HintDialContext& ctx);
 
+// ok when this node may dial `endpoint` because a pinned peer asked to be
+// dialled back there (net/reach/dial_back_core.h): an IPv4 "a.b.c.d:port"
+// that is public (not loopback, unspecified, link-local, multicast, private
+// or shared) and not one of `own_hosts`. kPermissionDenied naming the rule
+// otherwise. Only the pinned TLS handshake with the asking peer's key
+// counts as reaching it, and the answer says no more than that, so the
+// dial cannot be used to learn what else listens at an address.
+Status check_dial_back_target(const std::string& endpoint, const std::vector<std::string>& own_hosts);
+
+// Whether "a.b.c.d:port" is a public IPv4 endpoint in the sense above.
+bool is_public_ipv4_endpoint(const std::string& endpoint);
+
 // Per peer: kBurst dials at once, then one per kInterval.
 class HintRateLimit {
  public:

@@ -718,5 +718,65 @@ TEST_F(ReachLab, APunchedPathKeepsItsNatMappingsWithShortConntrackTimeouts) {
   EXPECT_EQ(after["peers"][0].value("path", ""), path) << after.dump();
 }
 
+// Reachability measured by peers (dial-back): the provider behind home B's
+// NAT listens on a port and advertises home B's public address with it.
+// Asked by `netcheck`, the laptop (its only connected peer, through the
+// relay) dials that address back: with no port forwarded the verdict is
+// "unreachable", naming the laptop; once home B's router forwards the port
+// (DNAT) it is "reachable" at that address, confirmed by the laptop. A
+// peer's request to dial loopback or a private address is refused, saying
+// which rule, with nothing dialled.
+TEST_F(ReachLab, PeersDialANodeBackAndNetcheckSaysWhetherItIsReachable) {
+  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
+  TempDir dir;
+  LabRelay relay(lab, dir);
+  const std::string port = "47850";  // in b1's own network namespace: nothing else there to collide with
+  const std::string public_address = lab.address("nat-b") + ":" + port;
+  Node studio(dir, "studio", true,
+              {{"YONDER_LINK_LISTEN", "0.0.0.0:" + port},
+               {"YONDER_LINK_ADVERTISE", public_address},
+               {"YONDER_LINK_RELAYS", relay.pinned()}},
+              "", in_lab(lab, "b1"));
+  Node laptop(dir, "laptop", false, {{"YONDER_LINK_RELAYS", relay.pinned()}}, "", in_lab(lab, "a1"));
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
+  ASSERT_EQ(pair.exit_code, 0) << pair.err;
+  auto seen = wait_peer(studio, [](const json& p) { return p.value("connected", false); });
+  ASSERT_TRUE(seen.value("connected", false)) << seen.dump();
+
+  auto reachability = [&] {
+    auto nc = studio.yonder_json({"netcheck"});
+    EXPECT_TRUE(nc.contains("reachability")) << nc.dump();
+    return nc.value("reachability", json::object());
+  };
+  auto before = reachability();
+  EXPECT_EQ(before.value("state", ""), "unreachable") << before.dump() << "\nSTUDIO\n" << studio.daemon().log();
+  EXPECT_EQ(before.value("failed_by", json::array()), json::array({"laptop"})) << before.dump();
+  EXPECT_EQ(before.value("tested", json::array()), json::array({public_address})) << before.dump();
+  auto text = studio.yonder({"netcheck"});
+  EXPECT_NE(text.out.find("Reachable   no: laptop could not reach this node at " + public_address), std::string::npos)
+      << text.out;
+
+  // Home B's router forwards the port to the provider.
+  auto dnat = lab.run_in("nat-b", {"iptables", "-t", "nat", "-A", "PREROUTING", "-p", "tcp", "-d", lab.address("nat-b"),
+                                   "--dport", port, "-j", "DNAT", "--to-destination", lab.address("b1") + ":" + port});
+  ASSERT_EQ(dnat.exit_code, 0) << dnat.err;
+  auto allow = lab.run_in("nat-b", {"iptables", "-I", "FORWARD", "-i", "wan0", "-m", "conntrack", "--ctstate", "DNAT",
+                                    "-j", "ACCEPT"});
+  ASSERT_EQ(allow.exit_code, 0) << allow.err;
+  auto after = reachability();
+  EXPECT_EQ(after.value("state", ""), "reachable") << after.dump() << "\nSTUDIO\n" << studio.daemon().log();
+  EXPECT_EQ(after.value("address", ""), public_address) << after.dump();
+  EXPECT_EQ(after.value("confirmed_by", json::array()), json::array({"laptop"})) << after.dump();
+
+  // A hostile peer cannot point the provider's dials at its own host or LAN.
+  auto call = laptop.yonder({"call", "studio", "reach.dial_back",
+                             R"({"addresses": ["127.0.0.1:22", ")" + lab.address("nat-b.lan") + R"(:80"]})"});
+  ASSERT_EQ(call.exit_code, 0) << call.err;
+  EXPECT_NE(call.out.find("a loopback address"), std::string::npos) << call.out;
+  EXPECT_NE(call.out.find("a private or shared address"), std::string::npos) << call.out;
+  EXPECT_EQ(call.out.find("\"reached\": true"), std::string::npos) << call.out;
+}
+
 }  // namespace
 }  // namespace yonder::testing

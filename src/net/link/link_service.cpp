@@ -568,6 +568,51 @@ void LinkService::try_path(const PublicKeyBytes& peer, const std::string& addres
   }, kind);
 }
 
+void LinkService::probe(const PublicKeyBytes& peer, const std::string& address, std::chrono::milliseconds within,
+                        std::function<void(Status)> done) {
+  Impl& m = *impl_;
+  if (m.stopped) return done(make_error(ErrorCode::kUnavailable, "the node is shutting down"));
+  auto hp = split_host_port(address);
+  if (!hp) return done(hp.error());
+  auto fail = [done](const std::string& why) { done(make_error(ErrorCode::kUnavailable, why)); };
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(m.io);
+  resolver->async_resolve(hp->first, hp->second, [this, resolver, peer, within, done, fail](
+                                                     boost::system::error_code ec,
+                                                     asio::ip::tcp::resolver::results_type results) {
+    if (ec) return fail("cannot resolve: " + ec.message());
+    Impl& impl = *impl_;
+    auto sock = std::make_shared<asio::ip::tcp::socket>(impl.io);
+    auto timer = std::make_shared<asio::steady_timer>(impl.io, within);
+    timer->async_wait([sock](boost::system::error_code e) {
+      if (e) return;
+      boost::system::error_code ignored;
+      sock->close(ignored);
+    });
+    asio::async_connect(*sock, results, [this, sock, timer, peer, within, done, fail](
+                                            boost::system::error_code cec, const asio::ip::tcp::endpoint&) {
+      timer->cancel();
+      if (cec) return fail(cec == asio::error::operation_aborted ? "timed out" : cec.message());
+      Impl& in = *impl_;
+      auto chan = std::make_shared<TlsChannel>(std::move(*sock), in.client_tls->native(), false);
+      TlsContext::set_policy(chan->native_handle(), [peer](const PublicKeyBytes& key) {
+        return key == peer ? KeyVerdict::kPinned : KeyVerdict::kReject;
+      });
+      auto bound = std::make_shared<asio::steady_timer>(in.io, within);
+      std::weak_ptr<TlsChannel> weak = chan;
+      bound->async_wait([weak](boost::system::error_code e) {
+        if (e) return;
+        if (auto c = weak.lock()) c->close();
+      });
+      chan->async_handshake([chan, bound, done, fail](boost::system::error_code hec) {
+        bound->cancel();
+        chan->close();
+        if (hec) return fail("the TLS handshake with the peer's key did not complete: " + hec.message());
+        done(ok_status());
+      });
+    });
+  });
+}
+
 int path_rank(const std::string& path) {
   auto starts = [&](const char* p) { return path.rfind(p, 0) == 0; };
   if (starts("lan")) return 0;

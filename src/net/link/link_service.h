@@ -242,6 +242,12 @@ class LinkService {
   // and the older session drains: its running streams (logs, forwards)
   // finish on it, none are cut.
   void try_path(const PublicKeyBytes& peer, const std::string& address, const std::string& kind);
+  // Whether `peer` answers at `address` ("host:port") now: a TCP connection
+  // and a TLS handshake that must prove `peer`'s key, then closed, never a
+  // session (a dial-back, net/reach/dial_back.h). Ok, or why not, within
+  // `within` for the connection and again for the handshake.
+  void probe(const PublicKeyBytes& peer, const std::string& address, std::chrono::milliseconds within,
+             std::function<void(Status)> done);
 
   // Called for every session with a pinned peer once it is established,
   // with its path (the daemon tells relayed peers about better paths).

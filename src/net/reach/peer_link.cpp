@@ -203,6 +203,17 @@ Status PeerLink::start() {
   service_->add_method("node.info", [this](const PublicKeyBytes&, const nlohmann::json&, link::RpcReply reply) {
     reply(nlohmann::json{{"name", name_}, {"node_id", identity_.node_id().to_string()}});
   });
+  // Peers ask us to dial them back (reachability, dial_back.h); we ask them.
+  dial_back_ = std::make_unique<DialBack>(
+      *service_,
+      [this](const Helper& h, const nlohmann::json& params, std::function<void(Result<nlohmann::json>)> done) {
+        const peers::PeerRecord* p = store_.find(h.key);
+        if (p == nullptr) return done(make_error(ErrorCode::kNotFound, "no longer paired"));
+        call_within(Target{p->key, p->id().to_string(), p->name, p->addresses, p->granted_to_us}, "reach.dial_back",
+                    params, DialBack::kAnswerWithin, std::move(done));
+      },
+      [] { return local_ipv4_hosts(); });
+  dial_back_->register_method();
   if (!relay_listen_.empty()) {
     // A relay for our own peers only: the key its TLS proves is ours, so
     // peers pin it with our node id.
@@ -318,6 +329,29 @@ std::vector<std::string> PeerLink::advertised_addresses() const {
   out.push_back("127.0.0.1:" + port);  // the same machine, last
   if (out.size() > 8) out.erase(out.begin() + 7, out.end() - 1);
   return out;
+}
+
+void PeerLink::check_reachability(std::function<void()> done) {
+  if (!dial_back_) return done();
+  std::vector<std::string> observed;
+  for (const auto& r : relay_status()) {
+    std::string seen = r.value("observed_addr", "");
+    if (r.value("state", "") == "registered" && !seen.empty()) observed.push_back(seen.substr(0, seen.rfind(':')));
+  }
+  bool listening = !listen_.empty();
+  auto candidates = dial_back_candidates(listening ? advertised_addresses() : std::vector<std::string>{},
+                                         mapped_paths_ ? mapped_paths_->mapped() : std::string(), observed,
+                                         listening ? service_->port() : 0);
+  std::vector<Helper> connected;
+  for (const auto& s : service_->sessions()) {
+    if (!s.established || s.pairing_only || s.draining) continue;
+    const peers::PeerRecord* p = store_.find(s.peer);
+    if (p == nullptr || p->denied()) continue;
+    std::optional<double> rtt;
+    if (s.rtt) rtt = std::chrono::duration<double, std::milli>(*s.rtt).count();
+    connected.push_back(Helper{s.peer, p->name, s.path, rtt});
+  }
+  dial_back_->check(std::move(candidates), listening, pick_helpers(std::move(connected)), std::move(done));
 }
 
 Result<const peers::PeerRecord*> PeerLink::find_peer(const std::string& text) const {

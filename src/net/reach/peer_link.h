@@ -21,6 +21,7 @@
 #include "config/config.h"
 #include "crypto/identity.h"
 #include "net/link/link_service.h"
+#include "net/reach/dial_back.h"
 #include "net/reach/lan_paths.h"
 #include "net/reach/link_trust.h"
 #include "net/reach/mapped_paths.h"
@@ -66,6 +67,9 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   nlohmann::json relay_server_state() const;
   // netcheck looks again: LAN peers and the router are asked now.
   void recheck();
+  // Asks connected peers to dial this node back (dial_back.h), keeping the
+  // verdict for netcheck; `done` once they answered or timed out.
+  void check_reachability(std::function<void()> done);
   // Adds the daemon's other reachability facts (LAN discovery, port
   // mapping) to GET /v1/netcheck.
   void on_netcheck(std::function<void(nlohmann::json&)> extra) { netcheck_extra_ = std::move(extra); }
@@ -149,6 +153,7 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   // and the relays, so they come after them (and go first).
   std::unique_ptr<LanPaths> lan_paths_;
   std::unique_ptr<MappedPaths> mapped_paths_;
+  std::unique_ptr<DialBack> dial_back_;  // made in start(); holds a reference to the link service
 };
 
 }  // namespace yonder::reach

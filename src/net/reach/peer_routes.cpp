@@ -305,15 +305,17 @@ void PeerLink::add_routes(api::Router& router) {
   // (public address, NAT behaviour), and whether a port mapping exists.
   router.add("GET", "/v1/netcheck", [this](const Request&, Reply reply) {
     recheck();
-    // The UDP side (hole punching) asks the relays' STUN again first.
-    if (punch_) {
-      std::weak_ptr<bool> alive = alive_;
-      punch_->recheck([this, alive, reply] {
-        if (auto a = alive.lock(); a && *a) reply(Response::json(200, netcheck_json()));
-      });
-      return;
-    }
-    reply(Response::json(200, netcheck_json()));
+    // Two questions at once, answered when both are: the UDP side (hole
+    // punching) asks the relays' STUN again, and connected peers are asked
+    // to dial this node back (reachability).
+    auto waiting = std::make_shared<int>(punch_ ? 2 : 1);
+    std::weak_ptr<bool> alive = alive_;
+    auto one_done = [this, alive, waiting, reply] {
+      if (--*waiting > 0) return;
+      if (auto a = alive.lock(); a && *a) reply(Response::json(200, netcheck_json()));
+    };
+    if (punch_) punch_->recheck(one_done);
+    check_reachability(one_done);
   });
 
   router.add("POST", "/v1/peers/deny", [this](const Request& req, Reply reply) {
@@ -440,6 +442,7 @@ nlohmann::json PeerLink::netcheck_json() const {
                         {"port_mapping", port_mapping_state()},
                         {"relay_server", relay_server_state()}};
   out["udp"] = punch_ ? punch_->status() : nlohmann::json{{"state", "off (link.hole_punching = false)"}};
+  out["reachability"] = dial_back_ ? dial_back_->state() : nlohmann::json{{"state", "unknown"}, {"why", "not started"}};
   if (netcheck_extra_) netcheck_extra_(out);
   return out;
 }

@@ -1,0 +1,169 @@
+// Reachability measured by peers (net/reach/dial_back_core.h): which of
+// our addresses are tested, which peers are asked, what their answers mean,
+// and which requests a peer may make of us (relay::check_dial_back_target).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "net/reach/dial_back_core.h"
+#include "relay/path_hint.h"
+#include "support/core_purity.h"
+
+namespace yonder::reach {
+namespace {
+
+using namespace std::chrono_literals;
+using State = Reachability::State;
+
+PublicKeyBytes dial_key(uint8_t n) {
+  PublicKeyBytes k{};
+  k.fill(n);
+  return k;
+}
+
+const MonoTime kDialT0 = MonoTime{} + 1000h;
+
+TEST(DialBackCandidates, PublicAdvertisedThenMappedThenWhatARelaySawWithTheLinkPort) {
+  auto c = dial_back_candidates({"192.168.1.10:7850", "198.51.100.7:7850", "127.0.0.1:7850"}, "203.0.113.2:40000",
+                                {"203.0.113.9", "203.0.113.2"}, 7850);
+  EXPECT_EQ(c, (std::vector<std::string>{"198.51.100.7:7850", "203.0.113.2:40000", "203.0.113.9:7850",
+                                         "203.0.113.2:7850"}));
+}
+
+TEST(DialBackCandidates, EachOnceAtMostFourAndNoneWithoutAPort) {
+  auto c = dial_back_candidates({"198.51.100.7:7850", "198.51.100.7:7850"}, "198.51.100.7:7850", {"198.51.100.7"}, 7850);
+  EXPECT_EQ(c, (std::vector<std::string>{"198.51.100.7:7850"}));
+  auto many = dial_back_candidates({"198.51.100.1:1", "198.51.100.2:1", "198.51.100.3:1", "198.51.100.4:1",
+                                    "198.51.100.5:1"},
+                                   "", {}, 7850);
+  EXPECT_EQ(many.size(), kMaxDialBackAddresses);
+  // A node whose link does not listen has no port for a relay's view of its IP.
+  EXPECT_TRUE(dial_back_candidates({}, "", {"203.0.113.9"}, 0).empty());
+  // Private, shared, loopback and link-local addresses are not what the internet reaches.
+  EXPECT_TRUE(dial_back_candidates({"10.0.0.2:1", "172.16.0.1:1", "100.64.0.1:1", "169.254.1.1:1", "127.0.0.1:1"}, "",
+                                   {}, 0)
+                  .empty());
+}
+
+TEST(DialBackHelpers, NotOnALanPathLowestRttFirstAtMostThreeOncePerPeer) {
+  std::vector<Helper> connected = {
+      {dial_key(1), "lan-friend", "lan to 192.168.1.5:7850", 0.3},
+      {dial_key(2), "slow", "relay 198.18.0.1:7851", 80.0},
+      {dial_key(3), "fast", "direct to 198.51.100.3:7850", 12.0},
+      {dial_key(4), "unknown-rtt", "punched quic", std::nullopt},
+      {dial_key(3), "fast", "relay 198.18.0.1:7851", 40.0},
+      {dial_key(5), "medium", "mapped 198.51.100.5:7850", 30.0},
+  };
+  auto picked = pick_helpers(connected);
+  std::vector<std::string> names;
+  for (const auto& h : picked) names.push_back(h.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fast", "medium", "slow"}));
+  // The same facts in another order give the same pick.
+  std::reverse(connected.begin(), connected.end());
+  auto again = pick_helpers(connected);
+  ASSERT_EQ(again.size(), picked.size());
+  for (size_t i = 0; i < again.size(); ++i) EXPECT_EQ(again[i].key, picked[i].key);
+  EXPECT_EQ(pick_helpers({{dial_key(1), "lan-only", "lan to x", 1.0}}).size(), 0u);
+}
+
+TEST(DialBackVerdict, ReachableWhenAHelperCompletedTheHandshakeNamingWhoAndWhere) {
+  std::vector<std::string> c = {"198.51.100.7:7850", "203.0.113.2:40000"};
+  std::vector<DialBackAnswer> answers = {
+      {"laptop", std::nullopt, {{"198.51.100.7:7850", false}, {"203.0.113.2:40000", true}}},
+      {"club", std::nullopt, {{"198.51.100.7:7850", false}, {"203.0.113.2:40000", false}}},
+      {"away", std::string("timed out"), {}},
+  };
+  auto r = dial_back_verdict(c, true, answers);
+  EXPECT_EQ(r.state, State::kReachable);
+  EXPECT_EQ(r.address, "203.0.113.2:40000");
+  EXPECT_EQ(r.confirmed_by, (std::vector<std::string>{"laptop"}));
+  EXPECT_EQ(r.failed_by, (std::vector<std::string>{"club"}));
+  EXPECT_NE(r.why.find("laptop"), std::string::npos) << r.why;
+  EXPECT_STREQ(reachability_state_name(r.state), "reachable");
+}
+
+TEST(DialBackVerdict, UnreachableOnlyWhenAHelperAnsweredAndReachedNone) {
+  std::vector<std::string> c = {"198.51.100.7:7850"};
+  auto no = dial_back_verdict(c, true, {{"laptop", std::nullopt, {{"198.51.100.7:7850", false}}}});
+  EXPECT_EQ(no.state, State::kUnreachable);
+  EXPECT_EQ(no.failed_by, (std::vector<std::string>{"laptop"}));
+  EXPECT_NE(no.why.find("198.51.100.7:7850"), std::string::npos) << no.why;
+  EXPECT_NE(no.why.find("link.port_mapping"), std::string::npos) << no.why;
+  // Nobody answered: no evidence either way.
+  auto silent = dial_back_verdict(c, true, {{"laptop", std::string("timed out"), {}}});
+  EXPECT_EQ(silent.state, State::kUnknown);
+  EXPECT_NE(silent.why.find("timed out"), std::string::npos) << silent.why;
+  // An answer about an address we did not ask about says nothing.
+  auto other = dial_back_verdict(c, true, {{"laptop", std::nullopt, {}}});
+  EXPECT_EQ(other.state, State::kUnreachable);
+}
+
+TEST(DialBackVerdict, UnknownWithoutCandidatesOrHelpersSaysWhy) {
+  auto quiet = dial_back_verdict({}, false, {});
+  EXPECT_EQ(quiet.state, State::kUnknown);
+  EXPECT_NE(quiet.why.find("link.listen"), std::string::npos) << quiet.why;
+  auto nothing = dial_back_verdict({}, true, {});
+  EXPECT_NE(nothing.why.find("link.advertise"), std::string::npos) << nothing.why;
+  auto alone = dial_back_verdict({"198.51.100.7:7850"}, true, {});
+  EXPECT_EQ(alone.state, State::kUnknown);
+  EXPECT_NE(alone.why.find("no paired peer"), std::string::npos) << alone.why;
+}
+
+TEST(DialBackGate, ABurstThenOneEveryIntervalPerPeer) {
+  DialBackGate gate;
+  for (int i = 0; i < DialBackGate::kBurst; ++i) EXPECT_TRUE(gate.admit(dial_key(1), 2, kDialT0)) << i;
+  auto over = gate.admit(dial_key(1), 2, kDialT0);
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error().code(), ErrorCode::kResourceExhausted);
+  // Another peer has its own bucket.
+  EXPECT_TRUE(gate.admit(dial_key(2), 1, kDialT0));
+  EXPECT_FALSE(gate.admit(dial_key(1), 1, kDialT0 + DialBackGate::kInterval - 1s));
+  EXPECT_TRUE(gate.admit(dial_key(1), 1, kDialT0 + DialBackGate::kInterval));
+}
+
+TEST(DialBackGate, NoneOrTooManyAddressesIsRefusedWithoutSpendingAToken) {
+  DialBackGate gate;
+  for (size_t n : {size_t{0}, kMaxDialBackAddresses + 1, size_t{1000}}) {
+    auto st = gate.admit(dial_key(1), n, kDialT0);
+    ASSERT_FALSE(st) << n;
+    EXPECT_EQ(st.error().code(), ErrorCode::kInvalidArgument);
+  }
+  for (int i = 0; i < DialBackGate::kBurst; ++i) EXPECT_TRUE(gate.admit(dial_key(1), 1, kDialT0)) << i;
+}
+
+// A peer's dial-back request cannot make us dial our own host, our LAN, or
+// anything that is not a public IPv4 endpoint.
+TEST(DialBackTarget, OnlyPublicIpv4EndpointsThatAreNotOurOwn) {
+  std::vector<std::string> own = {"127.0.0.1", "192.168.1.20", "198.51.100.20"};
+  EXPECT_TRUE(relay::check_dial_back_target("198.51.100.7:7850", own));
+  for (const char* bad : {"127.0.0.1:22", "10.1.2.3:7850", "172.20.0.1:7850", "192.168.1.1:80", "100.64.1.1:7850",
+                          "169.254.169.254:80", "224.0.0.1:7850", "0.0.0.0:7850", "255.255.255.255:7850",
+                          "198.51.100.20:7850", "198.51.100.7", "198.51.100.7:0", "198.51.100.7:70000",
+                          "example.com:7850", "[2001:db8::1]:7850", ""}) {
+    auto st = relay::check_dial_back_target(bad, own);
+    ASSERT_FALSE(st) << bad;
+    EXPECT_EQ(st.error().code(), ErrorCode::kPermissionDenied) << bad;
+    EXPECT_NE(st.error().message().find("refused"), std::string::npos) << st.error().message();
+  }
+}
+
+TEST(DialBackCorePurity, NoThreadsClocksSocketsOrDatabases) {
+  const std::vector<std::string> banned = {"<thread>",   "<mutex>",     "<condition_variable>", "<future>",
+                                           "<atomic>",   "asio",        "sqlite",               "base/clock.h",
+                                           "<fstream>",  "<filesystem>", "<sys/",               "<unistd.h>",
+                                           "os/",        "store/",      "peers/",               "spdlog",
+                                           "nlohmann",   "api/",        "net/link/",            "portmap/"};
+  std::set<std::string> files =
+      testing::check_core_purity({"net/reach/dial_back_core.h", "net/reach/dial_back_core.cpp"}, banned);
+  if (files.empty()) GTEST_SKIP() << "YONDER_SOURCE_DIR is not set (ctest sets it)";
+  EXPECT_EQ(files, (std::set<std::string>{"net/reach/dial_back_core.h", "net/reach/dial_back_core.cpp",
+                                          "crypto/node_id.h", "relay/path_hint.h", "base/bytes.h", "base/error.h",
+                                          "base/token_bucket.h"}));
+}
+
+}  // namespace
+}  // namespace yonder::reach
