@@ -615,6 +615,45 @@ TEST_F(ReachLab, ASymmetricNatStaysOnTheRelayAndSaysWhy) {
   EXPECT_EQ(r.out, "relayed\n");
 }
 
+// One relay: the UDP check cannot tell home B's symmetric NAT from a
+// port-preserving one (that takes two servers), but the relay's two TCP
+// registrations can. That is taken for UDP too: no punch is tried (it
+// could only time out), netcheck says so instead of "tried anyway", and the
+// laptop hears why; the link stays on the relay.
+TEST_F(ReachLab, WithOneRelayASymmetricNatSeenOverTcpSkipsTheUdpPunchAndSaysWhy) {
+  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric});
+  TempDir dir;
+  LabRelay relay(lab, dir);
+  Env common = {{"YONDER_LOG_LEVEL", "debug"},
+                {"YONDER_LINK_HOLE_PUNCHING", "true"},
+                {"YONDER_LINK_RELAYS", relay.pinned()}};
+  Env provider = common;
+  provider["YONDER_LINK_LISTEN"] = "";
+  Node studio(dir, "studio", true, provider, "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
+  Node laptop(dir, "laptop", false, common, "", in_lab(lab, "a1"));
+  json nc;
+  ASSERT_TRUE(wait_until([&] {
+    nc = studio.yonder_json({"netcheck"});
+    return nc.value("nat", "") == "symmetric";
+  }, 60s, 200ms)) << nc.dump();
+  EXPECT_EQ(nc["udp"].value("nat", ""), "unknown") << nc.dump();
+  EXPECT_NE(nc["udp"].value("punching", "").find("not tried: the NAT picked a new public port for each TCP connection"),
+            std::string::npos)
+      << nc.dump();
+  auto text = studio.yonder({"netcheck"});
+  EXPECT_EQ(text.out.find("tried anyway"), std::string::npos) << text.out;
+
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  auto peer = wait_peer(laptop, [](const json& p) {
+    return p.contains("punch") && p["punch"].value("state", "") == "failed";
+  });
+  ASSERT_TRUE(peer.contains("punch")) << peer.dump() << "\nLAPTOP\n" << laptop.daemon().log() << "\nSTUDIO\n"
+                                      << studio.daemon().log();
+  EXPECT_NE(peer["punch"].value("reason", "").find("symmetric"), std::string::npos) << peer.dump();
+  EXPECT_EQ(peer.value("path_kind", ""), "relay") << peer.dump();
+}
+
 // UDP blocked in both homes: neither side learns a public UDP address
 // (netcheck asks the relays again and says why), so no punch is tried (none
 // could work), and the link and its jobs stay on the relay, over TCP.

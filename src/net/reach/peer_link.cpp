@@ -129,6 +129,12 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
       const peers::PeerRecord* p = self->store_.find(key);
       return p != nullptr && !p->denied();
     };
+    ph.tcp_symmetric = [self] {
+      for (const auto& r : self->relay_status()) {
+        if (r.value("state", "") == "registered" && r.value("nat", "") == "symmetric") return true;
+      }
+      return false;
+    };
     pl->udp_listen_ = cfg.get("link.udp_listen");
     pl->punch_keepalive_ = std::chrono::seconds(std::clamp<int64_t>(cfg.get_int("link.punch_keepalive_s"), 1, 60));
     pl->punch_hooks_ = std::move(ph);

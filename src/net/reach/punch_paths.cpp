@@ -65,6 +65,11 @@ constexpr int kOfferRetries = 12;
 constexpr std::chrono::milliseconds kOfferPause{250};
 constexpr std::chrono::minutes kMaxBackoff{10};
 // Why no punch is tried: the NAT check got no public UDP address.
+// Why no punch is tried: UDP cannot tell, TCP says symmetric.
+constexpr std::string_view kSymmetricOverTcp =
+    "the NAT picked a new public port for each TCP connection (a relay's registrations; with one relay the UDP "
+    "check cannot tell), so it most likely does over UDP too: links stay on the relay (a second relay at another "
+    "address in link.relays lets the UDP check decide)";
 constexpr std::string_view kNoPublicUdp =
     "this node has no public UDP address (no relay answered over UDP; UDP may be blocked on this network), so a "
     "direct path cannot be punched; links stay on the relay";
@@ -266,13 +271,22 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     return out;
   }
 
+  // The UDP check's verdict, or symmetric when it cannot tell and TCP says
+  // so (the puncher then gives up at once and its signal tells the peer why).
+  punch::NatKind effective_nat() const {
+    if (!nat) return punch::NatKind::kUnknown;
+    if (nat->nat == punch::NatKind::kUnknown && tcp_says_symmetric()) return punch::NatKind::kSymmetric;
+    return nat->nat;
+  }
+  bool tcp_says_symmetric() const { return hooks.tcp_symmetric && hooks.tcp_symmetric(); }
+
   std::shared_ptr<punch::PunchSession> new_session(const PublicKeyBytes& peer, punch::Role role) {
     punch::PuncherConfig cfg;
     cfg.role = role;
     cfg.self_key = identity.public_key();
     cfg.peer_key = peer;
     cfg.candidates = candidates();
-    cfg.nat = nat ? nat->nat : punch::NatKind::kUnknown;
+    cfg.nat = effective_nat();
     std::weak_ptr<Impl> weak = weak_from_this();
     bool initiator = role == punch::Role::kInitiator;
     auto session = punch::PunchSession::create(
@@ -490,9 +504,13 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
         j["punching"] = "not possible: the NAT picks a new public port per destination (links stay on the relay)";
         break;
       default:
-        j["punching"] = nat->public_address
-                            ? "unknown (tried anyway): two relays at different addresses are needed to tell"
-                            : "not tried: " + std::string(kNoPublicUdp);
+        if (!nat->public_address) {
+          j["punching"] = "not tried: " + std::string(kNoPublicUdp);
+        } else if (tcp_says_symmetric()) {
+          j["punching"] = "not tried: " + std::string(kSymmetricOverTcp);
+        } else {
+          j["punching"] = "unknown (tried anyway): two relays at different addresses are needed to tell";
+        }
         break;
     }
     return j;

@@ -50,15 +50,19 @@ class PunchPaths {
     // `done` hears whether a relay took it.
     std::function<void(const PublicKeyBytes&, Bytes, std::function<void(Status)> done, int rounds)> send_signal;
     std::function<bool(const PublicKeyBytes&)> pinned;                  // paired and not denied
+    // Whether a relay's registrations saw this node's NAT pick a new public
+    // port for each TCP connection (symmetric over TCP). When one relay
+    // cannot tell the UDP NAT's kind, that is taken for UDP too: no punch,
+    // and netcheck and the peer say why. Unset: never.
+    std::function<bool()> tcp_symmetric;
   };
 
   // `listen`: "IP:PORT" for the UDP socket; empty: `preferred_host` (the
   // link's listening address; "" for all) on `preferred_port` when it is
   // free, else any port. `keepalive`: a punched path sends a QUIC PING after
   // this long without sending (link.punch_keepalive_s), so that both NATs
-  // keep its mapping: home routers drop an idle UDP mapping after as little
-  // as 15 s (Linux conntrack's stream timeout is 120 s by default, but
-  // many routers lower it).
+  // keep its mapping: RFC 4787 asks routers to keep an idle UDP mapping
+  // 2 minutes, but some drop it within 30 s.
   PunchPaths(boost::asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks,
              std::string listen, std::string preferred_host, uint16_t preferred_port,
              std::chrono::milliseconds keepalive);
