@@ -173,7 +173,7 @@ TEST_F(Forward, RefusedAtOnceWithoutTheCapabilityOrForAJobThatIsNotRunning) {
   ASSERT_EQ(studio.yonder({"allow", "laptop", "forward"}).exit_code, 0);
   auto ended = laptop.yonder({"forward", id, "0:8080"});
   EXPECT_NE(ended.exit_code, 0);
-  EXPECT_NE(ended.err.find("only a queued or running job"), std::string::npos) << ended.err;
+  EXPECT_NE(ended.err.find("only a pending or running job"), std::string::npos) << ended.err;
 
   auto usage = laptop.yonder({"forward", id, "80:x"});
   EXPECT_EQ(usage.exit_code, 2) << usage.err;

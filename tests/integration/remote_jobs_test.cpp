@@ -114,7 +114,7 @@ TEST_F(RemoteJobs, AJobPastTheScopesJobsAtOnceWaitsInTheQueueAndStartsWhenOneEnd
   auto second = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "-d", "--", "echo", "second"});
   ASSERT_EQ(second.exit_code, 0) << second.err;
   std::string b = second.out.substr(0, second.out.find('\n'));
-  EXPECT_NE(second.err.find("is queued"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("is pending"), std::string::npos) << second.err;
   EXPECT_NE(second.err.find("--max-jobs"), std::string::npos) << second.err;
   json waiting = laptop.yonder_json({"ps"});
   bool seen = false;

@@ -653,6 +653,9 @@ void LinkService::Impl::drain_worse(Conn& established) {
 void LinkService::Impl::mark_established(Conn& c) {
   if (c.session->established()) return;
   c.session->set_established();
+  // A round trip measured at once, so a new session shows its RTT (in
+  // `yonder peers`, in placement) without waiting for the first keepalive.
+  c.session->measure_rtt();
   count_handshake(c.session->path(), "ok");
   if (c.establish_timer) c.establish_timer->cancel();
   policy.seen(c.session->peer());

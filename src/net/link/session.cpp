@@ -25,10 +25,13 @@ Session::~Session() = default;
 
 void Session::start() {
   read_some();
-  // A round trip measured at once, so a new session shows its RTT (in
-  // `yonder peers`, in placement) without waiting for the first keepalive.
-  mux_.send_ping(mono_now());
   arm_timer(mux_.on_timer(mono_now()));
+  flush();
+}
+
+void Session::measure_rtt() {
+  if (closed_) return;
+  mux_.send_ping(mono_now());
   flush();
 }
 

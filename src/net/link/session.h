@@ -63,6 +63,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // Established: a valid application message arrived from the peer.
   bool established() const { return established_; }
   void set_established() { established_ = true; }
+  // Sends a ping now, so the session knows its round trip before the first
+  // keepalive. Only once established: a dialer that has not paired reads
+  // no byte from us.
+  void measure_rtt();
   const std::string& path() const { return path_; }
   std::optional<std::chrono::nanoseconds> rtt() const { return rtt_; }
   void set_rtt(std::chrono::nanoseconds rtt) { rtt_ = rtt; }

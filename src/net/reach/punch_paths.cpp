@@ -89,6 +89,10 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     int failures = 0;
     int offer_retries = 0;
     Clock::time_point next_try{};
+    // Fires at next_try after a failure: tries again while the link is
+    // still on the relay (a relayed session does not come up again on its
+    // own, so without it one unlucky attempt would be the last).
+    std::shared_ptr<asio::steady_timer> retry;
   };
 
   asio::io_context& io;
@@ -167,6 +171,7 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     stopped = true;
     for (auto& [key, p] : peers) {
       if (p.session) p.session->cancel();
+      if (p.retry) p.retry->cancel();
     }
     peers.clear();
     if (check) check->cancel();
@@ -460,6 +465,27 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     auto backoff = kFirstBackoff * (1 << std::min(p.failures - 1, 6));
     p.next_try = Clock::now() + std::min<Clock::duration>(backoff, kMaxBackoff);
     spdlog::info("hole punching: no direct path to {}: {}", NodeId(peer).short_form(), why);
+    if (!p.retry) p.retry = std::make_shared<asio::steady_timer>(io);
+    p.retry->expires_at(p.next_try);
+    std::weak_ptr<Impl> weak = weak_from_this();
+    p.retry->async_wait([weak, peer](boost::system::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || self->stopped) return;
+      self->retry_on_relay(peer);
+    });
+  }
+
+  // After a failure's backoff: punch again if the link to `peer` still runs
+  // only on a path worse than a punched one (on_established decides who
+  // starts and whether it is time).
+  void retry_on_relay(const PublicKeyBytes& peer) {
+    std::string best;
+    for (const auto& s : link.sessions()) {
+      if (s.peer != peer || !s.established || s.draining) continue;
+      if (best.empty() || link::path_rank(s.path) < link::path_rank(best)) best = s.path;
+    }
+    if (best.empty() || link::path_rank(best) <= link::path_rank("punched")) return;
+    on_established(peer, best);
   }
 
   void adopt(std::shared_ptr<quic::QuicChannel> ch, const PublicKeyBytes& peer, bool dialer) {
