@@ -384,9 +384,14 @@ int main(int argc, char** argv) {
   group_admin->add_option("name", group_args.group, "Group name or id")->required();
   group_admin->add_option("member", group_args.member, "Node id, peer name or id prefix")->required();
   group_admin->add_flag("--remove", group_args.remove, "Demote: the member is no longer an admin");
+  auto* group_relay = group->add_subcommand("relay", "Name a relay in the group's list: every member registers there "
+                                                     "and reaches the others through it (owner or admin only)");
+  group_relay->add_option("name", group_args.group, "Group name or id")->required();
+  group_relay->add_option("relay", group_args.relay, "HOST:PORT@NODE_ID (yonder-relay prints its node id)")->required();
+  group_relay->add_flag("--remove", group_args.remove, "Take the relay out of the list");
   auto* group_list = group->add_subcommand("list", "The groups this node is in");
   for (auto* c : {group_create, group_invite, group_join, group_members, group_leave, group_remove, group_label,
-                  group_admin, group_list}) {
+                  group_admin, group_relay, group_list}) {
     c->add_flag("--json", json, "Machine-readable output");
   }
 
@@ -487,6 +492,7 @@ int main(int argc, char** argv) {
   if (*group_remove) return cmd_group_remove(*ctx, group_args);
   if (*group_label) return cmd_group_label(*ctx, group_args);
   if (*group_admin) return cmd_group_admin(*ctx, group_args);
+  if (*group_relay) return cmd_group_relay(*ctx, group_args);
   if (*group_list) return cmd_group_list(*ctx);
   if (*cp) return cmd_cp(*ctx, cp_from, cp_to, cp_dry_run);
   if (*cfg_get) return cmd_config_get(*ctx, key);

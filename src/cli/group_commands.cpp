@@ -110,6 +110,11 @@ int cmd_group_members(const Context& ctx, const GroupArgs& a) {
   std::printf("Group %s (%s), version %llu, owner %s\n", shown(*r, "name", "").c_str(), r->value("group_id", "").c_str(),
               static_cast<unsigned long long>(r->value("version", uint64_t{0})),
               r->value("owner_id", "").substr(0, 7).c_str());
+  if (const json& relays = (*r)["relays"]; relays.is_array() && !relays.empty()) {
+    std::string text;
+    for (const auto& x : relays) text += (text.empty() ? "" : ", ") + (x.is_string() ? x.get<std::string>() : "");
+    std::printf("Relays: %s\n", text.c_str());
+  }
   std::printf("%-24s  %-16s  %-7s  %-7s  %s\n", "MEMBER", "NAME", "ROLE", "ONLINE", "LABELS");
   for (const auto& m : (*r)["members"]) {
     std::string online = m.value("self", false) ? "(self)" : (m.value("online", false) ? "yes" : "no");
@@ -177,6 +182,25 @@ int cmd_group_admin(const Context& ctx, const GroupArgs& a) {
   } else {
     std::printf("%s is an admin of group %s (version %llu): it may invite, remove and label members.\n", who.c_str(),
                 a.group.c_str(), static_cast<unsigned long long>(r->value("version", uint64_t{0})));
+  }
+  return kExitOk;
+}
+
+int cmd_group_relay(const Context& ctx, const GroupArgs& a) {
+  json body = {{"group", a.group}, {a.remove ? "remove" : "add", a.relay}};
+  auto r = api(ctx, "POST", "/v1/groups/relay", body);
+  if (!r) return fail(ctx, r.error());
+  if (ctx.json) {
+    group_print_json(*r);
+    return kExitOk;
+  }
+  std::string relays;
+  for (const auto& x : (*r)["relays"]) relays += (relays.empty() ? "" : ", ") + x.get<std::string>();
+  std::printf("Group %s is at version %llu; its relays: %s.\n", a.group.c_str(),
+              static_cast<unsigned long long>(r->value("version", uint64_t{0})),
+              relays.empty() ? "none" : relays.c_str());
+  if (!a.remove) {
+    std::printf("Members register there as they get this version; `yonder netcheck` on a member shows it.\n");
   }
   return kExitOk;
 }

@@ -301,7 +301,8 @@ int cmd_netcheck(const Context& ctx) {
   }
   const auto& relays = (*r)["relays"];
   if (relays.empty()) {
-    std::printf("Relays      none (set link.relays so peers behind NATs can reach this node)\n");
+    std::printf("Relays      none (set link.relays, or join a group whose list names one, so peers behind NATs "
+                "can reach this node)\n");
   }
   for (const auto& rl : relays) {
     std::string line = rl.value("address", "") + "  " + rl.value("state", "");
@@ -310,7 +311,12 @@ int cmd_netcheck(const Context& ctx) {
               " (this connection: " + rl.value("mapping", "unknown") + ")";
     }
     if (rl.contains("error")) line += " (" + rl.value("error", "") + ")";
-    if (!rl.value("configured", true)) line += " [from a share link]";
+    std::string group = rl.contains("group") && rl["group"].is_string() ? rl["group"].get<std::string>() : "";
+    if (!group.empty()) {
+      line += " [group " + group + (rl.value("configured", false) ? ", and link.relays]" : "]");
+    } else if (!rl.value("configured", true)) {
+      line += " [from a share link]";
+    }
     std::printf("Relay       %s\n", line.c_str());
   }
   std::string nat = r->value("nat", "unknown");

@@ -272,6 +272,12 @@ int run_daemon(const DaemonOptions& options) {
   if (!group_store) return fail_running(group_store.error());
   mesh::Groups groups(*peer_link, *identity, name, std::move(*group_store));
   mesh_consumer.set_groups(&groups);  // `run --mesh --group G`, `yonder mesh --group G`
+  // The groups' own relays: the link registers with them and its share links carry them.
+  groups.relays_changed().subscribe([&](const std::vector<mesh::Groups::GroupRelay>& relays) {
+    std::vector<std::pair<LinkRelay, std::string>> named;
+    for (const auto& r : relays) named.emplace_back(r.relay, r.group);
+    peer_link->use_group_relays(named);
+  });
   // --- end groups
   // --- reputation and verification: checks recorded and signed (verifications), mesh.opinions,
   // EigenTrust fed to placement, the known-answer benchmark (`yonder mesh verify`).

@@ -16,6 +16,7 @@
 #include "mesh/core/group_edit.h"
 #include "mesh/core/membership.h"
 #include "support/job_node.h"
+#include "support/relay_process.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 #include "support/wait_until.h"
@@ -297,6 +298,88 @@ TEST(Groups, ARestartedAdminGetsItsProofFromTheOwner) {
   ASSERT_EQ(joined.exit_code, 0) << joined.err;
   std::vector<std::string> four = {alpha.node_id(), beta.node_id(), gamma.node_id(), delta.node_id()};
   EXPECT_TRUE(eventually([&](std::string& last) { return all_at({&alpha, &beta, &gamma, &delta}, 7, four, last); }));
+}
+
+// A group's own relay: named once in the signed list by the owner, every
+// member registers there without link.relays, a member that listens nowhere
+// puts it in its share links and is reached through it; taken out of the
+// list, the members leave it, except one that a paired provider's link
+// still names (it stays, as that provider's relay).
+TEST(Groups, AMemberReachesAnotherThroughTheGroupsRelayWithoutLinkRelays) {
+  TempDir dir;
+  Relay relay = start_relay(dir / "relay.key", "127.0.0.1:0");
+  ASSERT_FALSE(relay.node.empty()) << relay.process->output();
+  Node alpha(dir, "alpha", false), beta(dir, "beta", false);
+  // gamma listens nowhere: only a relay reaches it.
+  Node gamma(dir, "gamma", false, {{"YONDER_LINK_LISTEN", ""}}, "[link]\nlisten = \"\"\n");
+  ASSERT_EQ(alpha.yonder({"group", "create", "lab"}).exit_code, 0);
+  for (const Node* joiner : {&beta, &gamma}) {
+    json invite = alpha.yonder_json({"group", "invite", "lab"});
+    auto joined = joiner->yonder({"group", "join", invite.value("link", "")});
+    ASSERT_EQ(joined.exit_code, 0) << joined.err;
+  }
+  EXPECT_TRUE(eventually([&](std::string& last) {
+    return all_at({&alpha, &beta, &gamma}, 3, {alpha.node_id(), beta.node_id(), gamma.node_id()}, last);
+  }));
+  // No listener, no relay: nobody could use a link of gamma's yet.
+  auto gamma_share = gamma.yonder({"share", "--scope", "run", "--no-qr"});
+  EXPECT_NE(gamma_share.exit_code, 0);
+  EXPECT_NE(gamma_share.err.find("peers cannot reach this node"), std::string::npos) << gamma_share.err;
+
+  // Only the owner or an admin names relays, and only with their keys.
+  auto not_admin = beta.yonder({"group", "relay", "lab", relay.pinned()});
+  EXPECT_NE(not_admin.exit_code, 0);
+  EXPECT_NE(not_admin.err.find("not the owner or an admin"), std::string::npos) << not_admin.err;
+  auto keyless = alpha.yonder({"group", "relay", "lab", relay.listen});
+  EXPECT_NE(keyless.exit_code, 0);
+  EXPECT_NE(keyless.err.find("HOST:PORT@NODE_ID"), std::string::npos) << keyless.err;
+  auto named = alpha.yonder({"group", "relay", "lab", relay.pinned()});
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  EXPECT_NE(named.out.find(relay.pinned()), std::string::npos) << named.out;
+
+  // Every member has it by gossip and registers there, saying why.
+  for (const Node* n : {&alpha, &beta, &gamma}) {
+    json entry;
+    EXPECT_TRUE(wait_until([&] {
+      entry = relay_entry(*n, relay.listen);
+      return entry.value("state", "") == "registered";
+    }, std::chrono::seconds(120)))
+        << n->home() << ": " << entry.dump();
+    EXPECT_EQ(entry.value("group", ""), "lab") << entry.dump();
+    EXPECT_TRUE(entry.value("pinned", false)) << entry.dump();
+  }
+  EXPECT_NE(gamma.yonder({"netcheck"}).out.find("[group lab]"), std::string::npos);
+  EXPECT_EQ(members(beta)["relays"], json::array({relay.pinned()}));
+
+  // gamma's links now carry the group's relay, so beta pairs with it there.
+  json share = gamma.yonder_json({"share", "--scope", "run"});
+  ASSERT_EQ(share["relays"], json::array({relay.listen})) << share.dump();
+  auto paired = beta.yonder({"pair", share.value("link", "")});
+  ASSERT_EQ(paired.exit_code, 0) << paired.err;
+  auto ping = beta.yonder({"ping", "gamma", "--count", "1"});
+  EXPECT_EQ(ping.exit_code, 0) << ping.err << ping.out;
+  json peers = beta.yonder_json({"peers"});
+  bool via_relay = false;
+  for (const auto& p : peers["peers"]) {
+    if (p.value("name", "") == "gamma") via_relay = p.value("path", "") == "relay via " + relay.listen;
+  }
+  EXPECT_TRUE(via_relay) << peers.dump();
+
+  // Out of the list: gamma leaves the relay; beta keeps it as gamma's relay.
+  auto removed = alpha.yonder({"group", "relay", "lab", relay.pinned(), "--remove"});
+  ASSERT_EQ(removed.exit_code, 0) << removed.err;
+  EXPECT_TRUE(eventually([&](std::string& last) {
+    json e = relay_entry(gamma, relay.listen);
+    last = e.dump();
+    return e.is_null();
+  }));
+  json kept = relay_entry(beta, relay.listen);
+  EXPECT_TRUE(eventually([&](std::string& last) {
+    kept = relay_entry(beta, relay.listen);
+    last = kept.dump();
+    return kept.is_object() && kept.value("group", "x").empty();
+  }));
+  EXPECT_EQ(beta.yonder({"ping", "gamma", "--count", "1"}).exit_code, 0);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "crypto/share_link.h"
 #include "support/job_node.h"
 #include "support/live_process.h"
+#include "support/relay_process.h"
 #include "support/temp_dir.h"
 #include "support/wait_until.h"
 
@@ -33,41 +34,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-
-// A yonder-relay with its own key file, on `listen` ("127.0.0.1:0" for a
-// fresh port).
-struct Relay {
-  std::unique_ptr<LiveProcess> process;
-  std::string node, listen;
-  std::string pinned() const { return listen + "@" + node; }
-};
-
-Relay start_relay(const std::string& key_file, const std::string& listen) {
-  Relay r;
-  r.process = std::make_unique<LiveProcess>(
-      std::vector<std::string>{program_path("yonder-relay"), "--key-file", key_file, "--listen", listen, "--metrics",
-                               "off"},
-      Env{});
-  // Logged after the node and listen lines are flushed to stdout.
-  EXPECT_TRUE(r.process->wait_for("yonder-relay ready", 20s)) << r.process->output();
-  r.node = line_value(r.process->out(), "node");
-  r.listen = line_value(r.process->out(), "listen");
-  return r;
-}
-
-// `node`'s relay entry for `address` in `yonder netcheck` (null if none).
-json relay_entry(const Node& node, const std::string& address) {
-  auto nc = node.yonder_json({"netcheck"});
-  if (!nc.contains("relays")) return json();
-  for (const auto& r : nc["relays"]) {
-    if (r.value("address", "") == address) return r;
-  }
-  return json();
-}
-
-bool registered(const Node& node, const std::string& address) {
-  return relay_entry(node, address).value("state", "") == "registered";
-}
 
 // A link in format v1 (what a yonder from before v2 wrote: its relays are
 // "relay:" address entries without a key), signed by `provider`.

@@ -33,6 +33,9 @@ struct GroupNode {
     auto store = mesh::GroupStore::open(n.db);
     if (!store) std::abort();
     groups = std::make_unique<mesh::Groups>(*n.peers, n.identity, n.name, std::move(*store));
+    groups->relays_changed().subscribe([this](const std::vector<mesh::Groups::GroupRelay>& r) {
+      relays_told.push_back(r);
+    });
     if (!groups->load()) std::abort();
     groups->register_methods();
     groups->add_routes(router);
@@ -40,6 +43,7 @@ struct GroupNode {
   SimNode& node;
   std::unique_ptr<mesh::Groups> groups;
   api::Router router;
+  std::vector<std::vector<mesh::Groups::GroupRelay>> relays_told;  // each relays_changed, in order
 };
 
 struct World {
@@ -177,6 +181,51 @@ TEST(GroupSyncSim, AChangeReachesAMemberCutOffFromTheOwnerThroughAnotherMember) 
     EXPECT_EQ(w.version(c), 5u);
     EXPECT_EQ(w.held(c), w.held(*w.owner)) << "a pushed the owner's list on to c";
     EXPECT_EQ(w.held(b), "");
+  }
+}
+
+// A relay the owner names reaches every member with the list, the one cut
+// off too once it is back; each member's link is told once per change.
+TEST(GroupSyncSim, TheGroupsRelaysReachEveryMemberAndEachIsToldOncePerChange) {
+  for (uint64_t seed : kSeeds) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    World w(seed, 3);
+    GroupNode& a = w.at(0);
+    GroupNode& c = w.at(2);
+    ASSERT_TRUE(w.api(*w.owner, "POST", "/v1/groups", {{"name", "lab"}}).ok());
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(w.invite(w.at(i)).ok());
+    auto relay_key = Identity::generate();
+    ASSERT_TRUE(relay_key.ok());
+    std::string pinned = "203.0.113.7:7871@" + relay_key->node_id().to_string();
+    w.net.cut(w.owner->node, c.node);
+    auto named = w.api(*w.owner, "POST", "/v1/groups/relay", {{"group", "lab"}, {"add", pinned}});
+    ASSERT_TRUE(named.ok()) << named.error().to_string();
+    w.net.settle();
+    for (GroupNode* n : {w.owner, &a, &w.at(1)}) {
+      ASSERT_EQ(n->relays_told.size(), 2u) << n->node.name << ": at load (none), then the relay";
+      EXPECT_TRUE(n->relays_told[0].empty());
+      ASSERT_EQ(n->relays_told[1].size(), 1u);
+      EXPECT_EQ(n->relays_told[1][0].relay.text(), pinned);
+      EXPECT_EQ(n->relays_told[1][0].group, "lab");
+    }
+    EXPECT_EQ(c.relays_told.size(), 1u) << "cut off: not told yet";
+    ASSERT_TRUE(w.net.connect(w.owner->node, c.node).ok());
+    w.net.settle();
+    ASSERT_EQ(c.relays_told.size(), 2u);
+    EXPECT_EQ(c.relays_told[1][0].relay.text(), pinned);
+
+    // A change that keeps the relays tells nobody; taking it out tells everyone.
+    ASSERT_TRUE(w.api(*w.owner, "POST", "/v1/groups/remove", {{"group", "lab"}, {"member", w.at(1).node.id()}}).ok());
+    w.net.settle();
+    EXPECT_EQ(a.relays_told.size(), 2u);
+    ASSERT_EQ(w.at(1).relays_told.size(), 3u) << "the removed member drops the group and its relay";
+    EXPECT_TRUE(w.at(1).relays_told[2].empty());
+    ASSERT_TRUE(w.api(*w.owner, "POST", "/v1/groups/relay", {{"group", "lab"}, {"remove", pinned}}).ok());
+    w.net.settle();
+    for (GroupNode* n : {w.owner, &a, &c}) {
+      ASSERT_EQ(n->relays_told.size(), 3u) << n->node.name;
+      EXPECT_TRUE(n->relays_told[2].empty());
+    }
   }
 }
 

@@ -146,4 +146,36 @@ Result<Membership> with_label(const Membership& held, const PeerKey& who, const 
   return m;
 }
 
+Result<Membership> with_relay(const Membership& held, const LinkRelay& relay) {
+  if (!relay.key) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "relay " + relay.address + " needs its key: HOST:PORT@NODE_ID (yonder-relay prints its node id "
+                      "at start), so members can check they reach that relay and no other");
+  }
+  auto same = [&](const LinkRelay& r) { return r.address == relay.address; };
+  if (std::any_of(held.relays.begin(), held.relays.end(), same)) {
+    return make_error(ErrorCode::kAlreadyExists, "group " + held.name + " lists relay " + relay.address +
+                                                     " already; remove it first to change its key");
+  }
+  if (held.relays.size() >= kMaxGroupRelays) {
+    return make_error(ErrorCode::kResourceExhausted, "group " + held.name + " lists " +
+                                                         std::to_string(kMaxGroupRelays) +
+                                                         " relays, the most a list carries; remove one first");
+  }
+  Membership m = next_of(held);
+  m.relays.push_back(relay);
+  return m;
+}
+
+Result<Membership> without_relay(const Membership& held, const std::string& address) {
+  Membership m = next_of(held);
+  auto it = std::find_if(m.relays.begin(), m.relays.end(), [&](const LinkRelay& r) { return r.address == address; });
+  if (it == m.relays.end()) {
+    return make_error(ErrorCode::kNotFound, "group " + held.name + " lists no relay at " + address +
+                                                "; `yonder group list` shows its relays");
+  }
+  m.relays.erase(it);
+  return m;
+}
+
 }  // namespace yonder::mesh

@@ -35,6 +35,13 @@ Result<Membership> with_role(const Membership& held, const PeerKey& who, MemberR
 // Sets (an empty value: removes) one label of a listed member.
 Result<Membership> with_label(const Membership& held, const PeerKey& who, const std::string& key,
                               const std::string& value);
+// Adds one of the group's relays (members register there without link.relays).
+// kInvalidArgument without a key (HOST:PORT@NODE_ID: members must be able to
+// check it); kAlreadyExists when its address is listed; kResourceExhausted
+// past kMaxGroupRelays.
+Result<Membership> with_relay(const Membership& held, const LinkRelay& relay);
+// Removes the relay at `address` (HOST:PORT). kNotFound when none is listed there.
+Result<Membership> without_relay(const Membership& held, const std::string& address);
 // "k=v" -> (k, v), checked like a label; kInvalidArgument naming the rule.
 Result<std::pair<std::string, std::string>> parse_label(const std::string& text);
 // A group name: 1..64 of [A-Za-z0-9._-].

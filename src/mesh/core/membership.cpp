@@ -24,9 +24,15 @@ json unsigned_json(const Membership& m) {
                            {"role", mem.role == MemberRole::kAdmin ? "admin" : "member"},
                            {"labels", labels_json(mem.labels)}});
   }
-  return json{{"group", m.group_id},           {"name", m.name},
-              {"version", m.version},          {"owner", peer_text(m.owner)},
-              {"members", std::move(members)}, {"signer", peer_text(m.signer)}};
+  json out{{"group", m.group_id},           {"name", m.name},
+           {"version", m.version},          {"owner", peer_text(m.owner)},
+           {"members", std::move(members)}, {"signer", peer_text(m.signer)}};
+  if (!m.relays.empty()) {
+    json relays = json::array();
+    for (const auto& r : m.relays) relays.push_back(r.text());
+    out["relays"] = std::move(relays);
+  }
+  return out;
 }
 
 }  // namespace
@@ -66,6 +72,22 @@ Result<Membership> decode_membership(std::string_view text) {
     MESH_GET(labels, get_labels(item, "labels", kMembershipWhat));
     mem.labels = std::move(labels);
     m.members.push_back(std::move(mem));
+  }
+  if (const json* relays = find(j, "relays"); relays != nullptr) {
+    if (!relays->is_array() || relays->empty() || relays->size() > kMaxGroupRelays) {
+      return bad(kMembershipWhat, "\"relays\" must be an array of 1 to 4 relays");
+    }
+    std::set<std::string> addresses;
+    for (const auto& item : *relays) {
+      if (!item.is_string() || item.get_ref<const std::string&>().size() > 300) {
+        return bad(kMembershipWhat, "a relay must be a string \"HOST:PORT@NODE_ID\"");
+      }
+      auto relay = parse_link_relay(item.get_ref<const std::string&>());
+      if (!relay) return bad(kMembershipWhat, "a relay: " + relay.error().message());
+      if (!relay->key) return bad(kMembershipWhat, "a relay must name its key (HOST:PORT@NODE_ID)");
+      if (!addresses.insert(relay->address).second) return bad(kMembershipWhat, "a relay is listed twice");
+      m.relays.push_back(std::move(*relay));
+    }
   }
   MESH_GET(signer, get_peer(j, "signer", kMembershipWhat));
   m.signer = signer;

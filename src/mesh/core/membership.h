@@ -16,7 +16,12 @@
 // Wire form: one JSON object, at most kMaxMembershipBytes:
 //   {"group": "<32 hex>", "name", "version", "owner": "<node id>",
 //    "members": [{"id", "role": "member"|"admin", "labels": {k: v}}],
+//    "relays"?: ["HOST:PORT@NODE_ID", ...],
 //    "signer": "<node id>", "sig": "<base64>"}
+// "relays" (the group's own relays: a lab's server, a club's VPS running
+// yonder-relay) is present only when the group has some, so a list without
+// relays signs exactly as before relays existed. Each names the relay's key:
+// a member registers only with the relay that proves it.
 // Signed over "yonder-mesh-membership-v1\n" + canonical JSON without "sig".
 // The admins are the members with role "admin"; the owner need not be
 // listed. Untrusted input: fuzz/membership_fuzz.cpp.
@@ -31,12 +36,15 @@
 #include "base/bytes.h"
 #include "base/error.h"
 #include "crypto/identity.h"
+#include "crypto/share_link.h"
 #include "mesh/core/types.h"
 
 namespace yonder::mesh {
 
 inline constexpr size_t kMaxMembershipBytes = 512 * 1024;
 inline constexpr size_t kMaxGroupMembers = 1024;
+// A share link carries at most 4 relays; a group list as many.
+inline constexpr size_t kMaxGroupRelays = 4;
 
 enum class MemberRole { kMember, kAdmin };
 
@@ -53,6 +61,7 @@ struct Membership {
   uint64_t version = 0;  // >= 1, grows with every change
   PeerKey owner{};
   std::vector<Member> members;  // unique ids, order kept
+  std::vector<LinkRelay> relays;  // each with its key, unique addresses, at most kMaxGroupRelays
   PeerKey signer{};
   Bytes signature;
 

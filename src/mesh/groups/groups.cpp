@@ -32,6 +32,12 @@ const char* role_of(const Membership& m, const mesh::PeerKey& k) {
   return mesh::is_admin(m, k) ? "admin" : "member";
 }
 
+json relays_json(const Membership& m) {
+  json out = json::array();
+  for (const auto& r : m.relays) out.push_back(r.text());
+  return out;
+}
+
 Error not_admin(const Membership& m) {
   return make_error(ErrorCode::kPermissionDenied, "this node is not the owner or an admin of group " + m.name +
                                                       "; ask its owner (" + NodeId(m.owner).short_form() + ")");
@@ -60,7 +66,25 @@ Status Groups::load() {
     h.list = std::move(*m);
     note_proof(h);
   }
+  tell_relays();
   return ok_status();
+}
+
+std::vector<Groups::GroupRelay> Groups::relays() const {
+  std::vector<GroupRelay> out;
+  for (const auto& [id, g] : groups_) {
+    for (const auto& r : g.list.relays) out.push_back(GroupRelay{r, g.list.name});
+  }
+  return out;
+}
+
+void Groups::tell_relays() {
+  auto now = relays();
+  std::vector<std::string> text;
+  for (const auto& r : now) text.push_back(r.group + " " + r.relay.text());
+  if (relays_told_ && *relays_told_ == text) return;
+  relays_told_ = std::move(text);
+  relays_changed_.fire(now);
 }
 
 bool Groups::paired(const mesh::PeerKey& key) const {
@@ -119,6 +143,7 @@ void Groups::drop(const std::string& group_id, const std::string& why) {
   spdlog::info("left group {} ({}): {}", it->second.list.name, group_id, why);
   if (auto st = store_->remove(group_id); !st) spdlog::warn("group {}: {}", group_id, st.error().to_string());
   groups_.erase(it);
+  tell_relays();
 }
 
 Status Groups::adopt(const Membership& m, const std::optional<mesh::PeerKey>& from,
@@ -144,6 +169,7 @@ Status Groups::adopt(const Membership& m, const std::optional<mesh::PeerKey>& fr
   if (removed) to.insert(*removed);
   h.list = m;
   note_proof(h);
+  tell_relays();
   spdlog::info("group {} is at version {} ({} members)", m.name, m.version, m.members.size());
   for (const auto& key : to) {
     if (key != self_ && (!from || key != *from)) push(m, key);
@@ -371,7 +397,8 @@ void Groups::register_methods() {
 json Groups::summary(const Held& g) const {
   return {{"group_id", g.list.group_id},    {"name", g.list.name},
           {"version", g.list.version},      {"owner_id", id_text(g.list.owner)},
-          {"role", role_of(g.list, self_)}, {"members", g.list.members.size()}};
+          {"role", role_of(g.list, self_)}, {"members", g.list.members.size()},
+          {"relays", relays_json(g.list)}};
 }
 
 json Groups::members_json(const Held& g) const {
@@ -555,6 +582,34 @@ void Groups::add_routes(api::Router& router) {
     if (auto st = adopt(*next, std::nullopt, std::nullopt); !st) return reply(Response::error(st.error()));
     reply(Response::json(
         200, {{"member", id_text(*who)}, {"role", promote ? "admin" : "member"}, {"version", next->version}}));
+  });
+
+  // One of the group's relays added or removed, by the owner or an admin.
+  router.add("POST", "/v1/groups/relay", [this, body_of](const Request& req, Reply reply) {
+    auto body = body_of(req);
+    if (!body) return reply(Response::error(body.error()));
+    auto g = find(groups_string_field(*body, "group"));
+    if (!g) return reply(Response::error(g.error()));
+    const Membership& held = (*g)->list;
+    if (!mesh::is_admin(held, self_)) return reply(Response::error(not_admin(held)));
+    std::string add = groups_string_field(*body, "add");
+    std::string remove = groups_string_field(*body, "remove");
+    if (add.empty() == remove.empty()) {
+      return reply(Response::error(make_error(ErrorCode::kInvalidArgument,
+                                              "give one of \"add\" (HOST:PORT@NODE_ID) or \"remove\" (HOST:PORT)")));
+    }
+    Result<Membership> next = make_error(ErrorCode::kInternal, "unset");
+    if (!add.empty()) {
+      auto relay = parse_link_relay(add);
+      if (!relay) return reply(Response::error(relay.error()));
+      next = sign_next(mesh::with_relay(held, *relay));
+    } else {
+      std::string address = remove.substr(0, remove.find('@'));  // HOST:PORT@NODE_ID works too
+      next = sign_next(mesh::without_relay(held, address));
+    }
+    if (!next) return reply(Response::error(next.error()));
+    if (auto st = adopt(*next, std::nullopt, std::nullopt); !st) return reply(Response::error(st.error()));
+    reply(Response::json(200, {{"relays", relays_json(*next)}, {"version", next->version}}));
   });
 
   router.add("GET", "/v1/groups/members", [this](const Request& req, Reply reply) {

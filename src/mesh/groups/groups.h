@@ -40,6 +40,14 @@
 //       never adopted or pushed (same version and contents), only shown.
 //   group.leave {"group"} -> {"version"}  the caller leaves: an owner/admin
 //       signs the next version without it.
+//
+// Relays. A list may name the group's own relays (`yonder group relay`, by
+// the owner or an admin; each HOST:PORT@NODE_ID, so members pin its key).
+// Every member registers with them without configuring link.relays, puts
+// them in the share links it makes, and so reaches any peer registered
+// there: relays_changed() tells the link whenever the set changes. A relay
+// sees only the members' ciphertext; a hostile admin could name one that
+// drops it (members then fall back to their other paths), not one that reads it.
 // Pushes go out when a list changes (to the members of the new list and to
 // the members of the previous one it no longer names) and when a session with a member comes up (both
 // sides push what they hold, so a node that was offline converges).
@@ -76,7 +84,7 @@ class Groups : public api::Module {
   // Link methods and the pairing hooks of reach::Peers (redeem, pair, session).
   void register_methods() override;
   // GET /v1/groups, POST /v1/groups, POST /v1/groups/invite, /leave, /remove,
-  // /label, /admin, GET /v1/groups/members?group=NAME.
+  // /label, /admin, /relay, GET /v1/groups/members?group=NAME.
   void add_routes(api::Router& router) override;
 
   // For placement (`run --mesh --group G`): the list this node holds for the
@@ -88,6 +96,14 @@ class Groups : public api::Module {
   // Called (event loop) when this node, as owner or admin, added a member
   // through a redeemed invite (the known-answer benchmark of newcomers).
   Hook<mesh::PeerKey>& member_added() { return member_added_; }
+  // The relays of every group this node holds, each with its group's name.
+  struct GroupRelay {
+    LinkRelay relay;
+    std::string group;
+  };
+  std::vector<GroupRelay> relays() const;
+  // Fired (event loop) with relays() after load and whenever it changes.
+  Hook<std::vector<GroupRelay>>& relays_changed() { return relays_changed_; }
 
  private:
   struct Held {
@@ -108,6 +124,8 @@ class Groups : public api::Module {
                const std::optional<mesh::PeerKey>& removed);
   Result<mesh::Membership> sign_next(Result<mesh::Membership> next);
   void drop(const std::string& group_id, const std::string& why);
+  // Fires relays_changed when relays() is no longer what it last told.
+  void tell_relays();
   void push(const mesh::Membership& m, const mesh::PeerKey& to);
   // What to do with a list from `from`; the RPC's answer.
   Result<nlohmann::json> receive(const mesh::PeerKey& from, const std::string& text);
@@ -128,6 +146,8 @@ class Groups : public api::Module {
   std::unique_ptr<GroupStore> store_;
   std::map<std::string, Held> groups_;  // by group id
   Hook<mesh::PeerKey> member_added_;
+  Hook<std::vector<GroupRelay>> relays_changed_;
+  std::optional<std::vector<std::string>> relays_told_;  // relays() as text, as last fired
 };
 
 }  // namespace yonder::mesh

@@ -1,6 +1,7 @@
 #include "net/reach/peer_link.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>  // before Boost.Asio (GCC 12)
 
 #include <netinet/in.h>
@@ -244,7 +245,7 @@ Status PeerLink::start() {
         spdlog::warn("peer {}: stored relay address \"{}\" is malformed: {}; pair again to replace it",
                      p.id().short_form(), a, relay.error().message());
       } else if (*relay && (*relay)->key) {
-        relays_->add(RelaySpec{(*relay)->address, (*relay)->key, false});
+        relays_->add(RelaySpec{(*relay)->address, (*relay)->key, false, ""});
       } else if (*relay && !std::any_of(configured_relays_.begin(), configured_relays_.end(),
                                         [&](const RelaySpec& c) { return c.address == (*relay)->address; })) {
         // Stored from a v1 link, which carried no key: a relay we cannot check.
@@ -296,6 +297,20 @@ void PeerLink::stop() {
   if (punch_) punch_->stop();
   if (relays_) relays_->stop();
   if (service_) service_->stop();
+}
+
+void PeerLink::use_group_relays(const std::vector<std::pair<LinkRelay, std::string>>& relays) {
+  if (!relays_) return;
+  std::vector<RelaySpec> specs;
+  for (const auto& [relay, group] : relays) specs.push_back(RelaySpec{relay.address, relay.key, false, group});
+  std::set<std::string> learned;  // the relays of the providers we paired with (as start() adds them)
+  for (const auto& p : store_.peers()) {
+    if (!p.granted_to_us || p.denied()) continue;
+    for (const auto& a : p.addresses) {
+      if (auto relay = relay_of_peer_address(a); relay && *relay && (*relay)->key) learned.insert((*relay)->address);
+    }
+  }
+  relays_->set_group_relays(specs, learned);
 }
 
 nlohmann::json PeerLink::relay_status() const { return relays_ ? relays_->status() : nlohmann::json::array(); }

@@ -62,6 +62,9 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   uint16_t port() const { return service_->port(); }
   // The relays and what they see of this node (for netcheck).
   nlohmann::json relay_status() const;
+  // The relays the signed lists of this node's groups name (relay, group
+  // name): registered with like link.relays, and carried by share links.
+  void use_group_relays(const std::vector<std::pair<LinkRelay, std::string>>& relays);
   std::string lan_state() const;
   nlohmann::json port_mapping_state() const;
   nlohmann::json relay_server_state() const;

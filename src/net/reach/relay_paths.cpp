@@ -84,7 +84,7 @@ Result<std::vector<RelaySpec>> RelayPaths::parse(const std::string& list) {
     if (item.empty()) continue;
     auto relay = parse_link_relay(item);
     if (!relay) return make_error(ErrorCode::kInvalidArgument, "link.relays: " + relay.error().message());
-    out.push_back(RelaySpec{std::move(relay->address), relay->key, true});
+    out.push_back(RelaySpec{std::move(relay->address), relay->key, true, ""});
   }
   return out;
 }
@@ -104,10 +104,52 @@ void RelayPaths::add(RelaySpec spec) {
   connect(ref);
 }
 
+void RelayPaths::set_group_relays(const std::vector<RelaySpec>& specs, const std::set<std::string>& still_learned) {
+  if (stopped_) return;
+  std::map<std::string, const RelaySpec*> wanted;
+  for (const auto& s : specs) {
+    if (s.key && !s.group.empty()) wanted.emplace(s.address, &s);
+  }
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    Entry& e = *it->second;
+    if (e.spec.group.empty() || wanted.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    if (e.spec.configured || still_learned.count(it->first) != 0) {  // link.relays or a provider still names it
+      e.spec.group.clear();
+      ++it;
+      continue;
+    }
+    spdlog::info("relay {}: no group lists it any more; leaving it", it->first);
+    if (e.retry) e.retry->cancel();
+    if (e.client) e.client->close();
+    auto waiters = std::move(e.waiters);
+    it = entries_.erase(it);
+    for (auto& w : waiters) w(make_error(ErrorCode::kUnavailable, "no group lists this relay any more"));
+  }
+  for (const auto& [address, spec] : wanted) {
+    auto it = entries_.find(address);
+    if (it == entries_.end()) {
+      add(*spec);
+      continue;
+    }
+    RelaySpec& held = it->second->spec;
+    if (held.key && *held.key != *spec->key) {
+      spdlog::warn("relay {}: group {} names it with key {}, but this node pins key {} ({}); the group's is not used",
+                   address, spec->group, NodeId(*spec->key).short_form(), NodeId(*held.key).short_form(),
+                   held.configured ? "link.relays" : "a share link");
+      continue;
+    }
+    held.group = spec->group;
+    if (!held.key) held.key = spec->key;  // an unpinned link.relays entry: the group's key pins it from now on
+  }
+}
+
 RelayPaths::ForLink RelayPaths::for_share_link(size_t max) const {
   ForLink out;
   for (const auto& [address, e] : entries_) {
-    if (!e->spec.configured) continue;
+    if (!e->spec.configured && e->spec.group.empty()) continue;
     std::optional<PublicKeyBytes> key = e->spec.key ? e->spec.key : e->proved_key;
     if (!key) {
       out.left_out.emplace_back(address, "relay " + address +
@@ -312,7 +354,7 @@ void RelayPaths::dial(const PublicKeyBytes& peer, const std::optional<ShareLink>
         errors->add(r.address, code, refused);
         continue;
       }
-      if (e == nullptr) add(RelaySpec{r.address, r.key, false});
+      if (e == nullptr) add(RelaySpec{r.address, r.key, false, ""});
       // An unpinned configured entry connects to whatever relay answers
       // there: check the key it proved against the link's after the fact.
       order->push_back(Hop{r.address, r.key});
@@ -441,6 +483,7 @@ nlohmann::json RelayPaths::status() const {
     nlohmann::json j = {{"address", address},
                         {"configured", e->spec.configured},
                         {"pinned", e->spec.key.has_value()},
+                        {"group", e->spec.group},
                         {"state", e->state == Entry::State::kRegistered   ? "registered"
                                   : e->state == Entry::State::kConnecting ? "connecting"
                                                                           : "waiting"}};

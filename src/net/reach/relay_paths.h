@@ -1,5 +1,6 @@
-// The node's relays: `link.relays` plus the relays named by the share links
-// of providers we paired with. One RelayClient per relay, kept registered
+// The node's relays: `link.relays`, the relays named in the signed lists of
+// the groups this node is in, and the relays named by the share links of
+// providers we paired with. One RelayClient per relay, kept registered
 // (redialled with backoff) and declaring every pinned peer and, on a
 // provider, one rendezvous token per share link that can still pair
 // (relay/protocol.h). It gives the link two things:
@@ -26,6 +27,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +52,7 @@ struct RelaySpec {
   std::string address;                  // HOST:PORT
   std::optional<PublicKeyBytes> key;    // pinned relay key (@NODE_ID, or the key a share link names)
   bool configured = false;              // from link.relays (else learned from a share link, always with a key)
+  std::string group;                    // named by this group's signed list (always with a key); "" otherwise
 };
 
 class RelayPaths {
@@ -73,7 +76,14 @@ class RelayPaths {
   // Keeps a connection to `spec` (no-op when there is one already; a
   // configured spec replaces a learned one at the same address).
   void add(RelaySpec spec);
-  // What a share link may carry: each configured relay with its key, pinned
+  // The relays the groups' lists name now (each with its key and group):
+  // new ones are added, and those no longer named are dropped unless
+  // link.relays names them too, or `still_learned` does (a paired
+  // provider's stored address names it: it stays, as learned). A learned relay at the same address with
+  // the same key becomes a group relay; one with another key is kept and the
+  // group's is not used (a warning says which).
+  void set_group_relays(const std::vector<RelaySpec>& specs, const std::set<std::string>& still_learned);
+  // What a share link may carry: each configured relay and group relay with its key, pinned
   // in link.relays or proved by the relay's TLS handshake (the last
   // registration), at most `max` of them; the others, whose key is not
   // known yet or that do not fit, in `left_out` with a note for the user.

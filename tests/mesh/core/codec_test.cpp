@@ -1,6 +1,9 @@
 // The mesh codecs: round trips, signatures, bounds, membership authorisation.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "crypto/node_id.h"
 #include "mesh/core/lease.h"
 #include "mesh/core/membership.h"
 #include "mesh_test_util.h"
@@ -86,6 +89,47 @@ TEST(MembershipCodec, RoundTrips) {
   EXPECT_TRUE(membership_signature_valid(*back));
   EXPECT_TRUE(is_admin(m, identity(12).public_key()));
   EXPECT_FALSE(is_admin(m, identity(11).public_key()));
+}
+
+TEST(MembershipCodec, RelaysAreSignedAndAbsentWhenThereAreNone) {
+  auto owner = identity(10);
+  auto m = group(owner, 1, {member(11)}, owner.public_key());
+  // A list without relays encodes (and signs) as before relays existed.
+  EXPECT_EQ(encode_membership(m).find("relays"), std::string::npos);
+  m.relays = {LinkRelay{"203.0.113.7:7871", identity(20).public_key()}};
+  sign_membership(m, owner);
+  auto back = decode_membership(encode_membership(m));
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(*back, m);
+  EXPECT_TRUE(membership_signature_valid(*back));
+  // The relays are under the signature: another relay breaks it.
+  Membership swapped = *back;
+  swapped.relays[0].key = identity(21).public_key();
+  EXPECT_FALSE(membership_signature_valid(swapped));
+}
+
+TEST(MembershipCodec, RefusesKeylessTooManyAndRepeatedRelays) {
+  using json = nlohmann::json;
+  auto owner = identity(10);
+  auto base = group(owner, 1, {member(11)}, owner.public_key());
+  std::string key = NodeId(identity(20).public_key()).to_string();
+  auto with = [&](json relays) {
+    json j = json::parse(encode_membership(base));
+    j["relays"] = std::move(relays);
+    return decode_membership(j.dump());
+  };
+  EXPECT_TRUE(with(json::array({"203.0.113.7:7871@" + key})).ok());
+  EXPECT_FALSE(with(json::array({"203.0.113.7:7871"})).ok());  // no key
+  EXPECT_FALSE(with(json::array({"203.0.113.7:7871@" + key, "203.0.113.7:7871@" + key})).ok());
+  EXPECT_FALSE(with(json::array()).ok());
+  EXPECT_FALSE(with(json::array({"no port@" + key})).ok());
+  EXPECT_FALSE(with(json::array({7871})).ok());
+  EXPECT_FALSE(with("203.0.113.7:7871@" + key).ok());
+  json five = json::array();
+  for (int i = 1; i <= 5; ++i) five.push_back("198.51.100." + std::to_string(i) + ":7871@" + key);
+  auto refused = with(five);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("1 to 4"), std::string::npos) << refused.error().message();
 }
 
 TEST(MembershipCodec, RefusesDuplicatesAndBadGroupIds) {

@@ -142,5 +142,48 @@ TEST(GroupEdit, AListHoldsAtMostTheCodecsMembers) {
   EXPECT_EQ(with_member(*m, make_identity().public_key()).error().code(), ErrorCode::kResourceExhausted);
 }
 
+LinkRelay relay_at(const std::string& address, const Identity& relay) { return LinkRelay{address, relay.public_key()}; }
+
+TEST(GroupEdit, RelaysAreAddedWithTheirKeysAndRemovedByAddress) {
+  Identity owner = make_identity(), r1 = make_identity(), r2 = make_identity();
+  auto v1 = new_group(kGroupId, "lab", owner.public_key(), {});
+  ASSERT_TRUE(v1.ok());
+  auto v2 = with_relay(*v1, relay_at("203.0.113.7:7871", r1));
+  ASSERT_TRUE(v2.ok()) << v2.error().message();
+  EXPECT_EQ(v2->version, 2u);
+  ASSERT_EQ(v2->relays.size(), 1u);
+  EXPECT_TRUE(v1->relays.empty());  // the held list is not changed
+  // The same address again, even with another key: remove it first.
+  auto again = with_relay(*v2, relay_at("203.0.113.7:7871", r2));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code(), ErrorCode::kAlreadyExists);
+  // Without a key members could not check the relay: refused, saying the form.
+  auto keyless = with_relay(*v2, LinkRelay{"198.51.100.2:7871", std::nullopt});
+  ASSERT_FALSE(keyless.ok());
+  EXPECT_NE(keyless.error().message().find("HOST:PORT@NODE_ID"), std::string::npos) << keyless.error().message();
+  // At most kMaxGroupRelays.
+  Membership m = *v2;
+  for (int i = 2; i <= static_cast<int>(kMaxGroupRelays); ++i) {
+    auto next = with_relay(m, relay_at("198.51.100." + std::to_string(i) + ":7871", r2));
+    ASSERT_TRUE(next.ok()) << next.error().message();
+    m = *next;
+  }
+  auto full = with_relay(m, relay_at("198.51.100.99:7871", r2));
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.error().code(), ErrorCode::kResourceExhausted);
+  // Removed by address; an unknown address is kNotFound.
+  auto fewer = without_relay(m, "203.0.113.7:7871");
+  ASSERT_TRUE(fewer.ok());
+  EXPECT_EQ(fewer->relays.size(), kMaxGroupRelays - 1);
+  EXPECT_EQ(fewer->version, m.version + 1);
+  EXPECT_EQ(without_relay(m, "192.0.2.1:1").error().code(), ErrorCode::kNotFound);
+  // Signed by the owner, the list with its relays is accepted and survives the codec.
+  sign_membership(*fewer, owner);
+  EXPECT_EQ(judge_membership_update(&m, owner.public_key(), *fewer), MembershipVerdict::kAccept);
+  auto back = decode_membership(encode_membership(*fewer));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->relays, fewer->relays);
+}
+
 }  // namespace
 }  // namespace yonder::mesh
