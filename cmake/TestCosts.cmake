@@ -6,11 +6,14 @@
 # build/asan/Testing/Temporary/CTestCostData.txt when the order drifts.
 foreach(entry
     load_test=1000 mesh_array_test=1000
-    remote_jobs_test=125 reach_lab_test=114 faults_test=88 network_faults_test=73 mesh_jobs_test=66
-    slurm_executor_test=45 groups_test=44 mesh_run_test=42 verification_fuzz=38 run_options_test=37
-    forward_test=35 docker_executor_test=33 peer_link_test=30 mux_fuzz=29 api_security_test=28
-    metering_test=27 mesh_verify_test=25 mux_test=23 portmap_lab_test=22 provider_abuse_test=20
-    logs_reattach_test=18 mesh_sim_test=17 daemon_cli_test=15)
+    reach_lab_test=254 remote_jobs_test=248 faults_test=107 slurm_executor_test=83
+    network_faults_test=82 docker_habits_test=74 mesh_run_test=70 mesh_jobs_test=70
+    peer_link_test=66 run_options_test=56 metering_test=50 mesh_verify_test=49
+    podman_executor_test=48 files_test=48 forward_test=47 groups_test=46 mesh_jobs_sim_test=40
+    api_security_test=37 daemon_cli_test=35 verification_fuzz=33 provider_abuse_test=31
+    portmap_lab_test=30 nat_lab_test=27 logs_reattach_test=27 dashboard_browser_test=26
+    mux_fuzz=23 docker_executor_test=22 queue_habits_test=21 refusals_test=20
+    provider_jobs_test=16 mux_test=15 doctor_test=15)
   string(REPLACE "=" ";" pair "${entry}")
   list(GET pair 0 test)
   list(GET pair 1 seconds)
