@@ -31,7 +31,7 @@
 
 using namespace yonder;
 using namespace yonder::mesh;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
@@ -127,21 +127,21 @@ void bench_placement(size_t providers, size_t jobs) {
   Snapshot snap = make_snapshot(providers, rng);
   auto reqs = make_jobs(jobs, rng);
   Weights w;
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   PlacementIndex index(snap, w);
-  double build_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  double build_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count();
   std::vector<double> lat_us;
   lat_us.reserve(jobs);
   size_t placed = 0;
-  auto start = Clock::now();
+  auto start = SteadyClock::now();
   for (const auto& j : reqs) {
-    auto a = Clock::now();
+    auto a = SteadyClock::now();
     Plan p = index.place(j);
-    auto b = Clock::now();
+    auto b = SteadyClock::now();
     placed += !p.ranked.empty();
     lat_us.push_back(std::chrono::duration<double, std::micro>(b - a).count());
   }
-  double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  double secs = std::chrono::duration<double>(SteadyClock::now() - start).count();
   std::printf("placement: %zu providers, %zu jobs, index build %.1f ms\n", providers, jobs, build_ms);
   std::printf("  %.0f placements/s (goal >= 100000), %zu with a plan\n", static_cast<double>(jobs) / secs, placed);
   double p50 = pct(lat_us, 0.50), p99 = pct(lat_us, 0.99), p999 = pct(lat_us, 0.999);
@@ -153,9 +153,9 @@ void bench_placement(size_t providers, size_t jobs) {
   impossible.min_capability = 1000;
   std::vector<double> worst_us;
   for (int i = 0; i < 1000; ++i) {
-    auto a = Clock::now();
+    auto a = SteadyClock::now();
     Plan p = index.place(impossible);
-    auto b = Clock::now();
+    auto b = SteadyClock::now();
     if (!p.ranked.empty()) std::abort();
     worst_us.push_back(std::chrono::duration<double, std::micro>(b - a).count());
   }
@@ -163,9 +163,9 @@ void bench_placement(size_t providers, size_t jobs) {
               pct(worst_us, 0.99));
   // Without the index: the free function builds it for every query.
   size_t naive = std::min<size_t>(jobs, 50);
-  auto n0 = Clock::now();
+  auto n0 = SteadyClock::now();
   for (size_t i = 0; i < naive; ++i) (void)place(snap, reqs[i], w);
-  double naive_ms = std::chrono::duration<double, std::milli>(Clock::now() - n0).count() / static_cast<double>(naive);
+  double naive_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - n0).count() / static_cast<double>(naive);
   std::printf("  for comparison, place() rebuilding the index per query: %.2f ms per placement\n", naive_ms);
 }
 
@@ -243,7 +243,7 @@ void bench_gossip(size_t n, int seeds) {
     int worst = 0, failed = 0;
     double sum = 0;
     size_t msgs = 0;
-    auto t0 = Clock::now();
+    auto t0 = SteadyClock::now();
     for (int s = 0; s < seeds; ++s) {
       auto o = gossip_once(n, static_cast<uint64_t>(s + 1), loss);
       if (o.rounds < 0) {
@@ -254,7 +254,7 @@ void bench_gossip(size_t n, int seeds) {
       sum += o.rounds;
       msgs += o.messages;
     }
-    double wall = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / seeds;
+    double wall = std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count() / seeds;
     int ok = seeds - failed;
     std::printf(
         "gossip: %zu-node group, fanout 3, %.0f%% loss, %d seeds: rounds to converge mean %.1f, max %d "
@@ -277,7 +277,7 @@ void bench_array(uint32_t tasks) {
   std::vector<std::pair<uint64_t, size_t>> running;  // attempt, provider
   UnixMs now = 1'800'000'000'000;
   uint64_t results = 0, steps = 0;
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   while (!run.complete()) {
     for (const auto& l : run.next(now, 64 - running.size())) {
       size_t p = rng() % providers.size();
@@ -294,13 +294,13 @@ void bench_array(uint32_t tasks) {
     results += v == ArrayRun::Verdict::kResult;
     ++steps;
   }
-  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  double s = std::chrono::duration<double>(SteadyClock::now() - t0).count();
   std::printf("array bookkeeping: %u tasks, %llu attempts in %.3f s: %.2f us per task (%llu results, %u failed for good)\n",
               tasks, static_cast<unsigned long long>(steps), s, s * 1e6 / tasks, static_cast<unsigned long long>(results),
               run.counts().failed);
-  auto save0 = Clock::now();
+  auto save0 = SteadyClock::now();
   std::string saved = run.to_json().dump();
-  double save_ms = std::chrono::duration<double, std::milli>(Clock::now() - save0).count();
+  double save_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - save0).count();
   std::printf("array state: %zu bytes as JSON, written in %.1f ms (once per change, coalesced)\n", saved.size(), save_ms);
 }
 
