@@ -36,6 +36,13 @@ option(YONDER_PCH "Precompile the common third-party headers (clang builds)" ${y
 set(YONDER_PCH_HEADERS <algorithm> <chrono> <filesystem> <functional> <map> <memory> <optional>
     <string> <utility> <vector> <nlohmann/json.hpp> <boost/asio/io_context.hpp>
     <boost/asio/post.hpp> <boost/asio/steady_timer.hpp> <spdlog/spdlog.h>)
+if(YONDER_PCH AND CCACHE_PROGRAM)
+  # ccache passes over a file compiled with a PCH unless told that the PCH's
+  # macros and timestamps may be trusted; clang then must leave the
+  # timestamps out of the PCH (-fno-pch-timestamp, below).
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${CMAKE_COMMAND} -E env
+      CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime ${CCACHE_PROGRAM})
+endif()
 if(YONDER_PCH)
   add_library(yonder_pch STATIC ${PROJECT_SOURCE_DIR}/cmake/pch_anchor.cpp)
   target_link_libraries(yonder_pch PRIVATE nlohmann_json::nlohmann_json Boost::headers spdlog::spdlog)
@@ -44,6 +51,8 @@ if(YONDER_PCH)
   target_link_libraries(yonder_pch_test PRIVATE nlohmann_json::nlohmann_json Boost::headers spdlog::spdlog
     GTest::gtest GTest::gmock)
   target_precompile_headers(yonder_pch_test PRIVATE ${YONDER_PCH_HEADERS} <gtest/gtest.h> <gmock/gmock.h>)
+  target_compile_options(yonder_pch PRIVATE -Xclang -fno-pch-timestamp)
+  target_compile_options(yonder_pch_test PRIVATE -Xclang -fno-pch-timestamp)
 endif()
 
 # yonder_precompiled(TARGET [test]): TARGET compiles with the shared PCH.
