@@ -91,6 +91,15 @@ bool Groups::paired(const mesh::PeerKey& key) const {
   return link_.grant_of(key).has_value();
 }
 
+Result<Groups::AdminEdit> Groups::admin_edit(const std::string& request_body) const {
+  auto body = api::parse_json_body(request_body.empty() ? "{}" : request_body);
+  if (!body) return body.error();
+  auto g = find(groups_string_field(*body, "group"));
+  if (!g) return g.error();
+  if (!mesh::is_admin((*g)->list, self_)) return not_admin((*g)->list);
+  return AdminEdit{std::move(*body), *g};
+}
+
 Result<const Groups::Held*> Groups::find(const std::string& text) const {
   std::vector<const Held*> by_name, by_id;
   for (auto& [id, g] : groups_) {
@@ -471,22 +480,20 @@ void Groups::add_routes(api::Router& router) {
     reply(Response::json(200, summary(groups_.at(m->group_id))));
   });
 
-  router.add("POST", "/v1/groups/invite", [this, body_of](const Request& req, Reply reply) {
-    auto body = body_of(req);
-    if (!body) return reply(Response::error(body.error()));
-    auto g = find(groups_string_field(*body, "group"));
-    if (!g) return reply(Response::error(g.error()));
-    if (!mesh::is_admin((*g)->list, self_)) return reply(Response::error(not_admin((*g)->list)));
-    json share = *body;
+  router.add("POST", "/v1/groups/invite", [this](const Request& req, Reply reply) {
+    auto edit = admin_edit(req.body);
+    if (!edit) return reply(Response::error(edit.error()));
+    const Membership& held = edit->group->list;
+    json share = edit->body;
     share.erase("group");
-    share["label"] = "group " + (*g)->list.name;
+    share["label"] = "group " + held.name;
     auto made = link_.share(share);
     if (!made) return reply(Response::error(made.error()));
-    if (auto st = store_->add_invite(made->value("id", ""), (*g)->list.group_id); !st) {
+    if (auto st = store_->add_invite(made->value("id", ""), held.group_id); !st) {
       return reply(Response::error(st.error()));
     }
-    (*made)["group"] = (*g)->list.name;
-    (*made)["group_id"] = (*g)->list.group_id;
+    (*made)["group"] = held.name;
+    (*made)["group_id"] = held.group_id;
     reply(Response::json(200, *made));
   });
 
@@ -526,14 +533,12 @@ void Groups::add_routes(api::Router& router) {
         });
   });
 
-  router.add("POST", "/v1/groups/remove", [this, body_of](const Request& req, Reply reply) {
-    auto body = body_of(req);
-    if (!body) return reply(Response::error(body.error()));
-    auto g = find(groups_string_field(*body, "group"));
-    if (!g) return reply(Response::error(g.error()));
-    const Membership& held = (*g)->list;
-    if (!mesh::is_admin(held, self_)) return reply(Response::error(not_admin(held)));
-    auto who = member_key(**g, groups_string_field(*body, "member"));
+  router.add("POST", "/v1/groups/remove", [this](const Request& req, Reply reply) {
+    auto edit = admin_edit(req.body);
+    if (!edit) return reply(Response::error(edit.error()));
+    const json& body = edit->body;
+    const Membership& held = edit->group->list;
+    auto who = member_key(*edit->group, groups_string_field(body, "member"));
     if (!who) return reply(Response::error(who.error()));
     auto next = sign_next(mesh::without_member(held, *who));
     if (!next) return reply(Response::error(next.error()));
@@ -542,17 +547,15 @@ void Groups::add_routes(api::Router& router) {
     reply(Response::json(200, {{"removed", id_text(removed)}, {"version", next->version}}));
   });
 
-  router.add("POST", "/v1/groups/label", [this, body_of](const Request& req, Reply reply) {
-    auto body = body_of(req);
-    if (!body) return reply(Response::error(body.error()));
-    auto g = find(groups_string_field(*body, "group"));
-    if (!g) return reply(Response::error(g.error()));
-    const Membership& held = (*g)->list;
-    if (!mesh::is_admin(held, self_)) return reply(Response::error(not_admin(held)));
-    auto who = member_key(**g, groups_string_field(*body, "member"));
+  router.add("POST", "/v1/groups/label", [this](const Request& req, Reply reply) {
+    auto edit = admin_edit(req.body);
+    if (!edit) return reply(Response::error(edit.error()));
+    const json& body = edit->body;
+    const Membership& held = edit->group->list;
+    auto who = member_key(*edit->group, groups_string_field(body, "member"));
     if (!who) return reply(Response::error(who.error()));
     auto next =
-        sign_next(mesh::with_label(held, *who, groups_string_field(*body, "key"), groups_string_field(*body, "value")));
+        sign_next(mesh::with_label(held, *who, groups_string_field(body, "key"), groups_string_field(body, "value")));
     if (!next) return reply(Response::error(next.error()));
     if (auto st = adopt(*next, std::nullopt, std::nullopt); !st) return reply(Response::error(st.error()));
     reply(Response::json(200, {{"version", next->version}}));
@@ -585,15 +588,13 @@ void Groups::add_routes(api::Router& router) {
   });
 
   // One of the group's relays added or removed, by the owner or an admin.
-  router.add("POST", "/v1/groups/relay", [this, body_of](const Request& req, Reply reply) {
-    auto body = body_of(req);
-    if (!body) return reply(Response::error(body.error()));
-    auto g = find(groups_string_field(*body, "group"));
-    if (!g) return reply(Response::error(g.error()));
-    const Membership& held = (*g)->list;
-    if (!mesh::is_admin(held, self_)) return reply(Response::error(not_admin(held)));
-    std::string add = groups_string_field(*body, "add");
-    std::string remove = groups_string_field(*body, "remove");
+  router.add("POST", "/v1/groups/relay", [this](const Request& req, Reply reply) {
+    auto edit = admin_edit(req.body);
+    if (!edit) return reply(Response::error(edit.error()));
+    const json& body = edit->body;
+    const Membership& held = edit->group->list;
+    std::string add = groups_string_field(body, "add");
+    std::string remove = groups_string_field(body, "remove");
     if (add.empty() == remove.empty()) {
       return reply(Response::error(make_error(ErrorCode::kInvalidArgument,
                                               "give one of \"add\" (HOST:PORT@NODE_ID) or \"remove\" (HOST:PORT)")));

@@ -118,6 +118,13 @@ class Groups : public api::Module {
   // Asks the owner for a proof (group.proof) if this node is an admin without one.
   void ask_proof(const std::string& group_id);
   Result<const Held*> find(const std::string& name_or_id) const;
+  // What a route that edits a group asks, once this node may edit it (its
+  // owner or an admin): the request's body and the group it names.
+  struct AdminEdit {
+    nlohmann::json body;
+    const Held* group = nullptr;
+  };
+  Result<AdminEdit> admin_edit(const std::string& request_body) const;
   Result<mesh::PeerKey> member_key(const Held& g, const std::string& text) const;
   // Stores a list this node signed (or accepted) and pushes it.
   Status adopt(const mesh::Membership& m, const std::optional<mesh::PeerKey>& from,
