@@ -8,6 +8,31 @@
 
 namespace yonder::reach {
 
+DialBackAnswer read_dial_back_answer(const std::string& helper, const std::vector<std::string>& asked,
+                                     const Result<nlohmann::json>& answer) {
+  DialBackAnswer a;
+  a.helper = helper;
+  if (!answer) {
+    a.error = answer.error().message().substr(0, 200);
+    return a;
+  }
+  auto results = answer->is_object() ? answer->find("results") : answer->end();
+  if (results == answer->end() || !results->is_array()) {
+    a.error = "an answer without results";
+    return a;
+  }
+  for (const auto& one : *results) {
+    if (!one.is_object()) continue;
+    auto address = one.find("address");
+    if (address == one.end() || !address->is_string()) continue;
+    const auto& text = address->get_ref<const std::string&>();
+    if (std::find(asked.begin(), asked.end(), text) == asked.end()) continue;  // only what we asked about
+    auto reached = one.find("reached");
+    a.reached[text] = reached != one.end() && reached->is_boolean() && reached->get<bool>();
+  }
+  return a;
+}
+
 DialBack::DialBack(link::LinkService& link, Ask ask, std::function<std::vector<std::string>()> own_hosts)
     : link_(link), ask_(std::move(ask)), own_hosts_(std::move(own_hosts)) {}
 
@@ -79,21 +104,7 @@ void DialBack::check(std::vector<std::string> candidates, bool listening, std::v
   nlohmann::json params = {{"addresses", candidates}};
   for (const auto& h : helpers) {
     ask_(h, params, [this, alive = std::weak_ptr<bool>(alive_), round, name = h.name](Result<nlohmann::json> r) {
-      DialBackAnswer a;
-      a.helper = name;
-      if (!r) {
-        a.error = r.error().message().substr(0, 200);
-      } else if (auto results = r->find("results"); results != r->end() && results->is_array()) {
-        for (const auto& one : *results) {
-          if (!one.is_object() || !one.contains("address") || !one["address"].is_string()) continue;
-          std::string address = one["address"].get<std::string>();
-          // Only what we asked about counts.
-          if (std::find(round->candidates.begin(), round->candidates.end(), address) == round->candidates.end()) continue;
-          a.reached[address] = one.value("reached", false) == true;
-        }
-      } else {
-        a.error = "an answer without results";
-      }
+      DialBackAnswer a = read_dial_back_answer(name, round->candidates, r);
       round->answers.push_back(std::move(a));
       if (--round->pending > 0) return;
       auto a_live = alive.lock();

@@ -27,6 +27,13 @@
 
 namespace yonder::reach {
 
+// A helper's answer to reach.dial_back, read as what it is: untrusted. Only
+// the addresses we asked about count, an address counts as reached only when
+// its "reached" is true, and an answer of the wrong shape is an error, never
+// a throw (nlohmann's value() throws on a "reached" that is not a boolean).
+DialBackAnswer read_dial_back_answer(const std::string& helper, const std::vector<std::string>& asked,
+                                     const Result<nlohmann::json>& answer);
+
 class DialBack {
  public:
   // How long a dial may take to connect, and again to finish the handshake.

@@ -1,0 +1,48 @@
+// A helper's answer to reach.dial_back, read at the edge
+// (net/reach/dial_back.h): a paired peer may answer anything, and what it
+// answers must neither count for more than we asked nor throw.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "net/reach/dial_back.h"
+
+namespace yonder::reach {
+namespace {
+
+const std::vector<std::string> kAsked = {"203.0.113.2:7850", "198.51.100.7:7850"};
+
+TEST(DialBackAnswer, CountsOnlyWhatWasAskedAndOnlyATrueReached) {
+  nlohmann::json answer = {{"results",
+                            {{{"address", "203.0.113.2:7850"}, {"reached", "yes"}},  // not a boolean: threw before
+                             {{"address", "198.51.100.7:7850"}, {"reached", true}},
+                             {{"address", "192.0.2.1:1"}, {"reached", true}},  // not asked about
+                             {{"address", 7}, {"reached", true}},
+                             "junk",
+                             nullptr}}};
+  DialBackAnswer a = read_dial_back_answer("ben", kAsked, answer);
+  EXPECT_EQ(a.helper, "ben");
+  EXPECT_FALSE(a.error);
+  EXPECT_EQ(a.reached, (std::map<std::string, bool>{{"203.0.113.2:7850", false}, {"198.51.100.7:7850", true}}));
+}
+
+TEST(DialBackAnswer, AnAnswerOfTheWrongShapeIsAnErrorNotAThrow) {
+  for (const nlohmann::json& bad : {nlohmann::json{{"results", 3}}, nlohmann::json::array(), nlohmann::json("results"),
+                                    nlohmann::json{{"result", nlohmann::json::array()}}, nlohmann::json()}) {
+    DialBackAnswer a = read_dial_back_answer("ben", kAsked, bad);
+    ASSERT_TRUE(a.error) << bad.dump();
+    EXPECT_EQ(*a.error, "an answer without results") << bad.dump();
+    EXPECT_TRUE(a.reached.empty()) << bad.dump();
+  }
+  DialBackAnswer failed =
+      read_dial_back_answer("ben", kAsked, make_error(ErrorCode::kUnavailable, "no answer within 15 s"));
+  ASSERT_TRUE(failed.error);
+  EXPECT_NE(failed.error->find("no answer within 15 s"), std::string::npos) << *failed.error;
+}
+
+}  // namespace
+}  // namespace yonder::reach
