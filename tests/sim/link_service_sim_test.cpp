@@ -54,7 +54,7 @@ struct World {
   explicit World(uint64_t seed) : consumer(io, "consumer"), provider(io, "provider") {
     consumer.policy.pinned.insert(provider.key());
     provider.policy.pinned.insert(consumer.key());
-    provider.policy.allowed = {"echo", "hang"};
+    provider.policy.allowed = {"echo", "hang", "offset"};
     provider.service->add_method("echo", [](const PublicKeyBytes&, const nlohmann::json& p, RpcReply reply) {
       reply(nlohmann::json{{"echo", p}});
     });
@@ -63,6 +63,10 @@ struct World {
     });
     provider.service->add_method("secret", [](const PublicKeyBytes&, const nlohmann::json&, RpcReply reply) {
       reply(nlohmann::json{{"secret", 42}});
+    });
+    // Reads its params as run.logs did, trusting their types.
+    provider.service->add_method("offset", [](const PublicKeyBytes&, const nlohmann::json& p, RpcReply reply) {
+      reply(nlohmann::json{{"offset", p.value("offset", uint64_t{0})}});
     });
     net = memory_channel_pair(io.get_executor(), seed, 1 + seed % 97);
     std::optional<Status> up_c, up_p;
@@ -112,6 +116,24 @@ TEST(LinkServiceSim, AMethodOutsideTheScopeIsRefusedWithTheReason) {
   EXPECT_EQ(r.error().code(), ErrorCode::kPermissionDenied);
   EXPECT_NE(r.error().message().find("not in your scope"), std::string::npos) << r.error().message();
   EXPECT_TRUE(w.call("echo", 1).ok()) << "the session survives a refusal";
+}
+
+// A peer's params of the wrong type make nlohmann throw inside the handler;
+// the link answers that request as malformed, and the node and the session
+// go on (before, the exception left the event loop and ended yonderd).
+TEST(LinkServiceSim, AHandlerThatThrowsOnTheParamsTypesIsAnsweredAsAMalformedRequest) {
+  World w(5);
+  auto good = w.call("offset", nlohmann::json{{"offset", 7}});
+  ASSERT_TRUE(good.ok()) << good.error().to_string();
+  EXPECT_EQ((*good)["offset"], 7);
+  for (const nlohmann::json& bad : {nlohmann::json{{"offset", "x"}}, nlohmann::json::array({1, 2}),
+                                    nlohmann::json("offset")}) {
+    auto r = w.call("offset", bad);
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_EQ(r.error().code(), ErrorCode::kInvalidArgument) << bad.dump();
+    EXPECT_NE(r.error().message().find("malformed \"offset\" request"), std::string::npos) << r.error().message();
+  }
+  EXPECT_TRUE(w.call("echo", 1).ok()) << "the session survives a malformed request";
 }
 
 // What `yonder deny` does on the provider: the peer is no longer pinned and

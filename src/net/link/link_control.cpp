@@ -26,7 +26,14 @@ void LinkService::Impl::on_mux_event(const std::shared_ptr<Session>& session, Mu
                 return;
               }
               if (!*msg) break;
-              on_control_message(*c, std::move(**msg));
+              try {
+                on_control_message(*c, std::move(**msg));
+              } catch (const nlohmann::json::exception& wrong) {
+                // A field of the wrong type (nlohmann's value() throws): the
+                // peer broke the protocol, and the exception stays here.
+                session->abort(std::string("peer broke the control protocol: ") + wrong.what());
+                return;
+              }
             }
           } else {
             on_stream_data(*c, e.id.value);

@@ -2,6 +2,8 @@
 // echo and discard (diagnostics: ping, speed test), and the public calls
 // that use them.
 #include <boost/asio/post.hpp>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "net/link/link_service_impl.h"
@@ -204,7 +206,9 @@ void LinkService::Impl::handle_rpc(Conn& c, uint32_t id, const nlohmann::json& r
     send(*conn, id, encode_message(msg), true);
     conn->streams.erase(id);
   };
-  std::string method = request.value("method", "");
+  // The peer's bytes: a "method" that is not a string is no method.
+  auto named = request.is_object() ? request.find("method") : request.end();
+  std::string method = named != request.end() && named->is_string() ? named->get<std::string>() : "";
   if (!take_token(c)) {
     return reply(make_error(ErrorCode::kResourceExhausted, "too many requests from this node; slow down"));
   }
@@ -216,7 +220,22 @@ void LinkService::Impl::handle_rpc(Conn& c, uint32_t id, const nlohmann::json& r
     return reply(make_error(ErrorCode::kInvalidArgument, "the provider does not support \"" + method.substr(0, 64) +
                                                              "\" (is it an older yonder?)"));
   }
-  handler->second(peer, request.contains("params") ? request["params"] : nlohmann::json::object(), reply);
+  // A handler reads the peer's params, which may be anything, and nlohmann
+  // throws on a wrong type (value() of a string as a number, or of an array).
+  // Nothing may leave the event loop by an exception: a throw while the
+  // handler reads the request is the peer's malformed request, answered once.
+  auto replied = std::make_shared<bool>(false);
+  RpcReply once = [reply, replied](Result<nlohmann::json> r) {
+    if (*replied) return;
+    *replied = true;
+    reply(std::move(r));
+  };
+  try {
+    handler->second(peer, request.contains("params") ? request["params"] : nlohmann::json::object(), once);
+  } catch (const nlohmann::json::exception& e) {
+    once(make_error(ErrorCode::kInvalidArgument,
+                    "malformed \"" + method.substr(0, 64) + "\" request: " + std::string(e.what()).substr(0, 160)));
+  }
 }
 
 // --- public calls ---
