@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -701,32 +703,60 @@ TEST_F(ReachLab, WithUdpBlockedNoPunchIsTriedAndNetcheckSaysWhy) {
 // The UDP conntrack entries of `nat` (its /proc/net/nf_conntrack) for a flow
 // to or from `other` (the far home's public address): the punched path's
 // mapping, not the relays' STUN flows.
-std::vector<std::string> punched_flows(const NatLab& lab, std::string_view nat, const std::string& other) {
-  auto r = lab.run_in(nat, {"cat", "/proc/net/nf_conntrack"});
-  std::vector<std::string> flows;
-  std::istringstream lines(r.out);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.find(" udp ") != std::string::npos && line.find("=" + other + " ") != std::string::npos) {
-      flows.push_back(line);
+// A UDP flow in a NAT's conntrack table: its two tuples (original and
+// reply: which public port the NAT gave it), the seconds it has left, and
+// whether the NAT has seen it two-way.
+struct NatFlow {
+  std::string tuples;  // "src=.. dst=.. sport=.. dport=.. src=.. dst=.. sport=.. dport=.."
+  int left = -1;
+  bool unreplied = false;
+};
+
+// The UDP flows through `nat` to or from `other`, read from the NAT's
+// conntrack table by a thread inside its namespace (no program is started
+// per sample). Throws if the table cannot be read.
+std::vector<NatFlow> punched_flows(const NatLab& lab, std::string_view nat, const std::string& other) {
+  std::vector<NatFlow> flows;
+  lab.in_node(nat, [&] {
+    std::ifstream table("/proc/thread-self/net/nf_conntrack");
+    if (!table) throw std::runtime_error("cannot read " + std::string(nat) + "'s conntrack table");
+    for (std::string line; std::getline(table, line);) {
+      if (line.find(" udp ") == std::string::npos || line.find("=" + other + " ") == std::string::npos) continue;
+      std::istringstream fields(line);  // ipv4 2 udp 17 SECONDS_LEFT src=... [UNREPLIED] src=... mark=...
+      std::string family, family_number, protocol, protocol_number;
+      NatFlow flow;
+      fields >> family >> family_number >> protocol >> protocol_number >> flow.left;
+      for (std::string field; fields >> field;) {
+        if (field == "[UNREPLIED]") flow.unreplied = true;
+        if (field.starts_with("src=") || field.starts_with("dst=") || field.starts_with("sport=") ||
+            field.starts_with("dport=")) {
+          flow.tuples += (flow.tuples.empty() ? "" : " ") + field;
+        }
+      }
+      flows.push_back(std::move(flow));
     }
-  }
+  });
   return flows;
 }
 
 // Routers that forget an idle UDP mapping quickly (conntrack timeouts of
-// 10 s, 15 s once a flow is two-way, where Linux's default is 120 s): the
+// 14 s, one-way or two-way, where Linux's defaults are 30 s and 120 s): the
 // punched path's keepalive (link.punch_keepalive_s, 10 s) refreshes both
-// homes' mappings before they expire, so while the link idles for 40 s
-// neither NAT is ever without the flow, and the path is still the punched
-// one at the end. With keepalives at 15 s (the link's own, a third of
-// link.dead_after_s) the entries lapse between them.
+// homes' mappings before they expire, so while the link idles for 40 s each
+// NAT keeps the one two-way mapping the punch made, never without it, never
+// a second one, never another public port; and the path is still the
+// punched one at the end. With keepalives at 15 s (the link's own, a third
+// of link.dead_after_s) the entries lapse between them: then a packet from
+// the other home arrives first at a NAT without the mapping, which records
+// it one-way ([UNREPLIED]) on the public port and so gives this home's next
+// packet another port; the path is broken until both entries expire again.
 TEST_F(ReachLab, APunchedPathKeepsItsNatMappingsWithShortConntrackTimeouts) {
   PunchLab pl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
   NatLab& lab = pl.lab;
   Node& laptop = pl.laptop;
   for (const char* nat : {"nat-a", "nat-b"}) {
-    ASSERT_EQ(lab.run_in(nat, {"sysctl", "-qw", "net.netfilter.nf_conntrack_udp_timeout=10",
-                               "net.netfilter.nf_conntrack_udp_timeout_stream=15"})
+    ASSERT_EQ(lab.run_in(nat, {"sysctl", "-qw", "net.netfilter.nf_conntrack_udp_timeout=14",
+                               "net.netfilter.nf_conntrack_udp_timeout_stream=14"})
                   .exit_code,
               0);
   }
@@ -736,21 +766,50 @@ TEST_F(ReachLab, APunchedPathKeepsItsNatMappingsWithShortConntrackTimeouts) {
   ASSERT_EQ(peer.value("path_kind", ""), "punched") << peer.dump() << "\nLAPTOP\n" << laptop.daemon().log();
   const std::string path = peer.value("path", "");
 
-  // Sampled every 250 ms for 40 s (more than two stream timeouts); nothing
-  // else goes over the link meanwhile.
-  std::map<std::string, int> missing;  // NAT -> samples without the flow
+  // Sampled every 250 ms for 40 s (almost three keepalives); nothing else
+  // goes over the link meanwhile. The first sample's two-way flow is the
+  // mapping; a sample without it, or with any other flow, is a lapse, told
+  // with when it happened and what the table held.
+  struct Seen {
+    std::string mapping;  // the first sample's flow
+    int lapses = 0;
+    std::string first_lapse;
+    int least_left = 1'000;
+  };
+  std::map<std::string, Seen> seen;  // NAT -> what the samples saw
   int samples = 0;
-  const auto until = std::chrono::steady_clock::now() + 40s;
+  const auto start = std::chrono::steady_clock::now();
+  const auto until = start + 40s;
   while (std::chrono::steady_clock::now() < until) {
+    const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (auto [nat, other] : {std::pair{"nat-a", lab.address("nat-b")}, std::pair{"nat-b", lab.address("nat-a")}}) {
-      if (punched_flows(lab, nat, other).empty()) ++missing[nat];
+      const auto flows = punched_flows(lab, nat, other);
+      Seen& s = seen[nat];
+      if (s.mapping.empty() && flows.size() == 1 && !flows[0].unreplied) s.mapping = flows[0].tuples;
+      const bool kept = flows.size() == 1 && !flows[0].unreplied && flows[0].tuples == s.mapping;
+      if (kept) {
+        s.least_left = std::min(s.least_left, flows[0].left);
+        continue;
+      }
+      if (s.lapses++ > 0) continue;
+      std::ostringstream what;
+      what << "first at " << at << " s, the mapping being " << (s.mapping.empty() ? "none" : s.mapping)
+           << "; the table held " << flows.size() << " flow(s):";
+      for (const NatFlow& f : flows) what << " [" << f.tuples << (f.unreplied ? ", one-way" : "") << "]";
+      s.first_lapse = what.str();
     }
     ++samples;
     std::this_thread::sleep_for(250ms);  // sampling a table: there is no event to wait for
   }
   EXPECT_GT(samples, 40);
-  EXPECT_EQ(missing["nat-a"], 0) << "of " << samples << " samples, home A's NAT had no mapping in " << missing["nat-a"];
-  EXPECT_EQ(missing["nat-b"], 0) << "of " << samples << " samples, home B's NAT had no mapping in " << missing["nat-b"];
+  for (const char* nat : {"nat-a", "nat-b"}) {
+    const Seen& s = seen[nat];
+    EXPECT_EQ(s.lapses, 0) << "of " << samples << " samples, " << nat << "'s mapping had lapsed in " << s.lapses
+                           << " (" << s.first_lapse << ")\nLAPTOP\n"
+                           << laptop.daemon().log();
+    std::cout << "[ nat      ] " << nat << ": the mapping never had less than " << s.least_left << " s of 14 left ("
+              << samples << " samples)\n";
+  }
   auto after = laptop.yonder_json({"peers"});
   ASSERT_FALSE(after.value("peers", json::array()).empty()) << after.dump();
   EXPECT_EQ(after["peers"][0].value("path_kind", ""), "punched") << after.dump();
