@@ -204,10 +204,11 @@ constexpr std::array kSettings = {
     SettingSpec{"link.udp_listen", T::kString, "", "the link port's number on 0.0.0.0 if free, else any", "YONDER_LINK_UDP_LISTEN", "",
                 "IP:PORT of the UDP socket that asks relays (STUN) for this node's public UDP address and carries "
                 "punched paths (QUIC)."},
-    SettingSpec{"link.punch_keepalive_s", T::kInt, "10", "10", "YONDER_LINK_PUNCH_KEEPALIVE_S", "",
-                "Seconds without sending after which a punched path sends a keepalive (a QUIC PING), so that both "
-                "NATs keep its UDP mapping: RFC 4787 asks routers to keep one 2 minutes, but some drop an idle "
-                "mapping within 30 s. 1 to 60."},
+    SettingSpec{"link.punch_keepalive_s", T::kInt, "5", "5", "YONDER_LINK_PUNCH_KEEPALIVE_S", "",
+                "Seconds without sending after which a punched path sends a keepalive (a QUIC PING and its "
+                "acknowledgement, about 30 bytes a second), so that both NATs keep its UDP mapping: RFC 4787 asks "
+                "routers to keep one 2 minutes, but some drop an idle mapping within 10 s, and Linux gives a flow "
+                "its longer two-way timeout only for a packet more than 2 s after it began. 1 to 60."},
     SettingSpec{"relay.listen", T::kString, "", "off", "YONDER_RELAY_LISTEN", "",
                 "IP:PORT where this yonderd also serves as a relay (the yonder-relay protocol) for its own paired "
                 "peers, e.g. a provider with a public address relaying for peers behind NATs; empty: off."},

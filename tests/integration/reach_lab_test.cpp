@@ -740,23 +740,26 @@ std::vector<NatFlow> punched_flows(const NatLab& lab, std::string_view nat, cons
 }
 
 // Routers that forget an idle UDP mapping quickly (conntrack timeouts of
-// 14 s, one-way or two-way, where Linux's defaults are 30 s and 120 s): the
-// punched path's keepalive (link.punch_keepalive_s, 10 s) refreshes both
-// homes' mappings before they expire, so while the link idles for 40 s each
-// NAT keeps the one two-way mapping the punch made, never without it, never
-// a second one, never another public port; and the path is still the
-// punched one at the end. With keepalives at 15 s (the link's own, a third
-// of link.dead_after_s) the entries lapse between them: then a packet from
-// the other home arrives first at a NAT without the mapping, which records
-// it one-way ([UNREPLIED]) on the public port and so gives this home's next
-// packet another port; the path is broken until both entries expire again.
+// 10 s, 15 s once a flow is a two-way stream, where Linux's defaults are
+// 30 s and 120 s). Linux makes a flow a stream only with a packet more than
+// 2 s after it began, and after the punch the next packet is the first
+// keepalive: a keepalive of 10 s never gets there before the 10 s expire.
+// The punched path's keepalive (link.punch_keepalive_s, 5 s) does, and then
+// refreshes both homes' mappings well within 15 s, so while the link idles
+// for 40 s each NAT keeps the one two-way mapping the punch made: never
+// without it, never a second one, never another public port; and the path
+// is still the punched one at the end. With keepalives at 10 s each mapping
+// expires every cycle: when the other home's packet then reaches a NAT
+// first, the NAT records it one-way ([UNREPLIED]) on the public port and
+// gives this home's next packet another port, and the path is broken until
+// both entries expire again.
 TEST_F(ReachLab, APunchedPathKeepsItsNatMappingsWithShortConntrackTimeouts) {
   PunchLab pl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
   NatLab& lab = pl.lab;
   Node& laptop = pl.laptop;
   for (const char* nat : {"nat-a", "nat-b"}) {
-    ASSERT_EQ(lab.run_in(nat, {"sysctl", "-qw", "net.netfilter.nf_conntrack_udp_timeout=14",
-                               "net.netfilter.nf_conntrack_udp_timeout_stream=14"})
+    ASSERT_EQ(lab.run_in(nat, {"sysctl", "-qw", "net.netfilter.nf_conntrack_udp_timeout=10",
+                               "net.netfilter.nf_conntrack_udp_timeout_stream=15"})
                   .exit_code,
               0);
   }
@@ -766,7 +769,7 @@ TEST_F(ReachLab, APunchedPathKeepsItsNatMappingsWithShortConntrackTimeouts) {
   ASSERT_EQ(peer.value("path_kind", ""), "punched") << peer.dump() << "\nLAPTOP\n" << laptop.daemon().log();
   const std::string path = peer.value("path", "");
 
-  // Sampled every 250 ms for 40 s (almost three keepalives); nothing else
+  // Sampled every 250 ms for 40 s (eight keepalives); nothing else
   // goes over the link meanwhile. The first sample's two-way flow is the
   // mapping; a sample without it, or with any other flow, is a lapse, told
   // with when it happened and what the table held.
@@ -807,7 +810,7 @@ TEST_F(ReachLab, APunchedPathKeepsItsNatMappingsWithShortConntrackTimeouts) {
     EXPECT_EQ(s.lapses, 0) << "of " << samples << " samples, " << nat << "'s mapping had lapsed in " << s.lapses
                            << " (" << s.first_lapse << ")\nLAPTOP\n"
                            << laptop.daemon().log();
-    std::cout << "[ nat      ] " << nat << ": the mapping never had less than " << s.least_left << " s of 14 left ("
+    std::cout << "[ nat      ] " << nat << ": the mapping never had less than " << s.least_left << " s left ("
               << samples << " samples)\n";
   }
   auto after = laptop.yonder_json({"peers"});

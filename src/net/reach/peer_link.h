@@ -127,7 +127,7 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   std::unique_ptr<RelayPaths> relays_;
   std::unique_ptr<PunchPaths> punch_;  // null: link.hole_punching = false
   std::string udp_listen_;
-  std::chrono::milliseconds punch_keepalive_{10'000};  // link.punch_keepalive_s
+  std::chrono::milliseconds punch_keepalive_{5'000};  // link.punch_keepalive_s
   std::optional<PunchPaths::Hooks> punch_hooks_;  // until start() makes punch_
   std::vector<RelaySpec> configured_relays_;
   boost::asio::io_context* io_ = nullptr;

@@ -62,7 +62,9 @@ class PunchPaths {
   // free, else any port. `keepalive`: a punched path sends a QUIC PING after
   // this long without sending (link.punch_keepalive_s), so that both NATs
   // keep its mapping: RFC 4787 asks routers to keep an idle UDP mapping
-  // 2 minutes, but some drop it within 30 s.
+  // 2 minutes, but some drop it within 10 s, and a Linux router gives a
+  // flow its two-way timeout only for a packet more than 2 s after the
+  // flow began (after the punch, the first keepalive).
   PunchPaths(boost::asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks,
              std::string listen, std::string preferred_host, uint16_t preferred_port,
              std::chrono::milliseconds keepalive);
