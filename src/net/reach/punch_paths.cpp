@@ -118,11 +118,6 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
       : io(i), identity(id), link(l), hooks(std::move(h)), listen(std::move(lst)), preferred_host(std::move(ph)),
         preferred_port(pp) {
     quic_config.keepalive = keepalive;
-    // Both ends send a keepalive at least this often, so a punched path
-    // that hears nothing for four of them is gone (a NAT dropped or moved
-    // the mapping, the peer moved): QUIC's idle timeout ends it then and the
-    // link goes back to the relay, instead of waiting out link.dead_after_s.
-    quic_config.idle_timeout = 4 * keepalive;
   }
 
   Status start() {
