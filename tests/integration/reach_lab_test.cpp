@@ -700,9 +700,6 @@ TEST_F(ReachLab, WithUdpBlockedNoPunchIsTriedAndNetcheckSaysWhy) {
 }
 
 
-// The UDP conntrack entries of `nat` (its /proc/net/nf_conntrack) for a flow
-// to or from `other` (the far home's public address): the punched path's
-// mapping, not the relays' STUN flows.
 // A UDP flow in a NAT's conntrack table: its two tuples (original and
 // reply: which public port the NAT gave it), the seconds it has left, and
 // whether the NAT has seen it two-way.
@@ -712,9 +709,10 @@ struct NatFlow {
   bool unreplied = false;
 };
 
-// The UDP flows through `nat` to or from `other`, read from the NAT's
-// conntrack table by a thread inside its namespace (no program is started
-// per sample). Throws if the table cannot be read.
+// The UDP flows through `nat` to or from `other` (the far home's public
+// address: the punched path's mapping, not the relays' STUN flows), read
+// from the NAT's conntrack table by a thread inside its namespace (no
+// program is started per sample). Throws if the table cannot be read.
 std::vector<NatFlow> punched_flows(const NatLab& lab, std::string_view nat, const std::string& other) {
   std::vector<NatFlow> flows;
   lab.in_node(nat, [&] {
@@ -779,13 +777,15 @@ TEST_F(ReachLab, APunchedPathKeepsItsNatMappingsWithShortConntrackTimeouts) {
     std::string first_lapse;
     int least_left = 1'000;
   };
+  const std::pair<std::string, std::string> homes[] = {{"nat-a", lab.address("nat-b")},
+                                                       {"nat-b", lab.address("nat-a")}};  // NAT, the far home
   std::map<std::string, Seen> seen;  // NAT -> what the samples saw
   int samples = 0;
   const auto start = std::chrono::steady_clock::now();
   const auto until = start + 40s;
   while (std::chrono::steady_clock::now() < until) {
     const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    for (auto [nat, other] : {std::pair{"nat-a", lab.address("nat-b")}, std::pair{"nat-b", lab.address("nat-a")}}) {
+    for (const auto& [nat, other] : homes) {
       const auto flows = punched_flows(lab, nat, other);
       Seen& s = seen[nat];
       if (s.mapping.empty() && flows.size() == 1 && !flows[0].unreplied) s.mapping = flows[0].tuples;
@@ -805,7 +805,7 @@ TEST_F(ReachLab, APunchedPathKeepsItsNatMappingsWithShortConntrackTimeouts) {
     std::this_thread::sleep_for(250ms);  // sampling a table: there is no event to wait for
   }
   EXPECT_GT(samples, 40);
-  for (const char* nat : {"nat-a", "nat-b"}) {
+  for (const auto& [nat, other] : homes) {
     const Seen& s = seen[nat];
     EXPECT_EQ(s.lapses, 0) << "of " << samples << " samples, " << nat << "'s mapping had lapsed in " << s.lapses
                            << " (" << s.first_lapse << ")\nLAPTOP\n"
