@@ -4,7 +4,10 @@
 // cuts what is in flight. One event loop, seeded read splits, no sockets.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <set>
@@ -50,8 +53,10 @@ struct SimNode {
 };
 
 // A consumer and a provider, paired, joined by one in-memory carrier.
+// `consumer_dials`: which side runs the carrier's handshake as the dialer
+// (on a punched path, whichever key sorts first).
 struct World {
-  explicit World(uint64_t seed) : consumer(io, "consumer"), provider(io, "provider") {
+  explicit World(uint64_t seed, bool consumer_dials = true) : consumer(io, "consumer"), provider(io, "provider") {
     consumer.policy.pinned.insert(provider.key());
     provider.policy.pinned.insert(consumer.key());
     provider.policy.allowed = {"echo", "hang", "offset"};
@@ -70,8 +75,10 @@ struct World {
     });
     net = memory_channel_pair(io.get_executor(), seed, 1 + seed % 97);
     std::optional<Status> up_c, up_p;
-    consumer.service->adopt_channel(net.a, provider.key(), true, "memory", [&](Status s) { up_c = s; });
-    provider.service->adopt_channel(net.b, consumer.key(), false, "memory", [&](Status s) { up_p = s; });
+    consumer.service->adopt_channel(net.a, provider.key(), consumer_dials, "punched (memory)",
+                                    [&](Status s) { up_c = s; });
+    provider.service->adopt_channel(net.b, consumer.key(), !consumer_dials, "punched (memory)",
+                                    [&](Status s) { up_p = s; });
     run_until([&] { return up_c && up_p; });
     EXPECT_TRUE(up_c && up_c->ok()) << (up_c && !up_c->ok() ? up_c->error().to_string() : "not up");
     EXPECT_TRUE(up_p && up_p->ok()) << (up_p && !up_p->ok() ? up_p->error().to_string() : "not up");
@@ -84,6 +91,20 @@ struct World {
   template <class Done>
   void run_until(Done done) {
     for (int idle = 0; idle < 1000 && !done();) idle = io.poll() == 0 ? idle + 1 : 0;
+  }
+  // As run_until, for what waits on a timer (a redial's backoff).
+  template <class Done>
+  bool run_until_for(Done done, std::chrono::milliseconds within) {
+    const auto end = std::chrono::steady_clock::now() + within;
+    while (!done() && std::chrono::steady_clock::now() < end) io.run_one_for(std::chrono::milliseconds(50));
+    return done();
+  }
+  // The consumer's established session to the provider, if any: its path.
+  std::optional<std::string> consumer_path() const {
+    for (const auto& s : consumer.service->sessions()) {
+      if (s.established && !s.draining) return s.path;
+    }
+    return std::nullopt;
   }
   Result<nlohmann::json> call(const std::string& method, const nlohmann::json& params) {
     std::optional<Result<nlohmann::json>> got;
@@ -157,6 +178,36 @@ TEST(LinkServiceSim, ADenyCutsTheRequestInFlightAndEveryLaterOne) {
   // carrier anyway: the next request fails too.
   auto later = w.call("echo", 1);
   EXPECT_FALSE(later.ok());
+}
+
+// A kept link whose carrier this side accepted (a punched path's QUIC
+// channel is dialled by one side only) is redialled when it drops, like one
+// it dialled: here over a relay-like carrier, since the punched one is gone.
+TEST(LinkServiceSim, AKeptLinkThisSideAcceptedIsRedialledWhenItDrops) {
+  World w(5, /*consumer_dials=*/false);
+  int carriers = 0;
+  w.consumer.service->set_carrier_dialer(
+      [&](const PublicKeyBytes& peer, const std::optional<ShareLink>&, std::function<void(Result<Carrier>)> done) {
+        ++carriers;
+        int fds[2];
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+        w.provider.service->accept_carrier(Carrier{fds[1], "relay via memory", false}, w.consumer.key());
+        EXPECT_EQ(peer, w.provider.key());
+        done(Carrier{fds[0], "relay via memory", true});
+      },
+      std::chrono::milliseconds(0));
+  w.consumer.service->keep_connected(w.provider.key(), {});
+  ASSERT_EQ(w.consumer_path().value_or("none"), "punched (memory)");
+  EXPECT_EQ(carriers, 0) << "an established link is not dialled again";
+
+  w.net.cut();
+  const bool back = w.run_until_for([&] { return w.consumer_path().value_or("") == "relay via memory"; },
+                                    std::chrono::seconds(10));
+  ASSERT_TRUE(back) << "the consumer did not redial; its link is " << w.consumer_path().value_or("down");
+  EXPECT_EQ(carriers, 1);
+  auto r = w.call("echo", 7);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ((*r)["echo"], 7);
 }
 
 }  // namespace

@@ -184,7 +184,12 @@ void LinkService::Impl::on_session_closed(const std::shared_ptr<Session>& sessio
   }
   c.streams.clear();
   if (c.establish_timer) c.establish_timer->cancel();
-  if (c.dialed && keep.count(session->peer()) && !stopped) schedule_redial(session->peer());
+  // A kept peer is redialled whichever side dialled the session that ended:
+  // a punched path's QUIC channel is dialled by one side only, and when it
+  // dies the other side may be the one that keeps the link.
+  if ((c.dialed || session->established()) && keep.count(session->peer()) && !stopped) {
+    schedule_redial(session->peer());
+  }
   // Erase later: callers up the stack may still hold this Conn.
   asio::post(io, [this, key = session.get()] { conns.erase(key); });
 }
