@@ -208,7 +208,8 @@ constexpr std::array kSettings = {
                 "Seconds without sending after which a punched path sends a keepalive (a QUIC PING and its "
                 "acknowledgement, about 30 bytes a second), so that both NATs keep its UDP mapping: RFC 4787 asks "
                 "routers to keep one 2 minutes, but some drop an idle mapping within 10 s, and Linux gives a flow "
-                "its longer two-way timeout only for a packet more than 2 s after it began. 1 to 60."},
+                "its longer two-way timeout only for a packet more than 2 s after it began. A punched path that hears "
+                "nothing for four of them is taken for gone, and the link goes back to the relay. 1 to 60."},
     SettingSpec{"relay.listen", T::kString, "", "off", "YONDER_RELAY_LISTEN", "",
                 "IP:PORT where this yonderd also serves as a relay (the yonder-relay protocol) for its own paired "
                 "peers, e.g. a provider with a public address relaying for peers behind NATs; empty: off."},

@@ -592,6 +592,40 @@ TEST_F(ReachLab, ADeadPunchedPathFallsBackToTheRelayAndLogsResume) {
   EXPECT_FALSE(peer["punch"].value("reason", "").empty()) << peer.dump();
 }
 
+// The same death with the link's own dead-peer check out of reach
+// (link.dead_after_s 600): a punched path that hears nothing for four
+// keepalives (5 s each) is ended by QUIC's idle timeout, so the link is back
+// on the relay within 45 s, where QUIC's own 60 s would have kept it on the
+// dead path, and a job runs there.
+TEST_F(ReachLab, ASilentPunchedPathEndsAfterFourKeepalivesAndTheLinkGoesBackToTheRelay) {
+  PunchLab pl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving}, {{"YONDER_LINK_DEAD_AFTER_S", "600"}});
+  NatLab& lab = pl.lab;
+  Node& laptop = pl.laptop;  // a reference, not a structured binding: the wait's lambda captures it
+  pl.pair({"--scope", "run"});
+  if (HasFatalFailure()) return;
+  auto peer = wait_peer(laptop, [](const json& p) { return p.value("path_kind", "") == "punched"; });
+  ASSERT_EQ(peer.value("path_kind", ""), "punched") << peer.dump();
+
+  ASSERT_EQ(lab.run_in("nat-b", {"iptables", "-I", "FORWARD", "-p", "udp", "-j", "DROP"}).exit_code, 0);
+  const auto silent_at = std::chrono::steady_clock::now();
+  json last;
+  const bool back = wait_until(
+      [&] {
+        auto peers = laptop.yonder_json({"peers"});
+        if (!peers.contains("peers") || peers["peers"].empty()) return false;
+        last = peers["peers"][0];
+        return last.value("path_kind", "") == "relay";
+      },
+      45s, 100ms);
+  ASSERT_TRUE(back) << "still " << last.dump() << "\nLAPTOP\n" << laptop.daemon().log();
+  std::cout << "[ silent   ] the punched path went silent -> back on the relay: "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - silent_at).count() << " s\n";
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh", "-c",
+                          "echo relayed; exit 3"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.out, "relayed\n");
+}
+
 // One home behind a symmetric NAT (a new public port per destination): no
 // punching is attempted, the link stays on the relay, and `yonder peers`
 // says why; jobs run over the relay as before.

@@ -64,12 +64,12 @@ constexpr std::chrono::seconds kFirstBackoff{10};
 constexpr int kOfferRetries = 12;
 constexpr std::chrono::milliseconds kOfferPause{250};
 constexpr std::chrono::minutes kMaxBackoff{10};
-// Why no punch is tried: the NAT check got no public UDP address.
 // Why no punch is tried: UDP cannot tell, TCP says symmetric.
 constexpr std::string_view kSymmetricOverTcp =
     "the NAT picked a new public port for each TCP connection (a relay's registrations; with one relay the UDP "
     "check cannot tell), so it most likely does over UDP too: links stay on the relay (a second relay at another "
     "address in link.relays lets the UDP check decide)";
+// Why no punch is tried: the NAT check got no public UDP address.
 constexpr std::string_view kNoPublicUdp =
     "this node has no public UDP address (no relay answered over UDP; UDP may be blocked on this network), so a "
     "direct path cannot be punched; links stay on the relay";
@@ -118,6 +118,11 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
       : io(i), identity(id), link(l), hooks(std::move(h)), listen(std::move(lst)), preferred_host(std::move(ph)),
         preferred_port(pp) {
     quic_config.keepalive = keepalive;
+    // Both ends send a keepalive at least this often, so a punched path
+    // that hears nothing for four of them is gone (a NAT dropped or moved
+    // the mapping, the peer moved): QUIC's idle timeout ends it then and the
+    // link goes back to the relay, instead of waiting out link.dead_after_s.
+    quic_config.idle_timeout = 4 * keepalive;
   }
 
   Status start() {

@@ -64,7 +64,9 @@ class PunchPaths {
   // keep its mapping: RFC 4787 asks routers to keep an idle UDP mapping
   // 2 minutes, but some drop it within 10 s, and a Linux router gives a
   // flow its two-way timeout only for a packet more than 2 s after the
-  // flow began (after the punch, the first keepalive).
+  // flow began (after the punch, the first keepalive). A punched path that
+  // hears nothing for four keepalives ends (QUIC's idle timeout), and the
+  // link goes back to the relay.
   PunchPaths(boost::asio::io_context& io, const Identity& identity, link::LinkService& link, Hooks hooks,
              std::string listen, std::string preferred_host, uint16_t preferred_port,
              std::chrono::milliseconds keepalive);
