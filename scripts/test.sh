@@ -17,9 +17,11 @@ cd "$(dirname "$0")/.."
 label=${1:-}
 jobs=$(nproc)
 
+start=$(date +%s)
 scripts/setup.sh
 scripts/services.sh
 scripts/build-test-image.sh  # the executor tests' image (docker import; no registry)
+echo "=== set up (packages, services, test image) after $(( $(date +%s) - start ))s"
 export YONDER_REQUIRE_DOCKER=1
 export YONDER_REQUIRE_PODMAN=1  # setup.sh installed podman: the Podman executor tests must run (they start their own service)
 export YONDER_REQUIRE_SLURM=1  # services.sh started scripts/slurm.sh's cluster: the Slurm tests must run
@@ -32,19 +34,27 @@ export YONDER_REQUIRE_NETNS=1  # CI runs as root: the NAT-lab and other network-
 # if it fails.
 bg_pid=""
 bg_log=""
+bg_began=0
 bg_start() {  # bg_start PRESET LOG [cmake --build args...]
   local preset=$1 log=$2
   shift 2
   cmake --preset "$preset" >/dev/null
   bg_log=$log
   echo "=== $preset: building behind the tests (log: $log)"
-  setsid -w nice -n 19 cmake --build --preset "$preset" -j "$jobs" "$@" >"$log" 2>&1 &
+  bg_began=$(date +%s)
+  rm -f "$log.end"
+  # The build writes when it ended, so bg_wait can say whether the tests
+  # or the build held the stage up.
+  setsid -w nice -n 19 sh -c 'cmake --build "$@"; rc=$?; date +%s >"$0"; exit $rc' "$log.end" \
+    --preset "$preset" -j "$jobs" "$@" >"$log" 2>&1 &
   bg_pid=$!
 }
 bg_wait() {  # bg_wait PRESET: the background build's result
   local preset=$1 rc=0
   [ -n "$bg_pid" ] || return 0
   renice -n 0 -g "$bg_pid" >/dev/null 2>&1 || true  # the tests are done: full speed
+  local tests_done
+  tests_done=$(date +%s)
   wait "$bg_pid" || rc=$?
   bg_pid=""
   if [ "$rc" -ne 0 ]; then
@@ -52,7 +62,11 @@ bg_wait() {  # bg_wait PRESET: the background build's result
     echo "=== $preset: build FAILED (whole log: $bg_log)" >&2
     exit "$rc"
   fi
-  echo "=== $preset: built ($(grep -c '^\[' "$bg_log" || true) steps)"
+  local ended
+  ended=$(cat "$bg_log.end" 2>/dev/null || date +%s)
+  local held="the tests it ran behind ended $((tests_done - ended))s later"
+  [ "$ended" -le "$tests_done" ] || held="it ended $((ended - tests_done))s after the tests it ran behind"
+  echo "=== $preset: built ($(grep -c '^\[' "$bg_log" || true) steps) in $((ended - bg_began))s; $held"
 }
 bg_stop() {
   if [ -n "$bg_pid" ]; then kill -- -"$bg_pid" 2>/dev/null || true; fi
@@ -100,7 +114,6 @@ ctest_stage() {  # ctest_stage PRESET [ctest args...]
   fi
 }
 
-start=$(date +%s)
 if [ -n "$label" ]; then
   # A label: each stage builds everything and runs what carries it.
   for preset in dev asan; do
@@ -123,6 +136,7 @@ echo "=== dev: configure and build (the programs, and the tests labelled plain o
 cmake --preset dev >/dev/null
 mapfile -t targets < <(dev_targets)
 cmake --build --preset dev -j "$jobs" --target "${targets[@]}"
+echo "=== dev: built after $(( $(date +%s) - start ))s"
 bg_start asan build/asan-build.log
 ctest_stage dev --no-tests=error -L '^(plain|bench)$'
 echo "=== dev passed after $(( $(date +%s) - start ))s"
