@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
       "their public address, signal their peers and get byte pipes carrying their own end-to-end TLS."};
   RelayOptions o;
   auto& c = o.config;
-  std::string node_rate = "50M", node_burst = "4M";
+  std::string node_rate = "50M", node_burst = "4M", total_rate = "0", total_burst = "4M";
   std::vector<std::string> rate_for;
   uint32_t handshake_s = 10, idle_s = 90, pipe_idle_s = 300, pipe_request_s = 30;
   std::string handshake_text, idle_text, pipe_idle_text, pipe_request_text;
@@ -52,6 +52,12 @@ int main(int argc, char** argv) {
   app.add_option("--node-rate", node_rate, "bytes a second each node may send through pipes, like 50M; 0: no limit")
       ->capture_default_str();
   app.add_option("--node-burst", node_burst, "bytes a node may send at once before --node-rate applies")
+      ->capture_default_str();
+  app.add_option("--total-rate", total_rate,
+                 "bytes a second all nodes together may send through pipes, like 100M (each node stays under "
+                 "--node-rate within it); 0: no limit")
+      ->capture_default_str();
+  app.add_option("--total-burst", total_burst, "bytes all nodes may send at once before --total-rate applies")
       ->capture_default_str();
   app.add_option("--node-rate-for", rate_for, "NODE_ID=RATE: another rate for one node (0: no limit); repeatable");
   app.add_option("--message-rate", c.message_rate, "control messages a second per connection")->capture_default_str();
@@ -90,6 +96,8 @@ int main(int argc, char** argv) {
   std::string why;
   if (!parse_rate(node_rate, c.node_rate, why)) return bad("--node-rate: " + why);
   if (!parse_rate(node_burst, c.node_burst, why)) return bad("--node-burst: " + why);
+  if (!parse_rate(total_rate, c.total_rate, why)) return bad("--total-rate: " + why);
+  if (!parse_rate(total_burst, c.total_burst, why)) return bad("--total-burst: " + why);
   for (const auto& item : rate_for) {
     size_t eq = item.find('=');
     if (eq == std::string::npos) return bad("--node-rate-for wants NODE_ID=RATE, not " + item);

@@ -355,6 +355,12 @@ int cmd_netcheck(const Context& ctx) {
                 rs.value("address", "").c_str(), static_cast<unsigned long long>(rs.value("nodes", 0)),
                 static_cast<unsigned long long>(rs.value("pipes", 0)), rs.value("address", "").c_str(),
                 rs.value("node_id", "").c_str());
+    auto rate = [](double bytes_per_s) {
+      return bytes_per_s <= 0 ? std::string("no limit") : format_size(static_cast<uint64_t>(bytes_per_s)) + "/s";
+    };
+    std::printf("            limits %s per peer, %s in all (relay.peer_rate_mb, relay.total_rate_mb); %s relayed\n",
+                rate(rs.value("peer_rate", 0.0)).c_str(), rate(rs.value("total_rate", 0.0)).c_str(),
+                format_size(rs.value("bytes_relayed", uint64_t{0})).c_str());
   }
   if (r->contains("port_mapping")) {
     const auto& pm = (*r)["port_mapping"];

@@ -213,6 +213,13 @@ constexpr std::array kSettings = {
     SettingSpec{"relay.listen", T::kString, "", "off", "YONDER_RELAY_LISTEN", "",
                 "IP:PORT where this yonderd also serves as a relay (the yonder-relay protocol) for its own paired "
                 "peers, e.g. a provider with a public address relaying for peers behind NATs; empty: off."},
+    SettingSpec{"relay.peer_rate_mb", T::kInt, "10", "10", "YONDER_RELAY_PEER_RATE_MB", "",
+                "With relay.listen: megabytes a second each peer may send through this node's relay (charged to "
+                "the sender, so one peer's bulk transfer slows only its own pipes); 0: no limit."},
+    SettingSpec{"relay.total_rate_mb", T::kInt, "25", "25", "YONDER_RELAY_TOTAL_RATE_MB", "",
+                "With relay.listen: megabytes a second all peers together may send through this node's relay, so "
+                "relaying leaves the owner the rest of the uplink; each peer stays under relay.peer_rate_mb within "
+                "it; 0: no limit."},
     SettingSpec{"link.rate_burst", T::kInt, "200", "200", "", "",
                 "Requests a peer may send in a burst before the rate limit applies."},
     SettingSpec{"link.rate_per_second", T::kInt, "100", "100", "", "",

@@ -89,15 +89,21 @@ void Pipe::pump(int from) {
 
 std::optional<uint64_t> Pipe::budget(int from, uint64_t want) {
   End& src = ends_[from];
-  TokenBucket& bucket = src.budget->bucket;
-  if (bucket.unlimited()) return want;
+  TokenBucket& node = src.budget->bucket;
+  TokenBucket& total = server_->total_budget;
+  if (node.unlimited() && total.unlimited()) return want;
   auto now = std::chrono::steady_clock::now();
-  uint64_t min_read = std::min<uint64_t>(kMinThrottledRead, static_cast<uint64_t>(bucket.burst()));
-  uint64_t available = bucket.available(now);
+  // The read fits both the node's budget and the relay's (an unlimited one
+  // is always available).
+  uint64_t min_read = kMinThrottledRead;
+  if (!node.unlimited()) min_read = std::min(min_read, static_cast<uint64_t>(node.burst()));
+  if (!total.unlimited()) min_read = std::min(min_read, static_cast<uint64_t>(total.burst()));
+  min_read = std::max<uint64_t>(min_read, 1);
+  uint64_t available = std::min(node.available(now), total.available(now));
   if (available >= min_read) return std::min(want, available);
   ++server_->metrics.throttled_total;
   if (!src.throttle) src.throttle = std::make_unique<asio::steady_timer>(server_->io);
-  src.throttle->expires_after(bucket.wait_for(min_read, now));
+  src.throttle->expires_after(std::max(node.wait_for(min_read, now), total.wait_for(min_read, now)));
   auto self = shared_from_this();
   src.throttle->async_wait([this, self, from](boost::system::error_code ec) {
     if (!ec && !closed_) pump(from);
@@ -127,6 +133,7 @@ void Pipe::pump_copy(int from) {
                                 End& d = ends_[1 - from];
                                 if (n > 0) {
                                   s.budget->bucket.consume(n);
+                                  server_->total_budget.consume(n);
                                   s.bytes += n;
                                   server_->metrics.bytes_relayed_total += n;
                                   last_activity_ = std::chrono::steady_clock::now();
@@ -183,6 +190,7 @@ void Pipe::pump_splice(int from) {
     if (n > 0) {
       auto got = static_cast<uint64_t>(n);
       s.budget->bucket.consume(got);
+      server_->total_budget.consume(got);
       s.bytes += got;
       server_->metrics.bytes_relayed_total += got;
       last_activity_ = std::chrono::steady_clock::now();

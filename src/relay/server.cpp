@@ -46,7 +46,8 @@ RelayServer::Impl::Impl(asio::io_context& io_ctx, const Identity& identity, Rela
       config(std::move(c)),
       registry(config.registry, random_ticket),
       housekeeping(io_ctx),
-      last_sweep(std::chrono::steady_clock::now()) {}
+      last_sweep(std::chrono::steady_clock::now()),
+      total_budget(config.total_rate, config.total_burst, last_sweep) {}
 
 RelayServer::RelayServer(asio::io_context& io, const Identity& identity, RelayConfig config)
     : impl_(std::make_shared<Impl>(io, identity, std::move(config))) {}

@@ -40,6 +40,11 @@ struct RelayConfig {
   double node_rate = 50e6;
   double node_burst = 4 * 1024 * 1024;
   std::map<PublicKeyBytes, double> node_rate_overrides;  // per key (0: no limit)
+  // Bytes a second all nodes together may send through pipes (0: no limit),
+  // and the burst: a relay on a home connection leaves its owner the rest
+  // of the uplink. Each node stays under its own rate within it.
+  double total_rate = 0;
+  double total_burst = 4 * 1024 * 1024;
   // Control messages per connection (signal, pipe, peers, ping): burst and rate.
   double message_burst = 100;
   double message_rate = 20;

@@ -119,6 +119,7 @@ struct RelayServer::Impl : std::enable_shared_from_this<RelayServer::Impl> {
   std::map<ConnId, std::shared_ptr<NodeConn>> conns;
   std::map<PipeId, std::shared_ptr<Pipe>> pipes;
   std::map<PublicKeyBytes, std::shared_ptr<NodeBudget>> budgets;
+  TokenBucket total_budget;  // all pipes together (config.total_rate)
   std::shared_ptr<size_t> open_connections = std::make_shared<size_t>(0);
   uint64_t next_id = 1;
   bool stopped = false;

@@ -112,6 +112,9 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   pl->mapped_paths_ =
       std::make_unique<MappedPaths>(io, *pl->service_, *pl->relays_, cfg.get_bool("link.port_mapping"));
   pl->relay_listen_ = cfg.get("relay.listen");
+  constexpr double kMB = 1e6;
+  pl->relay_peer_rate_ = static_cast<double>(std::max<int64_t>(cfg.get_int("relay.peer_rate_mb"), 0)) * kMB;
+  pl->relay_total_rate_ = static_cast<double>(std::max<int64_t>(cfg.get_int("relay.total_rate_mb"), 0)) * kMB;
   pl->trust_.on_peers_changed([self] { self->relay_peers_changed(); });
   pl->service_->on_established([self](const PublicKeyBytes& peer, const std::string& path) {
     // A peer reached through a relay learns of our mapped port at once.
@@ -169,7 +172,11 @@ nlohmann::json PeerLink::relay_server_state() const {
           {"address", ep.address().to_string() + ":" + std::to_string(ep.port())},
           {"node_id", identity_.node_id().to_string()},
           {"nodes", g.nodes},
-          {"pipes", g.pipes}};
+          {"pipes", g.pipes},
+          {"peer_rate", relay_peer_rate_},    // bytes/s, 0: no limit
+          {"total_rate", relay_total_rate_},  // bytes/s, 0: no limit
+          {"bytes_relayed", relay_server_->metrics().bytes_relayed_total},
+          {"throttled", relay_server_->metrics().throttled_total}};
 }
 
 void PeerLink::audit_relay_use(const PublicKeyBytes& peer, const std::string& path) {
@@ -225,6 +232,8 @@ Status PeerLink::start() {
     // A relay for our own peers only: the key its TLS proves is ours, so
     // peers pin it with our node id.
     relay::RelayConfig rc;
+    rc.node_rate = relay_peer_rate_;
+    rc.total_rate = relay_total_rate_;
     rc.accept_node = [this](const PublicKeyBytes& key) {
       const peers::PeerRecord* p = store_.find(key);
       return key == identity_.public_key() || (p != nullptr && !p->denied());

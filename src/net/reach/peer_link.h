@@ -132,6 +132,8 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   std::vector<RelaySpec> configured_relays_;
   boost::asio::io_context* io_ = nullptr;
   std::string relay_listen_;
+  double relay_peer_rate_ = 0;   // bytes/s per peer through relay_server_ (0: no limit)
+  double relay_total_rate_ = 0;  // bytes/s all peers together (0: no limit)
   std::unique_ptr<relay::RelayServer> relay_server_;
   // The relay path each peer's link last ran over, so the audit log records
   // a change of relay, not every redial (event loop only).
