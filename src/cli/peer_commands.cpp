@@ -361,6 +361,10 @@ int cmd_netcheck(const Context& ctx) {
     std::printf("            limits %s per peer, %s in all (relay.peer_rate_mb, relay.total_rate_mb); %s relayed\n",
                 rate(rs.value("peer_rate", 0.0)).c_str(), rate(rs.value("total_rate", 0.0)).c_str(),
                 format_size(rs.value("bytes_relayed", uint64_t{0})).c_str());
+    const uint64_t cap = rs.value("monthly_cap", uint64_t{0});
+    std::printf("            this month %s of %s (relay.monthly_gb)\n",
+                format_size(rs.value("month_bytes", uint64_t{0})).c_str(),
+                cap == 0 ? "no cap" : format_size(cap).c_str());
   }
   if (r->contains("port_mapping")) {
     const auto& pm = (*r)["port_mapping"];

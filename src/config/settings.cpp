@@ -220,6 +220,10 @@ constexpr std::array kSettings = {
                 "With relay.listen: megabytes a second all peers together may send through this node's relay, so "
                 "relaying leaves the owner the rest of the uplink; each peer stays under relay.peer_rate_mb within "
                 "it; 0: no limit."},
+    SettingSpec{"relay.monthly_gb", T::kInt, "100", "100", "YONDER_RELAY_MONTHLY_GB", "",
+                "With relay.listen: gigabytes (10^9 bytes) this node's relay may carry for its peers in a calendar "
+                "month (UTC), both directions, kept across restarts in relay-usage.json in the state folder; at the "
+                "cap its pipes close and new ones are refused with the reason until the month turns; 0: no cap."},
     SettingSpec{"link.rate_burst", T::kInt, "200", "200", "", "",
                 "Requests a peer may send in a burst before the rate limit applies."},
     SettingSpec{"link.rate_per_second", T::kInt, "100", "100", "", "",

@@ -26,6 +26,21 @@ Status make_dirs(const std::string& path, unsigned mode) {
   return ok_status();
 }
 
+Status write_file_atomically(const std::string& path, std::string_view text, unsigned mode) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return make_error(ErrorCode::kPermissionDenied, "cannot write " + tmp + ": " + std::strerror(errno));
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int why = ok ? errno : err;
+    ::unlink(tmp.c_str());
+    return make_error(ErrorCode::kResourceExhausted, "cannot write " + path + ": " + std::strerror(why));
+  }
+  return ok_status();
+}
+
 Status make_dirs_beneath(const std::string& root, const std::string& relative, unsigned mode, int uid, int gid) {
   int dir = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) {

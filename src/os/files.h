@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "base/error.h"
 
@@ -16,6 +17,11 @@ Status make_dirs(const std::string& path, unsigned mode);
 // uid:gid. kFailedPrecondition names a component that exists but is not a
 // folder (or is a link).
 Status make_dirs_beneath(const std::string& root, const std::string& relative, unsigned mode, int uid, int gid);
+
+// Replaces the file `path` with `text` so that a crash leaves the old
+// contents or the new, never a part: writes PATH.tmp with `mode`, syncs it
+// to disk, and renames it over PATH.
+Status write_file_atomically(const std::string& path, std::string_view text, unsigned mode);
 
 // Holds an exclusive flock on a file while alive (one daemon per state folder).
 class FileLock {

@@ -213,6 +213,7 @@ void NodeConn::handle(const SendSignal& m) {
 void NodeConn::handle(const RequestPipe& m) {
   if (!spend_message_token(m.id)) return;
   ++server_->metrics.pipe_requests_total;
+  if (auto spent = server_->monthly_refusal()) return refuse(m.id, *spent);
   auto outcome = server_->registry.request_pipe(id_, m.id, m.to, std::chrono::steady_clock::now(), m.rendezvous);
   if (auto* no = refusal_of(outcome)) return refuse(m.id, *no);
   auto& o = std::get<Registry::PipeOutcome>(outcome);

@@ -134,6 +134,7 @@ void Pipe::pump_copy(int from) {
                                 if (n > 0) {
                                   s.budget->bucket.consume(n);
                                   server_->total_budget.consume(n);
+                                  if (!server_->charge_month(n)) return;  // the cap closed the pipe
                                   s.bytes += n;
                                   server_->metrics.bytes_relayed_total += n;
                                   last_activity_ = std::chrono::steady_clock::now();
@@ -191,6 +192,7 @@ void Pipe::pump_splice(int from) {
       auto got = static_cast<uint64_t>(n);
       s.budget->bucket.consume(got);
       server_->total_budget.consume(got);
+      if (!server_->charge_month(got)) return;  // the cap closed the pipe
       s.bytes += got;
       server_->metrics.bytes_relayed_total += got;
       last_activity_ = std::chrono::steady_clock::now();

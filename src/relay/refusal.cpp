@@ -9,7 +9,7 @@ constexpr std::array<const char*, kReasonCount> kNames = {
     "identity_mismatch",     "not_registered", "not_declared", "peer_unavailable", "too_many_connections",
     "node_connection_limit", "too_many_pipes", "pipe_pending", "pipe_timeout",     "bad_ticket",
     "rate_limited",          "too_large",      "bad_message",  "too_many_peers",   "idle_timeout",
-    "slow_reader",           "shutting_down",           "not_allowed",
+    "slow_reader",           "shutting_down",           "not_allowed",      "monthly_cap_reached",
 };
 
 }  // namespace
@@ -44,7 +44,8 @@ ErrorCode reason_error_code(Reason reason) {
     case Reason::kRateLimited:
     case Reason::kTooLarge:
     case Reason::kTooManyPeers:
-    case Reason::kSlowReader: return ErrorCode::kResourceExhausted;
+    case Reason::kSlowReader:
+    case Reason::kMonthlyCapReached: return ErrorCode::kResourceExhausted;
   }
   return ErrorCode::kInternal;
 }

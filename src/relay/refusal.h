@@ -36,8 +36,9 @@ enum class Reason {
   kSlowReader,           // the node does not read what the relay sends it
   kShuttingDown,         // the relay is stopping
   kNotAllowed,           // this relay serves only some nodes (a yonderd relaying for its own peers)
+  kMonthlyCapReached,    // the relay carried its monthly allowance (monthly_allowance.h)
 };
-constexpr int kReasonCount = static_cast<int>(Reason::kNotAllowed) + 1;
+constexpr int kReasonCount = static_cast<int>(Reason::kMonthlyCapReached) + 1;
 
 // "identity_mismatch", "not_declared", ... (wire form and metric label).
 const char* reason_name(Reason reason);

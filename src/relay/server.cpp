@@ -47,7 +47,46 @@ RelayServer::Impl::Impl(asio::io_context& io_ctx, const Identity& identity, Rela
       registry(config.registry, random_ticket),
       housekeeping(io_ctx),
       last_sweep(std::chrono::steady_clock::now()),
-      total_budget(config.total_rate, config.total_burst, last_sweep) {}
+      total_budget(config.total_rate, config.total_burst, last_sweep),
+      allowance(config.monthly_bytes, config.monthly_usage) {}
+
+namespace {
+std::string this_month() { return utc_month(std::chrono::system_clock::now()); }
+}  // namespace
+
+void RelayServer::Impl::report_usage() {
+  unreported = 0;
+  if (config.on_monthly_usage) config.on_monthly_usage(allowance.usage());
+}
+
+bool RelayServer::Impl::charge_month(uint64_t n) {
+  const std::string month = this_month();
+  const bool was_open = allowance.open(month);
+  allowance.charge(n, month);
+  unreported += n;
+  if (allowance.open(month)) {
+    if (unreported >= kMonthlyUsageReport) report_usage();
+    return true;
+  }
+  if (was_open) {
+    spdlog::warn("relay: carried its monthly allowance ({} bytes in {}); closing its {} pipe(s) and taking no new "
+                 "ones until the month turns (UTC)",
+                 allowance.cap(), month, pipes.size());
+    report_usage();
+    auto all = pipes;  // close() removes each from `pipes`
+    for (auto& [id, pipe] : all) pipe->close(PipeStatus::kRefused, "the relay's monthly allowance is used up");
+  }
+  return false;
+}
+
+std::optional<Refusal> RelayServer::Impl::monthly_refusal() const {
+  const std::string month = this_month();
+  if (allowance.open(month)) return std::nullopt;
+  return Refusal{Reason::kMonthlyCapReached,
+                 "this relay has carried its monthly allowance (" + std::to_string(allowance.cap()) + " bytes in " +
+                     month + "); it takes pipes again when the month turns (UTC), or when its operator raises "
+                             "the cap; meanwhile use another relay or a direct path"};
+}
 
 RelayServer::RelayServer(asio::io_context& io, const Identity& identity, RelayConfig config)
     : impl_(std::make_shared<Impl>(io, identity, std::move(config))) {}
@@ -133,6 +172,9 @@ const Metrics& RelayServer::metrics() const {
 }
 Gauges RelayServer::gauges() const {
   return impl_->gauges();
+}
+MonthlyUsage RelayServer::monthly_usage() const {
+  return impl_->allowance.usage();
 }
 std::string RelayServer::metrics_text() const {
   return render_prometheus(impl_->metrics, impl_->gauges());
@@ -346,6 +388,7 @@ void RelayServer::Impl::housekeep() {
 void RelayServer::Impl::stop() {
   if (stopped) return;
   stopped = true;
+  if (unreported > 0) report_usage();
   boost::system::error_code ignored;
   if (acceptor) acceptor->close(ignored);
   if (metrics_http) metrics_http->stop();

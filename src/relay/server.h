@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "crypto/identity.h"
 #include "relay/metrics.h"
+#include "relay/monthly_allowance.h"
 #include "relay/registry.h"
 
 namespace boost::asio {
@@ -45,6 +46,13 @@ struct RelayConfig {
   // of the uplink. Each node stays under its own rate within it.
   double total_rate = 0;
   double total_burst = 4 * 1024 * 1024;
+  // Bytes all pipes may carry in a calendar month, UTC (0: no cap), and what
+  // they carried before this server started (the embedder keeps it on disk:
+  // it hears the usage through on_monthly_usage after every
+  // kMonthlyUsageReport bytes, when the cap is reached, and at stop()).
+  uint64_t monthly_bytes = 0;
+  MonthlyUsage monthly_usage;
+  std::function<void(const MonthlyUsage&)> on_monthly_usage;
   // Control messages per connection (signal, pipe, peers, ping): burst and rate.
   double message_burst = 100;
   double message_rate = 20;
@@ -62,6 +70,9 @@ struct RelayConfig {
   // its own peers); others are refused with not_allowed after the handshake.
   std::function<bool(const PublicKeyBytes&)> accept_node;
 };
+
+// How many bytes a pipe carries between two reports of the monthly usage.
+constexpr uint64_t kMonthlyUsageReport = 16 * 1024 * 1024;
 
 class RelayServer {
  public:
@@ -94,6 +105,8 @@ class RelayServer {
   void set_tap(Tap tap);
   const Metrics& metrics() const;
   Gauges gauges() const;
+  // What the pipes carried in the month they last carried anything.
+  MonthlyUsage monthly_usage() const;
   std::string metrics_text() const;
 
   struct Impl;

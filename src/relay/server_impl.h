@@ -120,6 +120,14 @@ struct RelayServer::Impl : std::enable_shared_from_this<RelayServer::Impl> {
   std::map<PipeId, std::shared_ptr<Pipe>> pipes;
   std::map<PublicKeyBytes, std::shared_ptr<NodeBudget>> budgets;
   TokenBucket total_budget;  // all pipes together (config.total_rate)
+  MonthlyAllowance allowance;
+  uint64_t unreported = 0;  // bytes charged since on_monthly_usage last heard
+  // Charges `n` bytes a pipe carried to the month; at the cap, closes every
+  // pipe. False once the cap is reached (the caller's pipe is closed too).
+  bool charge_month(uint64_t n);
+  // Refuses a new pipe when the month's cap is reached (nothing otherwise).
+  std::optional<Refusal> monthly_refusal() const;
+  void report_usage();
   std::shared_ptr<size_t> open_connections = std::make_shared<size_t>(0);
   uint64_t next_id = 1;
   bool stopped = false;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -127,6 +128,55 @@ TEST(YonderdRelay, ABulkTransferThroughThePeersRelayIsHeldToItsRate) {
   EXPECT_GT(after["relay_server"].value("throttled", 0), 0) << after.dump();
   auto text = hub.yonder({"netcheck"});
   EXPECT_NE(text.out.find("limits 1.9 MiB/s per peer, 2.9 MiB/s in all"), std::string::npos) << text.out;
+}
+
+// What the relay carried this month is kept in the state folder across a
+// restart (relay.monthly_gb counts against it); a record that cannot be
+// read is set aside, not trusted and not lost, and the count starts again.
+TEST(YonderdRelay, TheMonthlyUsageIsKeptAcrossRestartsAndADamagedRecordIsSetAside) {
+  TempDir dir;
+  Node hub(dir, "hub", false, {{"YONDER_RELAY_LISTEN", "127.0.0.1:0"}, {"YONDER_RELAY_MONTHLY_GB", "3"}});
+  auto nc = hub.yonder_json({"netcheck"});
+  ASSERT_EQ(nc["relay_server"].value("state", ""), "on") << nc.dump();
+  EXPECT_EQ(nc["relay_server"].value("monthly_cap", uint64_t{0}), 3'000'000'000ull) << nc.dump();
+  EXPECT_EQ(nc["relay_server"].value("month_bytes", uint64_t{1}), 0u) << nc.dump();
+  const std::string month = nc["relay_server"].value("month", "");
+  std::string pin = nc["relay_server"]["address"].get<std::string>() + "@" +
+                    nc["relay_server"]["node_id"].get<std::string>();
+  Node studio(dir, "studio", false, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_RELAYS", pin}}, "[link]\nlisten = \"\"\n");
+  Node laptop(dir, "laptop", false, {{"YONDER_LINK_RELAYS", pin}});
+  studio.pair_with(hub, {"--scope", "run"});
+  laptop.pair_with(hub, {"--scope", "run"});
+  for (const Node* n : {&studio, &laptop}) {
+    auto r = wait_relay(*n, [](const json& j) { return j.value("state", "") == "registered"; });
+    ASSERT_EQ(r.value("state", ""), "registered") << r.dump();
+  }
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  auto speed = laptop.yonder_json({"speedtest", "studio", "--bytes", "4M"});
+  ASSERT_TRUE(speed.contains("bytes")) << speed.dump();
+  auto before = hub.yonder_json({"netcheck"})["relay_server"];
+  const uint64_t carried = before.value("month_bytes", uint64_t{0});
+  EXPECT_GE(carried, uint64_t{4} << 20) << before.dump();
+
+  hub.restart();
+  const std::string file = hub.home() + "/relay-usage.json";
+  std::string kept;
+  std::getline(std::ifstream(file), kept);
+  EXPECT_NE(kept.find("\"month\":\"" + month + "\""), std::string::npos) << kept;
+  auto after = hub.yonder_json({"netcheck"})["relay_server"];
+  EXPECT_GE(after.value("month_bytes", uint64_t{0}), carried) << after.dump();
+  auto text = hub.yonder({"netcheck"});
+  EXPECT_NE(text.out.find("this month"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("of 2.8 GiB (relay.monthly_gb)"), std::string::npos) << text.out;
+
+  std::ofstream(file, std::ios::trunc) << "{\"month\": \"" << month << "\", \"bytes\": -5}\n";
+  hub.restart();
+  EXPECT_EQ(hub.yonder_json({"netcheck"})["relay_server"].value("month_bytes", uint64_t{1}), 0u);
+  std::string aside;
+  std::getline(std::ifstream(file + ".damaged"), aside);
+  EXPECT_NE(aside.find("-5"), std::string::npos) << "the damaged record is kept aside: " << aside;
+  EXPECT_NE(hub.daemon().log().find("set aside"), std::string::npos) << hub.daemon().log();
 }
 
 }  // namespace

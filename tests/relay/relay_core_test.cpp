@@ -4,6 +4,7 @@
 
 #include "crypto/identity.h"
 #include "relay/metrics.h"
+#include "relay/monthly_allowance.h"
 #include "relay/path_hint.h"
 #include "relay/protocol.h"
 #include "relay/registry.h"
@@ -19,6 +20,63 @@ PublicKeyBytes key(uint8_t n) {
   PublicKeyBytes k{};
   k.fill(n);
   return k;
+}
+
+// --- the monthly allowance
+
+TEST(MonthlyAllowance, ClosesAtTheCapAndOpensAgainWhenTheMonthTurns) {
+  MonthlyAllowance a(1000, MonthlyUsage{"2026-11", 900});
+  EXPECT_EQ(a.used("2026-11"), 900u);
+  EXPECT_TRUE(a.open("2026-11"));
+  a.charge(99, "2026-11");
+  EXPECT_TRUE(a.open("2026-11"));
+  a.charge(1, "2026-11");
+  EXPECT_FALSE(a.open("2026-11")) << "1000 of 1000 carried";
+  EXPECT_TRUE(a.open("2026-12")) << "a new month has nothing carried";
+  a.charge(10, "2026-12");
+  EXPECT_EQ(a.usage(), (MonthlyUsage{"2026-12", 10}));
+  EXPECT_EQ(a.used("2026-11"), 0u) << "only the month last charged is kept";
+}
+
+TEST(MonthlyAllowance, WithoutACapItCountsAndStaysOpen) {
+  MonthlyAllowance a(0, {});
+  a.charge(UINT64_MAX - 1, "2026-12");
+  a.charge(10, "2026-12");
+  EXPECT_EQ(a.used("2026-12"), UINT64_MAX) << "the count saturates";
+  EXPECT_TRUE(a.open("2026-12"));
+}
+
+TEST(MonthlyAllowance, MonthsAreUtc) {
+  using namespace std::chrono;
+  auto t = sys_days{year{2026} / 12 / 31} + hours{23} + minutes{59};
+  EXPECT_EQ(utc_month(t), "2026-12");
+  EXPECT_EQ(utc_month(t + minutes{1}), "2027-01");
+  EXPECT_EQ(utc_month(sys_days{year{1999} / 3 / 1}), "1999-03");
+}
+
+TEST(MonthlyUsageRecord, RoundTripsAndRefusesDamagedRecordsNamingTheField) {
+  MonthlyUsage u{"2026-12", 123456789012ull};
+  auto back = decode_monthly_usage(encode_monthly_usage(u));
+  ASSERT_TRUE(back) << back.error().to_string();
+  EXPECT_EQ(*back, u);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "not a JSON object"},
+      {"[1]", "not a JSON object"},
+      {R"({"bytes": 1})", "\"month\""},
+      {R"({"month": "2026-13", "bytes": 1})", "\"month\""},
+      {R"({"month": "26-12", "bytes": 1})", "\"month\""},
+      {R"({"month": "2026-12", "bytes": -1})", "\"bytes\""},
+      {R"({"month": "2026-12", "bytes": "1"})", "\"bytes\""},
+      {R"({"month": "2026-12"})", "\"bytes\""},
+      {std::string(kMaxUsageText + 1, ' '), "over"},
+  };
+  for (const auto& [text, names] : bad) {
+    auto r = decode_monthly_usage(text);
+    ASSERT_FALSE(r) << text;
+    EXPECT_EQ(r.error().code(), ErrorCode::kDataLoss) << text;
+    EXPECT_NE(r.error().message().find(names), std::string::npos) << text << ": " << r.error().message();
+    EXPECT_NE(r.error().message().find("remove the file"), std::string::npos) << r.error().message();
+  }
 }
 
 // --- token bucket

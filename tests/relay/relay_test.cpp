@@ -508,6 +508,49 @@ TEST_F(RelayTest, TotalBandwidthLimitHoldsAcrossNodesAndEachKeepsItsShare) {
   EXPECT_EQ(b_got, b_data);
 }
 
+// The monthly allowance: the relay starts with this month nearly used up,
+// a transfer over what is left is cut, the next pipe is refused with the
+// reason, and the usage it reports (for the embedder to keep) is the cap.
+TEST_F(RelayTest, AtTheMonthlyCapPipesCloseAndNewOnesAreRefused) {
+  RelayConfig c = config();
+  const std::string month = utc_month(std::chrono::system_clock::now());
+  c.monthly_bytes = 1 << 20;
+  c.monthly_usage = MonthlyUsage{month, (1 << 20) - (256 << 10)};  // 256 KiB left
+  std::vector<MonthlyUsage> reported;
+  c.on_monthly_usage = [&](const MonthlyUsage& u) { reported.push_back(u); };
+  start(c);
+  Node& a = add_node();
+  Node& b = add_node();
+  connect(a, {&b});
+  connect(b, {&a});
+  auto [out, in] = pipe_between(a, b);
+
+  std::vector<uint8_t> data(1 << 20, 0x43), got(1 << 20);
+  std::optional<boost::system::error_code> read_ended;
+  size_t got_n = 0;
+  asio::async_write(out.socket, asio::buffer(data), [](boost::system::error_code, size_t) {});
+  asio::async_read(in.socket, asio::buffer(got), [&](boost::system::error_code ec, size_t n) {
+    read_ended = ec;
+    got_n = n;
+  });
+  ASSERT_TRUE(await([&] { return read_ended.has_value(); }, 30s));
+  EXPECT_TRUE(*read_ended) << "the pipe was cut before 1 MiB arrived";
+  EXPECT_LE(got_n, size_t{256} << 10) << "no more than what was left passed";
+  ASSERT_FALSE(reported.empty()) << "the relay reported its usage at the cap";
+  EXPECT_EQ(reported.back().month, month);
+  EXPECT_GE(reported.back().bytes, c.monthly_bytes);
+  EXPECT_EQ(relay_->monthly_usage(), reported.back());
+
+  std::optional<Result<RelayPipe>> next;
+  b.accept_pipes = true;
+  a.client->open_pipe(b.id->public_key(), [&](Result<RelayPipe> p) { next = std::move(p); });
+  ASSERT_TRUE(await([&] { return next.has_value(); }));
+  ASSERT_FALSE(*next);
+  EXPECT_NE(next->error().to_string().find("monthly_cap_reached"), std::string::npos) << next->error().to_string();
+  EXPECT_NE(next->error().to_string().find("when the month turns"), std::string::npos) << next->error().to_string();
+  EXPECT_EQ(relay_->metrics().refusals_of(Reason::kMonthlyCapReached), 1u);
+}
+
 TEST_F(RelayTest, PerNodeRateOverrideLiftsTheLimitForThatNodeOnly) {
   RelayConfig c = config();
   c.node_rate = 256 << 10;  // 256 KiB/s

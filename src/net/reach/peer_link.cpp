@@ -1,6 +1,7 @@
 #include "net/reach/peer_link.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <utility>  // before Boost.Asio (GCC 12)
 
@@ -16,6 +17,9 @@
 #include "net/punch/signal.h"
 #include "net/reach/call_deadline.h"
 #include "net/reach/local_host.h"
+#include "os/files.h"
+#include "os/proc_files.h"
+#include "relay/monthly_allowance.h"
 #include "relay/server.h"
 
 namespace yonder::reach {
@@ -34,6 +38,24 @@ std::vector<std::string> split_list(const std::string& s) {
     start = comma + 1;
   }
   return out;
+}
+
+// What this node's relay carried this month, as the last run kept it:
+// nothing when there is no file yet. A file that cannot be read as a usage
+// record is set aside (FILE.damaged, so nothing is lost) and the count
+// starts again.
+relay::MonthlyUsage load_relay_usage(const std::string& file) {
+  auto text = os::read_small_file(file, relay::kMaxUsageText);
+  if (!text && text.error().code() == ErrorCode::kNotFound) return {};
+  Result<relay::MonthlyUsage> usage =
+      text ? relay::decode_monthly_usage(*text) : Result<relay::MonthlyUsage>(std::move(text).error());
+  if (usage) return *usage;
+  const std::string aside = file + ".damaged";
+  std::error_code ec;
+  std::filesystem::rename(file, aside, ec);
+  spdlog::warn("relay: {}: {}; set aside as {}, and this month's count starts again", file, usage.error().message(),
+               aside);
+  return {};
 }
 
 }  // namespace
@@ -115,6 +137,9 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   constexpr double kMB = 1e6;
   pl->relay_peer_rate_ = static_cast<double>(std::max<int64_t>(cfg.get_int("relay.peer_rate_mb"), 0)) * kMB;
   pl->relay_total_rate_ = static_cast<double>(std::max<int64_t>(cfg.get_int("relay.total_rate_mb"), 0)) * kMB;
+  pl->relay_monthly_bytes_ =
+      static_cast<uint64_t>(std::clamp<int64_t>(cfg.get_int("relay.monthly_gb"), 0, 1'000'000)) * 1'000'000'000ull;
+  pl->relay_usage_file_ = paths.home + "/relay-usage.json";
   pl->trust_.on_peers_changed([self] { self->relay_peers_changed(); });
   pl->service_->on_established([self](const PublicKeyBytes& peer, const std::string& path) {
     // A peer reached through a relay learns of our mapped port at once.
@@ -168,6 +193,8 @@ nlohmann::json PeerLink::relay_server_state() const {
   if (!relay_server_) return {{"state", "off"}};
   auto ep = relay_server_->local_endpoint();
   auto g = relay_server_->gauges();
+  const auto usage = relay_server_->monthly_usage();
+  const std::string month = relay::utc_month(std::chrono::system_clock::now());
   return {{"state", "on"},
           {"address", ep.address().to_string() + ":" + std::to_string(ep.port())},
           {"node_id", identity_.node_id().to_string()},
@@ -176,6 +203,9 @@ nlohmann::json PeerLink::relay_server_state() const {
           {"peer_rate", relay_peer_rate_},    // bytes/s, 0: no limit
           {"total_rate", relay_total_rate_},  // bytes/s, 0: no limit
           {"bytes_relayed", relay_server_->metrics().bytes_relayed_total},
+          {"month", month},
+          {"month_bytes", usage.month == month ? usage.bytes : 0},
+          {"monthly_cap", relay_monthly_bytes_},  // bytes, 0: no cap
           {"throttled", relay_server_->metrics().throttled_total}};
 }
 
@@ -234,6 +264,13 @@ Status PeerLink::start() {
     relay::RelayConfig rc;
     rc.node_rate = relay_peer_rate_;
     rc.total_rate = relay_total_rate_;
+    rc.monthly_bytes = relay_monthly_bytes_;
+    rc.monthly_usage = load_relay_usage(relay_usage_file_);
+    rc.on_monthly_usage = [file = relay_usage_file_](const relay::MonthlyUsage& u) {
+      if (auto st = os::write_file_atomically(file, relay::encode_monthly_usage(u), 0600); !st) {
+        spdlog::warn("relay: cannot keep this month's usage: {}", st.error().message());
+      }
+    };
     rc.accept_node = [this](const PublicKeyBytes& key) {
       const peers::PeerRecord* p = store_.find(key);
       return key == identity_.public_key() || (p != nullptr && !p->denied());

@@ -134,6 +134,8 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   std::string relay_listen_;
   double relay_peer_rate_ = 0;   // bytes/s per peer through relay_server_ (0: no limit)
   double relay_total_rate_ = 0;  // bytes/s all peers together (0: no limit)
+  uint64_t relay_monthly_bytes_ = 0;  // relay.monthly_gb (0: no cap)
+  std::string relay_usage_file_;      // where the relay's monthly usage is kept
   std::unique_ptr<relay::RelayServer> relay_server_;
   // The relay path each peer's link last ran over, so the audit log records
   // a change of relay, not every redial (event loop only).
