@@ -32,6 +32,29 @@ json wait_relay(const Node& node, const std::function<bool(const json&)>& ok) {
   return last;
 }
 
+// The relaying hub's netcheck entry for its relay (state "on" expected).
+json relay_server(const Node& hub) { return hub.yonder_json({"netcheck"})["relay_server"]; }
+
+// The hub's peers meeting at its relay: a studio that listens nowhere and a
+// laptop, both registered there, the laptop paired with the studio (their
+// link runs over the hub's relay).
+void meet_at_the_hub(const Node& hub, const Node& studio, const Node& laptop) {
+  studio.pair_with(hub, {"--scope", "run"});
+  laptop.pair_with(hub, {"--scope", "run"});
+  for (const Node* n : {&studio, &laptop}) {
+    auto r = wait_relay(*n, [](const json& j) { return j.value("state", "") == "registered"; });
+    ASSERT_EQ(r.value("state", ""), "registered") << r.dump();
+  }
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
+  ASSERT_EQ(pair.exit_code, 0) << pair.err;
+}
+
+// "ADDRESS@NODE_ID" of the hub's relay, for link.relays.
+std::string pinned_relay(const json& relay) {
+  return relay["address"].get<std::string>() + "@" + relay["node_id"].get<std::string>();
+}
+
 TEST(YonderdRelay, PeersOfTheRelayingNodeMeetThroughItAndStrangersAreRefused) {
   TempDir dir;
   Node hub(dir, "hub", false, {{"YONDER_RELAY_LISTEN", "127.0.0.1:0"}});
@@ -96,23 +119,15 @@ TEST(YonderdRelay, ABulkTransferThroughThePeersRelayIsHeldToItsRate) {
   Node hub(dir, "hub", false,
            {{"YONDER_RELAY_LISTEN", "127.0.0.1:0"}, {"YONDER_RELAY_PEER_RATE_MB", "2"},
             {"YONDER_RELAY_TOTAL_RATE_MB", "3"}});
-  auto nc = hub.yonder_json({"netcheck"});
-  ASSERT_EQ(nc["relay_server"].value("state", ""), "on") << nc.dump();
-  EXPECT_EQ(nc["relay_server"].value("peer_rate", 0.0), 2e6) << nc.dump();
-  EXPECT_EQ(nc["relay_server"].value("total_rate", 0.0), 3e6) << nc.dump();
-  std::string relay = nc["relay_server"]["address"];
-  std::string pin = relay + "@" + nc["relay_server"]["node_id"].get<std::string>();
+  auto rs = relay_server(hub);
+  ASSERT_EQ(rs.value("state", ""), "on") << rs.dump();
+  EXPECT_EQ(rs.value("peer_rate", 0.0), 2e6) << rs.dump();
+  EXPECT_EQ(rs.value("total_rate", 0.0), 3e6) << rs.dump();
+  const std::string pin = pinned_relay(rs);
   Node studio(dir, "studio", false, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_RELAYS", pin}}, "[link]\nlisten = \"\"\n");
   Node laptop(dir, "laptop", false, {{"YONDER_LINK_RELAYS", pin}});
-  studio.pair_with(hub, {"--scope", "run"});
-  laptop.pair_with(hub, {"--scope", "run"});
-  for (const Node* n : {&studio, &laptop}) {
-    auto r = wait_relay(*n, [](const json& j) { return j.value("state", "") == "registered"; });
-    ASSERT_EQ(r.value("state", ""), "registered") << r.dump();
-  }
-  auto share = studio.yonder_json({"share", "--scope", "run"});
-  auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
-  ASSERT_EQ(pair.exit_code, 0) << pair.err;
+  meet_at_the_hub(hub, studio, laptop);
+  if (HasFatalFailure()) return;
 
   // 12 MiB from the laptop: after the relay's 4 MiB burst, at 2 MB/s at
   // least 4.2 s (15 % allowed for clock and token rounding); unlimited, the
@@ -123,9 +138,9 @@ TEST(YonderdRelay, ABulkTransferThroughThePeersRelayIsHeldToItsRate) {
   ASSERT_TRUE(speed.contains("seconds")) << speed.dump();
   EXPECT_EQ(speed.value("bytes", 0.0), kBytes) << speed.dump();
   EXPECT_GE(speed.value("seconds", 0.0), 0.85 * (kBytes - kBurst) / 2e6) << speed.dump();
-  auto after = hub.yonder_json({"netcheck"});
-  EXPECT_GE(after["relay_server"].value("bytes_relayed", 0.0), kBytes) << after.dump();
-  EXPECT_GT(after["relay_server"].value("throttled", 0), 0) << after.dump();
+  auto after = relay_server(hub);
+  EXPECT_GE(after.value("bytes_relayed", 0.0), kBytes) << after.dump();
+  EXPECT_GT(after.value("throttled", 0), 0) << after.dump();
   auto text = hub.yonder({"netcheck"});
   EXPECT_NE(text.out.find("limits 1.9 MiB/s per peer, 2.9 MiB/s in all"), std::string::npos) << text.out;
 }
@@ -136,26 +151,19 @@ TEST(YonderdRelay, ABulkTransferThroughThePeersRelayIsHeldToItsRate) {
 TEST(YonderdRelay, TheMonthlyUsageIsKeptAcrossRestartsAndADamagedRecordIsSetAside) {
   TempDir dir;
   Node hub(dir, "hub", false, {{"YONDER_RELAY_LISTEN", "127.0.0.1:0"}, {"YONDER_RELAY_MONTHLY_GB", "3"}});
-  auto nc = hub.yonder_json({"netcheck"});
-  ASSERT_EQ(nc["relay_server"].value("state", ""), "on") << nc.dump();
-  EXPECT_EQ(nc["relay_server"].value("monthly_cap", uint64_t{0}), 3'000'000'000ull) << nc.dump();
-  EXPECT_EQ(nc["relay_server"].value("month_bytes", uint64_t{1}), 0u) << nc.dump();
-  const std::string month = nc["relay_server"].value("month", "");
-  std::string pin = nc["relay_server"]["address"].get<std::string>() + "@" +
-                    nc["relay_server"]["node_id"].get<std::string>();
+  auto rs = relay_server(hub);
+  ASSERT_EQ(rs.value("state", ""), "on") << rs.dump();
+  EXPECT_EQ(rs.value("monthly_cap", uint64_t{0}), 3'000'000'000ull) << rs.dump();
+  EXPECT_EQ(rs.value("month_bytes", uint64_t{1}), 0u) << rs.dump();
+  const std::string month = rs.value("month", "");
+  const std::string pin = pinned_relay(rs);
   Node studio(dir, "studio", false, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_RELAYS", pin}}, "[link]\nlisten = \"\"\n");
   Node laptop(dir, "laptop", false, {{"YONDER_LINK_RELAYS", pin}});
-  studio.pair_with(hub, {"--scope", "run"});
-  laptop.pair_with(hub, {"--scope", "run"});
-  for (const Node* n : {&studio, &laptop}) {
-    auto r = wait_relay(*n, [](const json& j) { return j.value("state", "") == "registered"; });
-    ASSERT_EQ(r.value("state", ""), "registered") << r.dump();
-  }
-  auto share = studio.yonder_json({"share", "--scope", "run"});
-  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  meet_at_the_hub(hub, studio, laptop);
+  if (HasFatalFailure()) return;
   auto speed = laptop.yonder_json({"speedtest", "studio", "--bytes", "4M"});
   ASSERT_TRUE(speed.contains("bytes")) << speed.dump();
-  auto before = hub.yonder_json({"netcheck"})["relay_server"];
+  auto before = relay_server(hub);
   const uint64_t carried = before.value("month_bytes", uint64_t{0});
   EXPECT_GE(carried, uint64_t{4} << 20) << before.dump();
 
@@ -164,7 +172,7 @@ TEST(YonderdRelay, TheMonthlyUsageIsKeptAcrossRestartsAndADamagedRecordIsSetAsid
   std::string kept;
   std::getline(std::ifstream(file), kept);
   EXPECT_NE(kept.find("\"month\":\"" + month + "\""), std::string::npos) << kept;
-  auto after = hub.yonder_json({"netcheck"})["relay_server"];
+  auto after = relay_server(hub);
   EXPECT_GE(after.value("month_bytes", uint64_t{0}), carried) << after.dump();
   auto text = hub.yonder({"netcheck"});
   EXPECT_NE(text.out.find("this month"), std::string::npos) << text.out;
@@ -172,7 +180,7 @@ TEST(YonderdRelay, TheMonthlyUsageIsKeptAcrossRestartsAndADamagedRecordIsSetAsid
 
   std::ofstream(file, std::ios::trunc) << "{\"month\": \"" << month << "\", \"bytes\": -5}\n";
   hub.restart();
-  EXPECT_EQ(hub.yonder_json({"netcheck"})["relay_server"].value("month_bytes", uint64_t{1}), 0u);
+  EXPECT_EQ(relay_server(hub).value("month_bytes", uint64_t{1}), 0u);
   std::string aside;
   std::getline(std::ifstream(file + ".damaged"), aside);
   EXPECT_NE(aside.find("-5"), std::string::npos) << "the damaged record is kept aside: " << aside;
