@@ -34,8 +34,7 @@ bool is_month(const std::string& m) {
 }
 
 Error damaged(const std::string& what) {
-  return make_error(ErrorCode::kDataLoss, "the relay's usage record is damaged: " + what +
-                                              "; remove the file to start this month's count again");
+  return make_error(ErrorCode::kDataLoss, "the relay's usage record is damaged: " + what);
 }
 
 }  // namespace

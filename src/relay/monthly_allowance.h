@@ -46,7 +46,8 @@ class MonthlyAllowance {
 std::string encode_monthly_usage(const MonthlyUsage& usage);
 // Decodes what encode_monthly_usage wrote: at most kMaxUsageText bytes, a
 // month of the form YYYY-MM and a non-negative byte count; anything else is
-// kDataLoss naming what is wrong.
+// kDataLoss naming what is wrong (the caller says what it does about it:
+// yonderd sets the file aside and counts the month again).
 constexpr size_t kMaxUsageText = 256;
 Result<MonthlyUsage> decode_monthly_usage(std::string_view text);
 

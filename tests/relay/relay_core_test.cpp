@@ -75,7 +75,7 @@ TEST(MonthlyUsageRecord, RoundTripsAndRefusesDamagedRecordsNamingTheField) {
     ASSERT_FALSE(r) << text;
     EXPECT_EQ(r.error().code(), ErrorCode::kDataLoss) << text;
     EXPECT_NE(r.error().message().find(names), std::string::npos) << text << ": " << r.error().message();
-    EXPECT_NE(r.error().message().find("remove the file"), std::string::npos) << r.error().message();
+    EXPECT_NE(r.error().message().find("usage record is damaged"), std::string::npos) << r.error().message();
   }
 }
 
