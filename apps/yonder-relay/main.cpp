@@ -43,9 +43,11 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")->capture_default_str();
   app.add_option("--max-connections", c.max_connections, "open TCP connections in all")->capture_default_str();
   app.add_option("--max-conns-per-node", c.registry.max_connections_per_node,
-                 "connections of one node key (control, probe and pipe ends)")
+                 "control and probe connections of one node key")
       ->capture_default_str();
   app.add_option("--max-pipes", c.registry.max_pipes, "pipes in all")->capture_default_str();
+  app.add_option("--max-pipes-per-node", c.registry.max_pipes_per_node, "pipes with one node key at either end")
+      ->capture_default_str();
   app.add_option("--max-peers", c.registry.max_peers, "peers one node may declare (at most 1024)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{0}, yonder::relay::kMaxPeers));

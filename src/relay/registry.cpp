@@ -17,8 +17,25 @@ Refusal refuse(Reason r, std::string message) {
 
 Registry::Registry(RegistryLimits limits, TicketSource tickets) : limits_(limits), tickets_(std::move(tickets)) {}
 
-Decision<Ok> Registry::admit(const PublicKeyBytes& node) {
+void Registry::set_hosts(std::function<bool(const PublicKeyBytes&)> hosts) { hosts_ = std::move(hosts); }
+
+bool Registry::hosts(const PublicKeyBytes& node) const { return !hosts_ || hosts_(node); }
+
+Decision<Ok> Registry::admit(const PublicKeyBytes& node, Slot slot) {
+  if (!hosts(node) && limits_.max_visitors != SIZE_MAX && nodes_.count(node) == 0) {
+    size_t visitors = 0;
+    for (const auto& [key, n] : nodes_) visitors += hosts(key) ? 0 : 1;
+    if (visitors >= limits_.max_visitors) {
+      return refuse(Reason::kNotAllowed, "this relay serves the peers of the node that runs it and has room for " +
+                                             std::to_string(limits_.max_visitors) +
+                                             " other nodes, all taken; try again later or use another relay");
+    }
+  }
   Node& n = nodes_[node];
+  if (slot == Slot::kPipeEnd) {
+    ++n.pipe_ends;
+    return Ok{};
+  }
   if (n.connections >= limits_.max_connections_per_node) {
     forget_if_unused(node);
     return refuse(Reason::kNodeConnectionLimit,
@@ -30,16 +47,26 @@ Decision<Ok> Registry::admit(const PublicKeyBytes& node) {
   return Ok{};
 }
 
-void Registry::release(const PublicKeyBytes& node) {
+void Registry::release(const PublicKeyBytes& node, Slot slot) {
   auto it = nodes_.find(node);
-  if (it == nodes_.end() || it->second.connections == 0) return;
-  --it->second.connections;
+  if (it == nodes_.end()) return;
+  size_t& count = slot == Slot::kPipeEnd ? it->second.pipe_ends : it->second.connections;
+  if (count == 0) return;
+  --count;
   forget_if_unused(node);
+}
+
+size_t Registry::pipes_of(const PublicKeyBytes& node) const {
+  size_t n = 0;
+  for (const auto& [id, p] : pipes_) n += (p.nodes[0] == node || p.nodes[1] == node) ? 1 : 0;
+  return n;
 }
 
 void Registry::forget_if_unused(const PublicKeyBytes& node) {
   auto it = nodes_.find(node);
-  if (it != nodes_.end() && it->second.connections == 0 && it->second.regs.empty()) nodes_.erase(it);
+  if (it != nodes_.end() && it->second.connections == 0 && it->second.pipe_ends == 0 && it->second.regs.empty()) {
+    nodes_.erase(it);
+  }
 }
 
 NatVerdict Registry::verdict_of(const Node& n) const {
@@ -162,7 +189,7 @@ Decision<const Registry::Node*> Registry::mutual(ConnId from, const PublicKeyByt
                                                 "peer; try again once it is connected (both nodes must list each "
                                                 "other)");
   }
-  return &t->second;
+  return hosted_end(self, to, &t->second);
 }
 
 Decision<const Registry::Node*> Registry::by_rendezvous(ConnId from, const PublicKeyBytes& to,
@@ -182,14 +209,22 @@ Decision<const Registry::Node*> Registry::by_rendezvous(ConnId from, const Publi
                                                   " is not waiting for a pairing pipe with that token; it may have "
                                                   "given up");
     }
-    return &t->second;
+    return hosted_end(self, to, &t->second);
   }
   if (t == nodes_.end() || !delivery_conn(t->second) || t->second.rendezvous.count(token) == 0) {
     return refuse(Reason::kPeerUnavailable, "node " + short_id(to) +
                                                 " is not connected to this relay or no longer accepts that share "
                                                 "link (expired, used or revoked); ask its owner for a new link");
   }
-  return &t->second;
+  return hosted_end(self, to, &t->second);
+}
+
+Decision<const Registry::Node*> Registry::hosted_end(const PublicKeyBytes& self, const PublicKeyBytes& to,
+                                                     const Node* them) const {
+  if (hosts(self) || hosts(to)) return them;
+  return refuse(Reason::kNotAllowed, "this relay carries traffic only to and from the peers of the node that runs it, "
+                                     "and neither you nor node " + short_id(to) +
+                                         " is one; meet at a relay one of you is paired with");
 }
 
 Decision<ConnId> Registry::route_signal(ConnId from, const PublicKeyBytes& to) {
@@ -211,6 +246,17 @@ Decision<Registry::PipeOutcome> Registry::request_pipe(ConnId from, uint64_t req
   if (pipes_.size() >= limits_.max_pipes) {
     return refuse(Reason::kTooManyPipes, "the relay carries its maximum of " + std::to_string(limits_.max_pipes) +
                                              " pipes; try again later or use another relay");
+  }
+  const std::string per_node = std::to_string(limits_.max_pipes_per_node);
+  if (pipes_of(self) >= limits_.max_pipes_per_node) {
+    return refuse(Reason::kTooManyPipes, "you have " + per_node +
+                                             " pipes through this relay, its limit for one node; close some (or "
+                                             "reach more peers directly) and try again");
+  }
+  if (pipes_of(to) >= limits_.max_pipes_per_node) {
+    return refuse(Reason::kTooManyPipes, "node " + short_id(to) + " has " + per_node +
+                                             " pipes through this relay, its limit for one node; try again later "
+                                             "or meet it at another relay");
   }
   auto other = pending_.find({to, self});
   if (other != pending_.end() && other->second.rendezvous != rendezvous) other = pending_.end();

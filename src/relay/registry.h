@@ -11,6 +11,12 @@
 // pipe for pairing: B registered a rendezvous token (protocol.h), A presents
 // it, and B answers with the same token.
 //
+// Hosted nodes and visitors: a relay that a node runs for its own peers
+// (a yonderd with relay.listen or relay.offer) hosts those peers; any other
+// node it admits is a visitor, and a signal or pipe needs a hosted node at
+// one end at least, so the relay carries traffic to and from its owner's
+// peers and never between two strangers. A yonder-relay hosts every node.
+//
 // Pipes: A asks for B (B is told "pipe_wanted"); when B asks for A before
 // A's request times out, both get a one-time ticket for their end. The
 // earlier request is the initiator. Each end then connects and claims its
@@ -34,9 +40,11 @@ using ConnId = uint64_t;
 using PipeId = uint64_t;
 
 struct RegistryLimits {
-  size_t max_connections_per_node = 8;  // control, probe and pipe-end connections of one key
+  size_t max_connections_per_node = 8;  // control and probe connections of one key
+  size_t max_pipes_per_node = 32;       // matched or joined pipes with this key at either end
   size_t max_pipes = 1024;              // matched or joined pipes, all nodes
   size_t max_peers = kMaxPeers;         // declared peers per node
+  size_t max_visitors = SIZE_MAX;       // nodes admitted that the relay does not host
   std::chrono::milliseconds pipe_request_timeout{30'000};
   std::chrono::milliseconds ticket_timeout{10'000};
 };
@@ -48,9 +56,18 @@ class Registry {
 
   const RegistryLimits& limits() const { return limits_; }
 
-  // Every connection of a node (control, probe, pipe end) takes a slot.
-  Decision<Ok> admit(const PublicKeyBytes& node);
-  void release(const PublicKeyBytes& node);
+  // Which nodes the relay hosts (see the class comment), asked at each
+  // decision, so a node that pairs with the owner is hosted from then on.
+  // Unset: all of them.
+  void set_hosts(std::function<bool(const PublicKeyBytes&)> hosts);
+  bool hosts(const PublicKeyBytes& node) const;
+
+  // Every connection of a node takes a slot: control and probe connections
+  // count against max_connections_per_node; a pipe end does not (its pipe
+  // was counted against max_pipes_per_node when it matched).
+  enum class Slot { kControl, kPipeEnd };
+  Decision<Ok> admit(const PublicKeyBytes& node, Slot slot = Slot::kControl);
+  void release(const PublicKeyBytes& node, Slot slot = Slot::kControl);
 
   struct Registered {
     NatReport nat;
@@ -125,7 +142,8 @@ class Registry {
     std::set<PublicKeyBytes> peers;
     std::set<Rendezvous> rendezvous;
     std::vector<ConnId> regs;
-    size_t connections = 0;
+    size_t connections = 0;  // control and probe
+    size_t pipe_ends = 0;
   };
   struct Pending {
     ConnId conn;
@@ -147,9 +165,13 @@ class Registry {
   // The rendezvous rule instead of mutual(): see the class comment.
   Decision<const Node*> by_rendezvous(ConnId from, const PublicKeyBytes& to, const Rendezvous& token) const;
   void forget_if_unused(const PublicKeyBytes& node);
+  size_t pipes_of(const PublicKeyBytes& node) const;
+  // Refuses traffic between two visitors.
+  Decision<const Node*> hosted_end(const PublicKeyBytes& self, const PublicKeyBytes& to, const Node* them) const;
 
   RegistryLimits limits_;
   TicketSource tickets_;
+  std::function<bool(const PublicKeyBytes&)> hosts_;
   std::map<ConnId, Reg> regs_;
   std::map<PublicKeyBytes, Node> nodes_;
   std::map<std::pair<PublicKeyBytes, PublicKeyBytes>, Pending> pending_;  // (from, to)

@@ -24,7 +24,7 @@ constexpr std::chrono::seconds kSweepEvery{60};
 }  // namespace
 
 NodeSlot::~NodeSlot() {
-  if (auto s = server_.lock()) s->registry.release(node_);
+  if (auto s = server_.lock()) s->registry.release(node_, slot_);
 }
 
 Result<tcp::endpoint> parse_listen_address(const std::string& text, const char* what) {
@@ -48,7 +48,9 @@ RelayServer::Impl::Impl(asio::io_context& io_ctx, const Identity& identity, Rela
       housekeeping(io_ctx),
       last_sweep(std::chrono::steady_clock::now()),
       total_budget(config.total_rate, config.total_burst, last_sweep),
-      allowance(config.monthly_bytes, config.monthly_usage) {}
+      allowance(config.monthly_bytes, config.monthly_usage) {
+  registry.set_hosts(config.hosts_node);
+}
 
 namespace {
 std::string this_month() { return utc_month(std::chrono::system_clock::now()); }
@@ -305,7 +307,7 @@ void RelayServer::Impl::on_preface(uint64_t id) {
   auto pit = pipes.find(c.pipe);
   if (pit == pipes.end()) std::abort();  // the registry and the pipe map change together
   std::shared_ptr<Pipe> pipe = pit->second;
-  auto admitted = registry.admit(c.node);
+  auto admitted = registry.admit(c.node, Registry::Slot::kPipeEnd);
   if (auto* r = refusal_of(admitted)) {
     metrics.refused(r->reason);
     refuse_pipe_end(in, PipeStatus::kRefused);
@@ -313,7 +315,7 @@ void RelayServer::Impl::on_preface(uint64_t id) {
     return;
   }
   in->timer.cancel();
-  pipe->attach(c.side, std::move(in->socket), std::move(in->slot), NodeSlot(weak_from_this(), c.node));
+  pipe->attach(c.side, std::move(in->socket), std::move(in->slot), NodeSlot(weak_from_this(), c.node, Registry::Slot::kPipeEnd));
 }
 
 void RelayServer::Impl::conn_closed(ConnId id) {

@@ -69,6 +69,11 @@ struct RelayConfig {
   // When set, only nodes it accepts may register (a yonderd that relays for
   // its own peers); others are refused with not_allowed after the handshake.
   std::function<bool(const PublicKeyBytes&)> accept_node;
+  // When set, the nodes this relay hosts (a yonderd relaying for its own
+  // peers): the others it accepts are visitors, at most
+  // registry.max_visitors of them, and may reach hosted nodes only
+  // (registry.h). Unset: every node is hosted.
+  std::function<bool(const PublicKeyBytes&)> hosts_node;
 };
 
 // How many bytes the pipes carry between two reports of the monthly usage:

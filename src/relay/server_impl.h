@@ -54,8 +54,11 @@ class ConnectionSlot {
 // registry for as long as this lives.
 class NodeSlot {
  public:
-  NodeSlot(std::weak_ptr<RelayServer::Impl> server, PublicKeyBytes node) : server_(std::move(server)), node_(node) {}
-  NodeSlot(NodeSlot&& o) noexcept : server_(std::move(o.server_)), node_(o.node_) { o.server_.reset(); }
+  NodeSlot(std::weak_ptr<RelayServer::Impl> server, PublicKeyBytes node, Registry::Slot slot = Registry::Slot::kControl)
+      : server_(std::move(server)), node_(node), slot_(slot) {}
+  NodeSlot(NodeSlot&& o) noexcept : server_(std::move(o.server_)), node_(o.node_), slot_(o.slot_) {
+    o.server_.reset();
+  }
   NodeSlot& operator=(NodeSlot&&) = delete;
   ~NodeSlot();
   const PublicKeyBytes& node() const { return node_; }
@@ -63,6 +66,7 @@ class NodeSlot {
  private:
   std::weak_ptr<RelayServer::Impl> server_;
   PublicKeyBytes node_;
+  Registry::Slot slot_;
 };
 
 // A node's bandwidth budget, shared by all its pipes (charged for what it sends).

@@ -2,6 +2,8 @@
 // codec and its bounds, the registry's decisions, the metrics page.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "crypto/identity.h"
 #include "relay/metrics.h"
 #include "relay/monthly_allowance.h"
@@ -408,6 +410,90 @@ TEST_F(RegistryTest, SignalsNeedMutualDeclarationAndRevealNothingElse) {
   EXPECT_EQ(reason(registry_.route_signal(99, key(3))), Reason::kNotRegistered);
   registry_.unregister(2);
   EXPECT_EQ(reason(registry_.route_signal(1, key(2))), Reason::kPeerUnavailable);
+}
+
+// A relay a node runs for its own peers hosts them; the peers of a peer may
+// visit to reach it, but two visitors never reach each other, even when
+// both declared the other, and a pairing token does not change that.
+TEST_F(RegistryTest, VisitorsReachHostedNodesOnlyAndNeverEachOther) {
+  std::set<PublicKeyBytes> hosted = {key(1)};  // the owner's peers
+  registry_.set_hosts([&](const PublicKeyBytes& k) { return hosted.count(k) != 0; });
+  Rendezvous token{};
+  token[0] = 9;
+  join(1, 1, {2, 3});  // hosted
+  join(2, 2, {1, 3});  // a visitor for node 1
+  join(3, 3, {1, 2});  // another visitor
+  EXPECT_FALSE(refusal_of(registry_.route_signal(2, key(1))));
+  EXPECT_FALSE(refusal_of(registry_.route_signal(1, key(2))));
+  EXPECT_EQ(reason(registry_.route_signal(2, key(3))), Reason::kNotAllowed);
+  EXPECT_EQ(reason(registry_.request_pipe(3, 1, key(2), t0_)), Reason::kNotAllowed);
+  auto to_hosted = registry_.request_pipe(2, 2, key(1), t0_);
+  ASSERT_FALSE(refusal_of(to_hosted)) << refusal_of(to_hosted)->message;
+  // A visitor's pairing token does not open a pipe from another visitor.
+  ASSERT_FALSE(refusal_of(registry_.set_peers(3, {key(1), key(2)}, {token})));
+  EXPECT_EQ(reason(registry_.request_pipe(2, 3, key(3), t0_, token)), Reason::kNotAllowed);
+  // Asked at each decision: once node 3 pairs with the owner, it is hosted.
+  hosted.insert(key(3));
+  EXPECT_FALSE(refusal_of(registry_.route_signal(2, key(3))));
+}
+
+TEST(Registry, VisitorsAreCappedAndHostedNodesAreNot) {
+  Registry registry(RegistryLimits{.max_connections_per_node = 2, .max_visitors = 2}, [] { return Ticket{}; });
+  registry.set_hosts([](const PublicKeyBytes& k) { return k == key(4); });
+  EXPECT_FALSE(refusal_of(registry.admit(key(1))));
+  EXPECT_FALSE(refusal_of(registry.admit(key(1))));  // a second connection of the same visitor
+  EXPECT_FALSE(refusal_of(registry.admit(key(2))));
+  auto third = registry.admit(key(3));
+  ASSERT_TRUE(refusal_of(third));
+  EXPECT_EQ(refusal_of(third)->reason, Reason::kNotAllowed);
+  EXPECT_NE(refusal_of(third)->message.find("2 other nodes"), std::string::npos) << refusal_of(third)->message;
+  EXPECT_FALSE(refusal_of(registry.admit(key(4))));
+  registry.release(key(2));
+  EXPECT_FALSE(refusal_of(registry.admit(key(3))));  // the visitor that left made room
+}
+
+// Pipes are counted per node apart from its connections: a provider many
+// peers reach through the relay is not held to the connection limit, and
+// one node cannot take every pipe.
+TEST(Registry, PipesPerNodeAreCappedApartFromConnections) {
+  int tickets = 0;
+  Registry registry(RegistryLimits{.max_connections_per_node = 1, .max_pipes_per_node = 2, .max_pipes = 100},
+                    [&] {
+                      Ticket t{};
+                      t[0] = static_cast<uint8_t>(++tickets);
+                      return t;
+                    });
+  const MonoTime t0{};
+  // Node 1 and its peers 2..4, each registered on one control connection.
+  for (uint8_t n = 1; n <= 4; ++n) {
+    ASSERT_FALSE(refusal_of(registry.admit(key(n))));
+    Register r{key(n), {}, {}, std::nullopt, false};
+    if (n == 1) {
+      r.peers = {key(2), key(3), key(4)};
+    } else {
+      r.peers = {key(1)};
+    }
+    ASSERT_FALSE(refusal_of(registry.register_conn(n, key(n), r, {"127.0.0.1", 1000})));
+  }
+  for (uint8_t n = 2; n <= 3; ++n) {
+    ASSERT_FALSE(refusal_of(registry.request_pipe(n, 1, key(1), t0)));
+    auto match = registry.request_pipe(1, n, key(n), t0);
+    ASSERT_FALSE(refusal_of(match)) << refusal_of(match)->message;
+    // Both ends join: neither counts against the one-connection limit.
+    for (int side = 0; side < 2; ++side) {
+      const auto& m = std::get<Registry::PipeMatch>(std::get<Registry::PipeOutcome>(match));
+      auto claim = registry.claim(m.sides[side].ticket, t0);
+      ASSERT_FALSE(refusal_of(claim));
+      EXPECT_FALSE(refusal_of(registry.admit(m.sides[side].node, Registry::Slot::kPipeEnd)));
+    }
+  }
+  EXPECT_EQ(registry.pipe_count(), 2u);
+  auto third = registry.request_pipe(4, 1, key(1), t0);
+  ASSERT_TRUE(refusal_of(third));
+  EXPECT_EQ(refusal_of(third)->reason, Reason::kTooManyPipes);
+  EXPECT_NE(refusal_of(third)->message.find("2 pipes"), std::string::npos) << refusal_of(third)->message;
+  // A second control connection is still held to its own limit.
+  EXPECT_EQ(refusal_of(registry.admit(key(1)))->reason, Reason::kNodeConnectionLimit);
 }
 
 TEST_F(RegistryTest, DeliversToTheNewestRegistrationNotToProbes) {
