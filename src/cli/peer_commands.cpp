@@ -301,8 +301,8 @@ int cmd_netcheck(const Context& ctx) {
   }
   const auto& relays = (*r)["relays"];
   if (relays.empty()) {
-    std::printf("Relays      none (set link.relays, or join a group whose list names one, so peers behind NATs "
-                "can reach this node)\n");
+    std::printf("Relays      none (a reachable paired peer offers one by default; or set link.relays, or join a "
+                "group whose list names one, so peers behind NATs can reach this node)\n");
   }
   for (const auto& rl : relays) {
     std::string line = rl.value("address", "") + "  " + rl.value("state", "");
@@ -312,8 +312,11 @@ int cmd_netcheck(const Context& ctx) {
     }
     if (rl.contains("error")) line += " (" + rl.value("error", "") + ")";
     std::string group = rl.contains("group") && rl["group"].is_string() ? rl["group"].get<std::string>() : "";
+    std::string offered_by = shown(rl, "offered_by", "");
     if (!group.empty()) {
       line += " [group " + group + (rl.value("configured", false) ? ", and link.relays]" : "]");
+    } else if (!offered_by.empty()) {
+      line += " [offered by peer " + offered_by + "]";
     } else if (!rl.value("configured", true)) {
       line += " [from a share link]";
     }
@@ -348,6 +351,12 @@ int cmd_netcheck(const Context& ctx) {
   if (r->contains("lan_discovery")) {
     const auto& lan = (*r)["lan_discovery"];
     std::printf("LAN         %s\n", lan.value("state", "").c_str());
+  }
+  if (r->contains("relay_server") && (*r)["relay_server"].is_object()) {
+    const auto& rs = (*r)["relay_server"];
+    std::string offered = shown(rs, "offered", "");
+    std::printf("Offering    %s\n", offered.empty() ? ("no relay: " + shown(rs, "offer_why", "")).c_str()
+                                                     : ("a relay at " + offered + " to paired peers").c_str());
   }
   if (r->contains("relay_server") && (*r)["relay_server"].value("state", "off") == "on") {
     const auto& rs = (*r)["relay_server"];

@@ -212,16 +212,26 @@ constexpr std::array kSettings = {
                 "nothing for four of them is taken for gone, and the link goes back to the relay. 1 to 60."},
     SettingSpec{"relay.listen", T::kString, "", "off", "YONDER_RELAY_LISTEN", "",
                 "IP:PORT where this yonderd also serves as a relay (the yonder-relay protocol) for its own paired "
-                "peers, e.g. a provider with a public address relaying for peers behind NATs; empty: off."},
+                "peers, e.g. a provider with a public address relaying for peers behind NATs; empty: off, unless "
+                "relay.offer starts one (then on the link's host, the link's port + 1)."},
+    SettingSpec{"relay.offer", T::kString, "auto", "auto", "YONDER_RELAY_OFFER", "auto,off",
+                "auto: once paired peers confirm (by dialling it back) that this node is reachable, it runs a relay "
+                "for them and offers it, and peers that are not reachable register there and name it in their "
+                "share links, so the peers of a node behind NAT reach it through a friend's box; its limits are "
+                "the relay.* rates and monthly cap; off: never offer (relay.listen still relays for peers that "
+                "configure it)."},
     SettingSpec{"relay.peer_rate_mb", T::kInt, "10", "10", "YONDER_RELAY_PEER_RATE_MB", "",
-                "With relay.listen: megabytes a second each peer may send through this node's relay (charged to "
+                "With a relay (relay.listen or offered): megabytes a second each peer may send through this node's relay (charged to "
                 "the sender, so one peer's bulk transfer slows only its own pipes); 0: no limit."},
     SettingSpec{"relay.total_rate_mb", T::kInt, "25", "25", "YONDER_RELAY_TOTAL_RATE_MB", "",
-                "With relay.listen: megabytes a second all peers together may send through this node's relay, so "
+                "With a relay (relay.listen or offered): megabytes a second all peers together may send through this node's relay, so "
                 "relaying leaves the owner the rest of the uplink; each peer stays under relay.peer_rate_mb within "
                 "it; 0: no limit."},
+    SettingSpec{"relay.peer_pipes", T::kInt, "16", "16", "YONDER_RELAY_PEER_PIPES", "",
+                "With a relay (relay.listen or offered): pipes (one per link between two peers) each peer may have "
+                "through this node's relay at once, so one peer cannot take them all."},
     SettingSpec{"relay.monthly_gb", T::kInt, "100", "100", "YONDER_RELAY_MONTHLY_GB", "",
-                "With relay.listen: gigabytes (10^9 bytes) this node's relay may carry for its peers in a calendar "
+                "With a relay (relay.listen or offered): gigabytes (10^9 bytes) this node's relay may carry for its peers in a calendar "
                 "month (UTC), both directions, kept across restarts in relay-usage.json in the state folder; at the "
                 "cap its pipes close and new ones are refused with the reason until the month turns; 0: no cap."},
     SettingSpec{"link.rate_burst", T::kInt, "200", "200", "", "",

@@ -11,6 +11,9 @@
 //   - Killing the relay on a relayed path: the link comes back through the
 //     restarted relay and the logs resume from the provider; on a direct
 //     path nothing notices.
+//   - With no relay configured anywhere, two homes behind NATs meet at a
+//     third home's node that peers confirmed reachable and that offers its
+//     relay (relay.offer), and its limits hold.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -911,6 +914,123 @@ TEST_F(ReachLab, PeersDialANodeBackAndNetcheckSaysWhetherItIsReachable) {
   EXPECT_NE(call.out.find("a loopback address"), std::string::npos) << call.out;
   EXPECT_NE(call.out.find("a private or shared address"), std::string::npos) << call.out;
   EXPECT_EQ(call.out.find("\"reached\": true"), std::string::npos) << call.out;
+}
+
+// A third home: a friend's node at a public address (the public router's
+// second address), nobody's configured relay; no link.relays anywhere. The
+// provider behind home B's NAT pairs with the friend, which asks it to dial
+// back, finds itself reachable and offers its relay (relay.offer, on by
+// default); the provider registers there and its share link names it, so
+// the laptop behind home A's NAT pairs through the friend's box (as a
+// visitor: the laptop is not the friend's peer).
+struct FriendLab {
+  explicit FriendLab(NatLabOptions nats)
+      : lab(nats),
+        friend_node(dir, "friend", false,
+                    {{"YONDER_LINK_LISTEN", "0.0.0.0:47850"},
+                     {"YONDER_LINK_ADVERTISE", lab.server2_address() + ":47850"},
+                     {"YONDER_RELAY_PEER_RATE_MB", "2"}},
+                    "", in_lab(lab, "pub")),
+        studio(dir, "studio", true, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_HOLE_PUNCHING", "true"}},
+               "[link]\nlisten = \"\"\n", in_lab(lab, "b1")),
+        laptop(dir, "laptop", false, {{"YONDER_LINK_HOLE_PUNCHING", "true"}}, "", in_lab(lab, "a1")),
+        offered(lab.server2_address() + ":47851") {}  // the friend's link port + 1
+
+  // The studio pairs with its friend and, once the friend offers its relay,
+  // registers there; returns the studio's netcheck entry for that relay.
+  json studio_registers_at_the_friends_relay() {
+    studio.pair_with(friend_node, {"--scope", "run"});
+    json used;
+    wait_until(
+        [&] {
+          const json nc = studio.yonder_json({"netcheck"});
+          for (const auto& r : nc.value("relays", json::array())) {
+            if (r.value("address", "") == offered && r.value("state", "") == "registered") used = r;
+          }
+          return !used.is_null();
+        },
+        120s, 500ms);
+    EXPECT_FALSE(used.is_null()) << studio.yonder({"netcheck"}).out << "\nFRIEND\n" << friend_node.daemon().log();
+    return used;
+  }
+  // The studio's share link names the friend's relay and nothing else; the
+  // laptop pairs with it.
+  void laptop_pairs_through_it() {
+    auto share = studio.yonder_json({"share", "--scope", "run"});
+    EXPECT_TRUE(share["addresses"].empty()) << share.dump();
+    ASSERT_EQ(share["relays"], json::array({offered})) << share.dump();
+    auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
+    ASSERT_EQ(pair.exit_code, 0) << pair.err << "\nFRIEND\n" << friend_node.daemon().log();
+  }
+  // A job on the studio from the laptop: its output and exit code come back.
+  void run_a_job() {
+    std::string marker = random_marker();
+    auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh", "-c",
+                            "echo " + marker + "; exit 3"});
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_NE(r.out.find(marker + "\n"), std::string::npos) << r.out;
+  }
+
+  NatLab lab;
+  TempDir dir;
+  Node friend_node, studio, laptop;
+  std::string offered;
+};
+
+// Home B's NAT is symmetric, so no punch is tried and the link stays on the
+// friend's relay, whose limits hold: a bulk transfer is held to its
+// relay.peer_rate_mb.
+TEST_F(ReachLab, WithNoRelayConfiguredTwoHomesMeetAtAReachableFriendsRelay) {
+  FriendLab fl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric});
+  auto& [lab, dir, friend_node, studio, laptop, offered] = fl;
+  auto before = friend_node.yonder({"netcheck"});
+  EXPECT_NE(before.out.find("Offering    no relay"), std::string::npos) << before.out;
+
+  json used = fl.studio_registers_at_the_friends_relay();
+  ASSERT_FALSE(used.is_null());
+  EXPECT_EQ(used.value("offered_by", ""), "friend") << used.dump();
+  auto friend_nc = friend_node.yonder_json({"netcheck"});
+  EXPECT_EQ(friend_nc["reachability"].value("state", ""), "reachable") << friend_nc.dump();
+  EXPECT_EQ(friend_nc["reachability"].value("confirmed_by", json::array()), json::array({"studio"}));
+  EXPECT_EQ(friend_nc["relay_server"].value("offered", ""), offered) << friend_nc.dump();
+  auto friend_text = friend_node.yonder({"netcheck"});
+  EXPECT_NE(friend_text.out.find("Offering    a relay at " + offered + " to paired peers"), std::string::npos)
+      << friend_text.out;
+  auto studio_text = studio.yonder({"netcheck"});
+  EXPECT_NE(studio_text.out.find(offered + "  registered"), std::string::npos) << studio_text.out;
+  EXPECT_NE(studio_text.out.find("[offered by peer friend]"), std::string::npos) << studio_text.out;
+
+  fl.laptop_pairs_through_it();
+  if (HasFatalFailure()) return;
+  auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
+  EXPECT_EQ(peer.value("path", ""), "relay via " + offered) << peer.dump();
+  fl.run_a_job();
+
+  // The friend's limits hold: 12 MiB at 2 MB/s a peer, after a 4 MiB burst.
+  constexpr double kBytes = 12.0 * 1024 * 1024;
+  constexpr double kBurst = 4.0 * 1024 * 1024;
+  auto speed = laptop.yonder_json({"speedtest", "studio", "--bytes", "12M"});
+  ASSERT_TRUE(speed.contains("seconds")) << speed.dump();
+  EXPECT_GE(speed.value("seconds", 0.0), 0.85 * (kBytes - kBurst) / 2e6) << speed.dump();
+  auto carried = friend_node.yonder_json({"netcheck"})["relay_server"];
+  EXPECT_GE(carried.value("bytes_relayed", 0.0), kBytes) << carried.dump();
+  EXPECT_GT(carried.value("throttled", 0), 0) << carried.dump();
+}
+
+// Both NATs port-preserving: the laptop and the studio meet at the friend's
+// relay, then punch a direct path (the signals and the STUN check go
+// through the friend's relay too), and a job runs over it.
+TEST_F(ReachLab, PeersThatMetAtAFriendsRelayPunchADirectPathWhereTheNatsAllow) {
+  FriendLab fl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
+  ASSERT_FALSE(fl.studio_registers_at_the_friends_relay().is_null());
+  fl.laptop_pairs_through_it();
+  if (HasFatalFailure()) return;
+  auto peer = wait_peer(fl.laptop, [](const json& p) { return p.value("path_kind", "") == "punched"; });
+  ASSERT_EQ(peer.value("path_kind", ""), "punched") << peer.dump() << "\nLAPTOP\n"
+                                                    << fl.laptop.yonder({"netcheck"}).out << "\nSTUDIO\n"
+                                                    << fl.studio.yonder({"netcheck"}).out;
+  EXPECT_NE(peer.value("path", "").find(fl.lab.address("nat-b") + ":"), std::string::npos) << peer.dump();
+  fl.run_a_job();
 }
 
 }  // namespace

@@ -60,6 +60,8 @@ class DialBack {
   // The last verdict, for GET /v1/netcheck's "reachability":
   // {"state", "why", "address", "tested", "confirmed_by", "failed_by"}.
   nlohmann::json state() const;
+  // The last verdict itself (none: no round yet).
+  const std::optional<Reachability>& last() const { return last_; }
 
  private:
   void serve(const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply);

@@ -94,7 +94,9 @@ Reachability dial_back_verdict(const std::vector<std::string>& candidates, bool 
 // The serving side's admission of a peer's request.
 class DialBackGate {
  public:
-  static constexpr int kBurst = 3;
+  // A node asks on its own when a session comes up (relay_offer_core.h)
+  // as well as for each `yonder netcheck`: room for both.
+  static constexpr int kBurst = 5;
   static constexpr std::chrono::seconds kInterval{20};
 
   // ok: dial these (the addresses are checked one by one afterwards);

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 #include <sodium.h>
 #include <spdlog/spdlog.h>
@@ -134,9 +135,13 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   pl->mapped_paths_ =
       std::make_unique<MappedPaths>(io, *pl->service_, *pl->relays_, cfg.get_bool("link.port_mapping"));
   pl->relay_listen_ = cfg.get("relay.listen");
+  auto offer_mode = parse_relay_offer_mode(cfg.get("relay.offer"));
+  if (!offer_mode) return std::move(offer_mode).error();
+  pl->relay_offer_mode_ = *offer_mode;
   constexpr double kMB = 1e6;
   pl->relay_peer_rate_ = static_cast<double>(std::max<int64_t>(cfg.get_int("relay.peer_rate_mb"), 0)) * kMB;
   pl->relay_total_rate_ = static_cast<double>(std::max<int64_t>(cfg.get_int("relay.total_rate_mb"), 0)) * kMB;
+  pl->relay_peer_pipes_ = static_cast<size_t>(std::clamp<int64_t>(cfg.get_int("relay.peer_pipes"), 1, 1024));
   pl->relay_monthly_bytes_ =
       static_cast<uint64_t>(std::clamp<int64_t>(cfg.get_int("relay.monthly_gb"), 0, 1'000'000)) * 1'000'000'000ull;
   pl->relay_usage_file_ = paths.home + "/relay-usage.json";
@@ -146,6 +151,12 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
     self->mapped_paths_->on_established(peer, path);
     self->audit_relay_use(peer, path);
     if (self->punch_) self->punch_->on_established(peer, path);
+    // Relays among peers: tell the peer what we offer; see whether peers
+    // can reach us (posted: the session is listed once this hook returns).
+    if (!self->offering_.empty()) self->send_offer(peer);
+    boost::asio::post(*self->io_, [self, alive = std::weak_ptr<bool>(self->alive_)] {
+      if (auto a = alive.lock(); a && *a) self->check_reachability_if_due();
+    });
     if (self->on_session_) self->on_session_(peer);
   });
   if (cfg.get_bool("link.hole_punching")) {
@@ -190,7 +201,11 @@ std::string PeerLink::lan_state() const { return lan_paths_->state(); }
 nlohmann::json PeerLink::port_mapping_state() const { return mapped_paths_->state(); }
 
 nlohmann::json PeerLink::relay_server_state() const {
-  if (!relay_server_) return {{"state", "off"}};
+  // What this node offers its peers (relay.offer), or why nothing.
+  const std::string why = !offering_.empty()     ? ""
+                          : !offer_why_.empty() ? offer_why_
+                                                : decide_offer(relay_offer_mode_, std::nullopt).why;
+  if (!relay_server_) return {{"state", "off"}, {"offered", offering_}, {"offer_why", why}};
   auto ep = relay_server_->local_endpoint();
   auto g = relay_server_->gauges();
   const auto usage = relay_server_->monthly_usage();
@@ -206,7 +221,9 @@ nlohmann::json PeerLink::relay_server_state() const {
           {"month", month},
           {"month_bytes", usage.month == month ? usage.bytes : 0},
           {"monthly_cap", relay_monthly_bytes_},  // bytes, 0: no cap
-          {"throttled", relay_server_->metrics().throttled_total}};
+          {"throttled", relay_server_->metrics().throttled_total},
+          {"offered", offering_},
+          {"offer_why", why}};
 }
 
 void PeerLink::audit_relay_use(const PublicKeyBytes& peer, const std::string& path) {
@@ -258,29 +275,11 @@ Status PeerLink::start() {
       },
       [] { return local_ipv4_hosts(); });
   dial_back_->register_method();
-  if (!relay_listen_.empty()) {
-    // A relay for our own peers only: the key its TLS proves is ours, so
-    // peers pin it with our node id.
-    relay::RelayConfig rc;
-    rc.node_rate = relay_peer_rate_;
-    rc.total_rate = relay_total_rate_;
-    rc.monthly_bytes = relay_monthly_bytes_;
-    rc.monthly_usage = load_relay_usage(relay_usage_file_);
-    rc.on_monthly_usage = [file = relay_usage_file_](const relay::MonthlyUsage& u) {
-      if (auto st = os::write_file_atomically(file, relay::encode_monthly_usage(u), 0600); !st) {
-        spdlog::warn("relay: cannot keep this month's usage: {}", st.error().message());
-      }
-    };
-    rc.accept_node = [this](const PublicKeyBytes& key) {
-      const peers::PeerRecord* p = store_.find(key);
-      return key == identity_.public_key() || (p != nullptr && !p->denied());
-    };
-    relay_server_ = std::make_unique<relay::RelayServer>(*io_, identity_, rc);
-    if (auto st = relay_server_->listen(relay_listen_); !st) {
-      return Error(st.error()).with_context("relay.listen");
-    }
-    spdlog::info("relaying for paired peers on {}", relay_listen_);
-  }
+  service_->add_method("reach.relay_offer",
+                        [this](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+                          on_relay_offer(peer, params, std::move(reply));
+                        });
+  if (!relay_listen_.empty()) YONDER_TRY(start_relay_server(relay_listen_));
   // Our relays, and the relays of the providers we paired with.
   for (const auto& r : configured_relays_) relays_->add(r);
   for (const auto& p : store_.peers()) {
@@ -291,7 +290,7 @@ Status PeerLink::start() {
         spdlog::warn("peer {}: stored relay address \"{}\" is malformed: {}; pair again to replace it",
                      p.id().short_form(), a, relay.error().message());
       } else if (*relay && (*relay)->key) {
-        relays_->add(RelaySpec{(*relay)->address, (*relay)->key, false, ""});
+        relays_->add(RelaySpec{(*relay)->address, (*relay)->key, false, "", ""});
       } else if (*relay && !std::any_of(configured_relays_.begin(), configured_relays_.end(),
                                         [&](const RelaySpec& c) { return c.address == (*relay)->address; })) {
         // Stored from a v1 link, which carried no key: a relay we cannot check.
@@ -348,7 +347,7 @@ void PeerLink::stop() {
 void PeerLink::use_group_relays(const std::vector<std::pair<LinkRelay, std::string>>& relays) {
   if (!relays_) return;
   std::vector<RelaySpec> specs;
-  for (const auto& [relay, group] : relays) specs.push_back(RelaySpec{relay.address, relay.key, false, group});
+  for (const auto& [relay, group] : relays) specs.push_back(RelaySpec{relay.address, relay.key, false, group, ""});
   std::set<std::string> learned;  // the relays of the providers we paired with (as start() adds them)
   for (const auto& p : store_.peers()) {
     if (!p.granted_to_us || p.denied()) continue;
@@ -362,7 +361,10 @@ void PeerLink::use_group_relays(const std::vector<std::pair<LinkRelay, std::stri
 nlohmann::json PeerLink::relay_status() const { return relays_ ? relays_->status() : nlohmann::json::array(); }
 
 void PeerLink::relay_peers_changed() {
-  if (relays_) relays_->refresh();
+  if (relays_) {
+    relays_->refresh();
+    choose_offered_relays_now();  // a denied peer's offer goes
+  }
   if (lan_paths_) lan_paths_->peers_changed();
 }
 
@@ -398,6 +400,139 @@ std::vector<std::string> PeerLink::advertised_addresses() const {
   return out;
 }
 
+Status PeerLink::start_relay_server(const std::string& listen) {
+  // A relay for our own peers: the key its TLS proves is ours, so peers pin
+  // it with our node id. It hosts our peers; others (the peers of a peer
+  // that named it in a share link) may visit to reach them, never each
+  // other (relay/registry.h).
+  relay::RelayConfig rc;
+  rc.node_rate = relay_peer_rate_;
+  rc.total_rate = relay_total_rate_;
+  rc.monthly_bytes = relay_monthly_bytes_;
+  rc.monthly_usage = load_relay_usage(relay_usage_file_);
+  rc.on_monthly_usage = [file = relay_usage_file_](const relay::MonthlyUsage& u) {
+    if (auto st = os::write_file_atomically(file, relay::encode_monthly_usage(u), 0600); !st) {
+      spdlog::warn("relay: cannot keep this month's usage: {}", st.error().message());
+    }
+  };
+  rc.registry.max_visitors = 256;
+  rc.registry.max_pipes_per_node = relay_peer_pipes_;
+  rc.accept_node = [this](const PublicKeyBytes& key) {
+    const peers::PeerRecord* p = store_.find(key);
+    return p == nullptr || !p->denied();
+  };
+  rc.hosts_node = [this](const PublicKeyBytes& key) {
+    const peers::PeerRecord* p = store_.find(key);
+    return key == identity_.public_key() || (p != nullptr && !p->denied());
+  };
+  auto server = std::make_unique<relay::RelayServer>(*io_, identity_, rc);
+  if (auto st = server->listen(listen); !st) return Error(st.error()).with_context("relay on " + listen);
+  relay_server_ = std::move(server);
+  spdlog::info("relaying for paired peers on {}", listen);
+  return ok_status();
+}
+
+void PeerLink::check_reachability_if_due() {
+  if (!dial_back_) return;
+  const MonoTime now = std::chrono::steady_clock::now();
+  if (!reachability_check_due(relay_offer_mode_, listening_of(listen_) == Listening::kYes, reach_round_running_,
+                              last_reach_round_, dial_back_->last(), now)) {
+    return;
+  }
+  reach_round_running_ = true;
+  last_reach_round_ = now;
+  check_reachability([this, alive = std::weak_ptr<bool>(alive_)] {
+    if (auto a = alive.lock(); !a || !*a) return;
+    reach_round_running_ = false;
+  });
+}
+
+void PeerLink::update_offer() {
+  OfferDecision d = decide_offer(relay_offer_mode_, dial_back_ ? dial_back_->last() : std::nullopt);
+  std::string offering;
+  if (d.offer) {
+    if (!relay_server_) {
+      std::string listen = default_relay_listen(relay_listen_, listen_);
+      Status st = listen.empty() ? Status(make_error(ErrorCode::kInvalidArgument, "no address to listen on"))
+                                 : start_relay_server(listen);
+      if (!st) {
+        d = {false, "", "not offered: the relay cannot listen: " + st.error().message() + "; set relay.listen"};
+        spdlog::warn("relay.offer: {}", d.why);
+      }
+    }
+    if (d.offer) offering = d.host + ":" + std::to_string(relay_server_->local_endpoint().port());
+  }
+  offer_why_ = d.why;
+  if (offering == offering_) return;
+  offering_ = offering;
+  if (!offering_.empty()) {
+    spdlog::info("relay.offer: offering the relay at {} to paired peers", offering_);
+  } else {
+    spdlog::info("relay.offer: no longer offering a relay ({})", offer_why_);
+  }
+  for (const auto& s : service_->sessions()) {
+    if (s.established && !s.pairing_only && !s.draining) send_offer(s.peer);
+  }
+  choose_offered_relays_now();  // a node that offers its own uses none of its peers'
+}
+
+void PeerLink::send_offer(const PublicKeyBytes& peer) {
+  const peers::PeerRecord* p = store_.find(peer);
+  if (p == nullptr || p->denied()) return;
+  call_within(Target{p->key, p->id().to_string(), p->name, p->addresses, p->granted_to_us}, "reach.relay_offer",
+              relay_offer_body(offering_), std::chrono::seconds(15),
+              [name = p->name](Result<nlohmann::json> r) {
+                if (!r) spdlog::debug("relay.offer: {} did not take the offer: {}", name, r.error().message());
+              });
+}
+
+void PeerLink::on_relay_offer(const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
+  const peers::PeerRecord* p = store_.find(peer);
+  if (p == nullptr || p->denied()) return reply(make_error(ErrorCode::kPermissionDenied, "not paired"));
+  auto address = read_relay_offer(params, local_ipv4_hosts());
+  if (!address) {
+    spdlog::info("relay.offer: {}: {}", p->name, address.error().message());
+    return reply(std::move(address).error());
+  }
+  if (address->empty()) {
+    offers_.erase(peer);
+  } else {
+    offers_[peer] = *address;
+  }
+  choose_offered_relays_now();
+  const nlohmann::json relays = relays_->status();
+  const bool used = !address->empty() && std::any_of(relays.begin(), relays.end(), [&](const nlohmann::json& r) {
+    return r.value("address", "") == *address && !r.value("offered_by", "").empty();
+  });
+  reply(nlohmann::json{{"used", used}});
+}
+
+void PeerLink::choose_offered_relays_now() {
+  std::map<PublicKeyBytes, std::optional<double>> rtt;
+  for (const auto& s : service_->sessions()) {
+    if (!s.established || !s.rtt) continue;
+    double ms = std::chrono::duration<double, std::milli>(*s.rtt).count();
+    auto [it, fresh] = rtt.try_emplace(s.peer, ms);
+    if (!fresh && (!it->second || ms < *it->second)) it->second = ms;
+  }
+  std::vector<PeerOffer> offers;
+  for (auto it = offers_.begin(); it != offers_.end();) {
+    const peers::PeerRecord* p = store_.find(it->first);
+    if (p == nullptr || p->denied()) {  // unpaired or denied since: its offer goes
+      it = offers_.erase(it);
+      continue;
+    }
+    auto r = rtt.find(it->first);
+    offers.push_back(PeerOffer{it->first, p->name, it->second, r == rtt.end() ? std::nullopt : r->second});
+    ++it;
+  }
+  std::vector<RelaySpec> specs;
+  for (const auto& o : choose_offered_relays(std::move(offers), !offering_.empty())) {
+    specs.push_back(RelaySpec{o.address, o.peer, false, "", o.name});
+  }
+  relays_->set_offered_relays(specs);
+}
+
 void PeerLink::check_reachability(std::function<void()> done) {
   if (!dial_back_) return done();
   std::vector<std::string> observed;
@@ -418,7 +553,11 @@ void PeerLink::check_reachability(std::function<void()> done) {
     if (s.rtt) rtt = std::chrono::duration<double, std::milli>(*s.rtt).count();
     connected.push_back(Helper{s.peer, p->name, s.path, rtt});
   }
-  dial_back_->check(std::move(candidates), listening, pick_helpers(std::move(connected)), std::move(done));
+  dial_back_->check(std::move(candidates), listening, pick_helpers(std::move(connected)),
+                    [this, alive = std::weak_ptr<bool>(alive_), done = std::move(done)] {
+                      if (auto a = alive.lock(); a && *a) update_offer();
+                      done();
+                    });
 }
 
 Result<const peers::PeerRecord*> PeerLink::find_peer(const std::string& text) const {

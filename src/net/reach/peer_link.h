@@ -2,7 +2,9 @@
 // answers the link's policy questions through LinkTrust (who is pinned, may
 // this peer call that), composes the paths beside a direct dial (relay_paths.h,
 // punch_paths.h, lan_paths.h, mapped_paths.h) and the relay it serves for
-// its peers, and serves the local API routes for sharing, pairing and peers:
+// its peers (relay.listen, or offered once peers confirm this node is
+// reachable: relay_offer_core.h, the link method reach.relay_offer), and
+// serves the local API routes for sharing, pairing and peers:
 //   POST /v1/share, GET /v1/links, POST /v1/links/revoke, POST /v1/pair,
 //   GET /v1/peers, POST /v1/peers/deny, POST /v1/peers/scope,
 //   POST /v1/peers/ping, POST /v1/peers/speedtest, POST /v1/peers/call
@@ -27,6 +29,7 @@
 #include "net/reach/mapped_paths.h"
 #include "net/reach/peers.h"
 #include "net/reach/punch_paths.h"
+#include "net/reach/relay_offer_core.h"
 #include "net/reach/relay_paths.h"
 #include "peers/trust_store.h"
 
@@ -121,6 +124,17 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   // `from_host`: the sender's IP as the relay saw it ("" when it did not say).
   void on_signal(const PublicKeyBytes& from, Bytes data, const std::string& from_host);
   std::vector<relay::Rendezvous> rendezvous_tokens();
+  // Relays from among our peers (relay_offer_core.h).
+  Status start_relay_server(const std::string& listen);
+  // A round of dial-back when one is due (relay.offer auto), then update_offer().
+  void check_reachability_if_due();
+  // Starts the relay when this node is to offer it, and tells connected
+  // peers when what it offers changed.
+  void update_offer();
+  void send_offer(const PublicKeyBytes& peer);
+  void on_relay_offer(const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply);
+  // Registers with the offered relays choose_offered_relays picks now.
+  void choose_offered_relays_now();
 
   const Identity& identity_;
   peers::TrustStore store_;
@@ -134,9 +148,16 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   std::string relay_listen_;
   double relay_peer_rate_ = 0;   // bytes/s per peer through relay_server_ (0: no limit)
   double relay_total_rate_ = 0;  // bytes/s all peers together (0: no limit)
+  size_t relay_peer_pipes_ = 16;      // relay.peer_pipes
   uint64_t relay_monthly_bytes_ = 0;  // relay.monthly_gb (0: no cap)
   std::string relay_usage_file_;      // where the relay's monthly usage is kept
   std::unique_ptr<relay::RelayServer> relay_server_;
+  RelayOfferMode relay_offer_mode_ = RelayOfferMode::kAuto;  // relay.offer
+  bool reach_round_running_ = false;            // an automatic dial-back round is out
+  std::optional<MonoTime> last_reach_round_;    // when the last automatic round started
+  std::string offering_;                        // the relay address offered to peers ("" none)
+  std::string offer_why_;                       // why none is offered, for netcheck
+  std::map<PublicKeyBytes, std::string> offers_;  // relays our peers offer us, by peer
   // The relay path each peer's link last ran over, so the audit log records
   // a change of relay, not every redial (event loop only).
   std::map<PublicKeyBytes, std::string> relay_in_use_;

@@ -70,7 +70,8 @@ Result<nlohmann::json> PeerLink::share(const nlohmann::json& body) {
   if (listen_.empty() && configured_relays_.empty() && relays_->for_share_link(4).relays.empty()) {
     return make_error(ErrorCode::kFailedPrecondition,
                       "peers cannot reach this node: it does not listen (link.listen is empty) and has no relay "
-                      "(link.relays, or a relay named by one of its groups); set link.listen or link.relays first");
+                      "(link.relays, a relay named by one of its groups, or one a reachable paired peer offers); set "
+                      "link.listen or link.relays, or pair with a reachable friend's node first");
   }
   Scope scope;  // conservative defaults: run only, 1 GPU, 2h, 1 job, no egress
   if (auto st = apply_scope_fields(body, scope); !st) return st.error();

@@ -84,7 +84,7 @@ Result<std::vector<RelaySpec>> RelayPaths::parse(const std::string& list) {
     if (item.empty()) continue;
     auto relay = parse_link_relay(item);
     if (!relay) return make_error(ErrorCode::kInvalidArgument, "link.relays: " + relay.error().message());
-    out.push_back(RelaySpec{std::move(relay->address), relay->key, true, ""});
+    out.push_back(RelaySpec{std::move(relay->address), relay->key, true, "", ""});
   }
   return out;
 }
@@ -116,17 +116,14 @@ void RelayPaths::set_group_relays(const std::vector<RelaySpec>& specs, const std
       ++it;
       continue;
     }
-    if (e.spec.configured || still_learned.count(it->first) != 0) {  // link.relays or a provider still names it
+    if (e.spec.configured || !e.spec.offered_by.empty() ||
+        still_learned.count(it->first) != 0) {  // link.relays, a peer's offer or a provider still names it
       e.spec.group.clear();
       ++it;
       continue;
     }
     spdlog::info("relay {}: no group lists it any more; leaving it", it->first);
-    if (e.retry) e.retry->cancel();
-    if (e.client) e.client->close();
-    auto waiters = std::move(e.waiters);
-    it = entries_.erase(it);
-    for (auto& w : waiters) w(make_error(ErrorCode::kUnavailable, "no group lists this relay any more"));
+    drop(it, "no group lists this relay any more");
   }
   for (const auto& [address, spec] : wanted) {
     auto it = entries_.find(address);
@@ -146,10 +143,51 @@ void RelayPaths::set_group_relays(const std::vector<RelaySpec>& specs, const std
   }
 }
 
+void RelayPaths::drop(std::map<std::string, std::unique_ptr<Entry>>::iterator& it, const std::string& why) {
+  Entry& e = *it->second;
+  if (e.retry) e.retry->cancel();
+  if (e.client) e.client->close();
+  auto waiters = std::move(e.waiters);
+  it = entries_.erase(it);
+  for (auto& w : waiters) w(make_error(ErrorCode::kUnavailable, why));
+}
+
+void RelayPaths::set_offered_relays(const std::vector<RelaySpec>& specs) {
+  if (stopped_) return;
+  std::map<std::string, const RelaySpec*> wanted;
+  for (const auto& s : specs) {
+    if (s.key && !s.offered_by.empty()) wanted.emplace(s.address, &s);
+  }
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const RelaySpec& held = it->second->spec;
+    if (held.offered_by.empty() || wanted.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    if (held.configured || !held.group.empty()) {  // link.relays or a group names it too: it stays
+      it->second->spec.offered_by.clear();
+      ++it;
+      continue;
+    }
+    spdlog::info("relay {}: {} no longer offers it, or a closer peer's relay is used; leaving it", it->first,
+                 held.offered_by);
+    drop(it, "the peer that offered this relay no longer does");
+  }
+  for (const auto& [address, spec] : wanted) {
+    auto it = entries_.find(address);
+    if (it == entries_.end()) {
+      spdlog::info("relay {}: offered by {}; registering there", address, spec->offered_by);
+      add(*spec);
+    } else if (!it->second->spec.offered_by.empty()) {
+      it->second->spec.offered_by = spec->offered_by;
+    }
+  }
+}
+
 RelayPaths::ForLink RelayPaths::for_share_link(size_t max) const {
   ForLink out;
   for (const auto& [address, e] : entries_) {
-    if (!e->spec.configured && e->spec.group.empty()) continue;
+    if (!e->spec.configured && e->spec.group.empty() && e->spec.offered_by.empty()) continue;
     std::optional<PublicKeyBytes> key = e->spec.key ? e->spec.key : e->proved_key;
     if (!key) {
       out.left_out.emplace_back(address, "relay " + address +
@@ -354,7 +392,7 @@ void RelayPaths::dial(const PublicKeyBytes& peer, const std::optional<ShareLink>
         errors->add(r.address, code, refused);
         continue;
       }
-      if (e == nullptr) add(RelaySpec{r.address, r.key, false, ""});
+      if (e == nullptr) add(RelaySpec{r.address, r.key, false, "", ""});
       // An unpinned configured entry connects to whatever relay answers
       // there: check the key it proved against the link's after the fact.
       order->push_back(Hop{r.address, r.key});
@@ -484,6 +522,7 @@ nlohmann::json RelayPaths::status() const {
                         {"configured", e->spec.configured},
                         {"pinned", e->spec.key.has_value()},
                         {"group", e->spec.group},
+                        {"offered_by", e->spec.offered_by},
                         {"state", e->state == Entry::State::kRegistered   ? "registered"
                                   : e->state == Entry::State::kConnecting ? "connecting"
                                                                           : "waiting"}};

@@ -53,6 +53,8 @@ struct RelaySpec {
   std::optional<PublicKeyBytes> key;    // pinned relay key (@NODE_ID, or the key a share link names)
   bool configured = false;              // from link.relays (else learned from a share link, always with a key)
   std::string group;                    // named by this group's signed list (always with a key); "" otherwise
+  std::string offered_by;               // the peer (its name) that offered it (relay_offer_core.h; always with
+                                        // the peer's key); "" otherwise
 };
 
 class RelayPaths {
@@ -83,7 +85,12 @@ class RelayPaths {
   // the same key becomes a group relay; one with another key is kept and the
   // group's is not used (a warning says which).
   void set_group_relays(const std::vector<RelaySpec>& specs, const std::set<std::string>& still_learned);
-  // What a share link may carry: each configured relay and group relay with its key, pinned
+  // The relays our peers offer that this node uses now (each with the
+  // offering peer's key and name): new ones are added, and offered ones no
+  // longer wanted are dropped. A relay already kept for another reason
+  // (link.relays, a group, a share link) is left as it is.
+  void set_offered_relays(const std::vector<RelaySpec>& specs);
+  // What a share link may carry: each configured, group and offered relay with its key, pinned
   // in link.relays or proved by the relay's TLS handshake (the last
   // registration), at most `max` of them; the others, whose key is not
   // known yet or that do not fit, in `left_out` with a note for the user.
@@ -116,6 +123,8 @@ class RelayPaths {
 
  private:
   void connect(Entry& e);
+  // Closes and forgets an entry; its waiters hear `why`.
+  void drop(std::map<std::string, std::unique_ptr<Entry>>::iterator& it, const std::string& why);
   void on_closed(const std::string& address, const std::string& why);
   void schedule_retry(Entry& e);
   void when_ready(Entry& e, std::function<void(Status)> ready);

@@ -1,0 +1,95 @@
+// Relays from among our peers, without I/O (libp2p's circuit relay with
+// AutoRelay, over our own pinned links): a node that its peers confirmed
+// reachable (dial_back_core.h) offers a relay to them, and a node that is
+// not reachable picks a few of the relays its peers offer, registers with
+// them and names them in its share links, so two peers behind NATs meet at
+// a friend's box with no server rented for it.
+//
+//   - Whether to check reachability now (reachability_check_due): with
+//     relay.offer "auto", a node whose link listens beyond loopback asks
+//     its peers to dial it back when a session with one comes up and the
+//     last verdict is old (or was "unknown" a while ago), never two rounds
+//     at once.
+//   - Whether to offer (decide_offer): "auto" offers once the last round
+//     found this node reachable, at the host the peers reached; "off"
+//     never. peer_link.cpp starts the relay only then, so a node nobody can
+//     reach opens no relay port.
+//   - Where the relay listens (default_relay_listen): relay.listen, or the
+//     link's host with the link's port + 1 (port 0 stays 0: a free one).
+//   - Reading an offer (read_relay_offer): untrusted JSON from a pinned
+//     peer; the address must be a public IPv4 endpoint, not this host
+//     (relay::check_dial_back_target), or a hostile peer could point our
+//     relay client at our own LAN.
+//   - Choosing (choose_offered_relays): a node that offers its own relay
+//     uses none of its peers'; otherwise one offer per peer, lowest RTT
+//     first (unknown last), then by key, at most kMaxOfferedRelays.
+//
+// A relay a peer offers is pinned by that peer's key: the relay's TLS
+// handshake proves the key of the node that runs it, so an offer of someone
+// else's relay fails the pin.
+//
+// Never touches a socket, a clock or a thread; event loop only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "base/error.h"
+#include "crypto/node_id.h"
+#include "net/reach/dial_back_core.h"
+
+namespace yonder::reach {
+
+inline constexpr size_t kMaxOfferedRelays = 3;
+// After a verdict of reachable or unreachable, the next round is due this
+// long after; after "unknown" (no helper answered), sooner.
+inline constexpr std::chrono::minutes kRecheckAfterVerdict{10};
+inline constexpr std::chrono::seconds kRecheckAfterUnknown{30};
+
+enum class RelayOfferMode { kAuto, kOff };
+
+// relay.offer: "auto" or "off".
+Result<RelayOfferMode> parse_relay_offer_mode(const std::string& text);
+
+// `listening_beyond_loopback`: link.listen names an address peers can dial.
+// `last_round`: when the last round started (none: never).
+bool reachability_check_due(RelayOfferMode mode, bool listening_beyond_loopback, bool round_in_progress,
+                            const std::optional<MonoTime>& last_round, const std::optional<Reachability>& verdict,
+                            MonoTime now);
+
+struct OfferDecision {
+  bool offer = false;
+  std::string host;  // offer: the IPv4 host peers reached this node at
+  std::string why;   // not offering: why, for netcheck
+};
+OfferDecision decide_offer(RelayOfferMode mode, const std::optional<Reachability>& verdict);
+
+// Where this node's relay listens: `relay_listen` when set, else the host
+// of `link_listen` with its port + 1 (0: 0). Empty when neither names one.
+std::string default_relay_listen(const std::string& relay_listen, const std::string& link_listen);
+
+// The body of `reach.relay_offer` as the offering node sends it:
+// {"address": "IP:PORT"} offers, {"address": ""} withdraws.
+nlohmann::json relay_offer_body(const std::string& address);
+// A peer's offer: the address ("" when it withdrew its offer), or why it
+// is refused. `own_hosts`: this host's addresses.
+Result<std::string> read_relay_offer(const nlohmann::json& body, const std::vector<std::string>& own_hosts);
+
+struct PeerOffer {
+  PublicKeyBytes peer{};
+  std::string name;
+  std::string address;  // "IP:PORT" of the relay the peer runs
+  std::optional<double> rtt_ms;
+  bool operator==(const PeerOffer&) const = default;
+};
+
+// The offers this node registers with (see the rules above).
+std::vector<PeerOffer> choose_offered_relays(std::vector<PeerOffer> offers, bool offering_ourselves,
+                                             size_t max = kMaxOfferedRelays);
+
+}  // namespace yonder::reach
