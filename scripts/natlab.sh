@@ -34,6 +34,10 @@
 #                                        stopped (TERM, then KILL after 5 s).
 #   natlab.sh exec [--prefix P] NODE [--] CMD...   runs CMD in NODE's namespace
 #                                        (pub, nat-a, nat-b, a1, a2, b1)
+#   natlab.sh move [--prefix P] HOST HOME  plugs HOST (a1, a2, b1) into HOME's LAN
+#                                        (nat-a or nat-b), as a laptop that
+#                                        changes networks: same private address,
+#                                        another router, another public address
 #   natlab.sh status [--prefix P]        the lab's addresses, interfaces and NAT
 #                                        rules, and every lab that is up
 #   natlab.sh reap                       removes labs whose --owner has exited
@@ -262,6 +266,25 @@ cmd_status() {
   return 0
 }
 
+# The host's cable goes from its router's bridge to HOME's: its address and
+# gateway (192.168.1.1 in both homes) stay; its flows through the old NAT
+# are gone, so its peers see it from HOME's public address from now on.
+cmd_move() {
+  local host=$1 home=$2 from=""
+  case $host in a1 | a2 | b1) ;; *) die "move: unknown host '$host': a1, a2 or b1" ;; esac
+  case $home in nat-a | nat-b) ;; *) die "move: unknown home '$home': nat-a or nat-b" ;; esac
+  ns_exists "$(ns "$host")" || die "no lab with prefix '$prefix' is up: run natlab.sh up --prefix $prefix"
+  local n
+  for n in nat-a nat-b; do
+    if ip -n "$(ns "$n")" link show "lan-$host" >/dev/null 2>&1; then from=$n; fi
+  done
+  [ -n "$from" ] || die "move: $host is plugged into no home"
+  [ "$from" != "$home" ] || return 0
+  ip -n "$(ns "$from")" link set "lan-$host" netns "$(ns "$home")"
+  ip -n "$(ns "$home")" link set "lan-$host" master br0 up
+  ip -n "$(ns "$host")" neigh flush all
+}
+
 cmd_reap() {
   local f o st
   for f in "$STATE_DIR"/*; do
@@ -281,6 +304,7 @@ cmd_reap() {
 cmd=$1
 shift
 node=""
+move_args=()
 while [ $# -gt 0 ]; do
   case $1 in
     --prefix) prefix=${2:?--prefix needs a value}; shift 2 ;;
@@ -290,7 +314,10 @@ while [ $# -gt 0 ]; do
     -h | --help) usage ;;
     --) shift; break ;;
     *)
-      if [ "$cmd" = exec ] && [ -z "$node" ]; then
+      if [ "$cmd" = move ]; then
+        move_args+=("$1")
+        shift
+      elif [ "$cmd" = exec ] && [ -z "$node" ]; then
         node=$1
         shift
       elif [ "$cmd" = exec ]; then
@@ -309,6 +336,11 @@ case $cmd in
   down) require_root; cmd_down ;;
   status) require_root; cmd_status ;;
   reap) require_root; cmd_reap ;;
+  move)
+    require_root
+    [ ${#move_args[@]} -eq 2 ] || die "move needs a host and a home, e.g. move a1 nat-b"
+    cmd_move "${move_args[@]}"
+    ;;
   exec)
     require_root
     [ -n "$node" ] || die "exec needs a node: one of ${NODES[*]}"
@@ -318,5 +350,5 @@ case $cmd in
     exec ip netns exec "$(ns "$node")" "$@"
     ;;
   -h | --help | help) usage ;;
-  *) die "unknown command '$cmd': up, down, exec, status or reap" ;;
+  *) die "unknown command '$cmd': up, down, exec, move, status or reap" ;;
 esac

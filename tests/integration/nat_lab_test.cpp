@@ -105,6 +105,19 @@ TEST(NatLab, HomesReachTheServersFromTheirNatsPublicAddress) {
   EXPECT_EQ(lab.address("nat-a.lan"), lab.address("nat-b.lan"));
 }
 
+// natlab.sh move: a1 plugged into home B's LAN keeps its address and is
+// seen from home B's public address; moving it back restores home A's.
+TEST(NatLab, AHostMovedToTheOtherHomeIsSeenFromThatHomesAddress) {
+  YONDER_SKIP_WITHOUT_NAT_LAB();
+  NatLab lab;
+  Fd listener(listener_in(lab, "pub", lab.server_address()));
+  lab.move_host("a1", "nat-b");
+  EXPECT_EQ(seen_by_server(lab, "a1", listener.get(), lab.server_address()), lab.address("nat-b"));
+  lab.move_host("a1", "nat-a");
+  EXPECT_EQ(seen_by_server(lab, "a1", listener.get(), lab.server_address()), lab.address("nat-a"));
+  EXPECT_THROW(lab.move_host("pub", "nat-a"), std::runtime_error);
+}
+
 TEST(NatLab, RunAndSpawnInANode) {
   YONDER_SKIP_WITHOUT_NAT_LAB();
   NatLab lab;

@@ -11,6 +11,8 @@
 //   - Killing the relay on a relayed path: the link comes back through the
 //     restarted relay and the logs resume from the provider; on a direct
 //     path nothing notices.
+//   - A consumer that changes networks mid-job (natlab.sh move) keeps its
+//     `logs -f` stream: the link comes back from the new address.
 //   - With no relay configured anywhere, two homes behind NATs meet at a
 //     third home's node that peers confirmed reachable and that offers its
 //     relay (relay.offer), and its limits hold.
@@ -180,6 +182,7 @@ TEST_P(ReachLabNats, PairAndRunAJobThroughTheRelayWithNoInboundPort) {
   auto share = studio.yonder_json({"share", "--scope", "run"});
   EXPECT_TRUE(share["addresses"].empty()) << share.dump();
   EXPECT_EQ(share["relays"], json::array({relay.address()})) << share.dump();
+  const auto pairing_at = std::chrono::steady_clock::now();
   auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
   ASSERT_EQ(pair.exit_code, 0) << pair.err << "\nrelay:\n" << relay.log();
   auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
@@ -194,6 +197,9 @@ TEST_P(ReachLabNats, PairAndRunAJobThroughTheRelayWithNoInboundPort) {
   auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work, "--", "sh", "-c",
                           "cat payload.txt; for i in 1 2 3; do echo " + marker + "-line-$i; done; exit 7"});
   EXPECT_EQ(r.exit_code, 7) << r.err;
+  std::cout << "[ first job] " << nat_mode_name(mode_a) << "/" << nat_mode_name(mode_b) << ", one relay: "
+            << peer.value("path_kind", "") << ", pair to first job's end "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - pairing_at).count() << " s\n";
   EXPECT_NE(r.out.find(marker + "-in-a-file\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(marker + "-line-3\n"), std::string::npos) << r.out;
   auto ps = laptop.yonder_json({"ps", "--all"});
@@ -317,6 +323,51 @@ TEST_F(ReachLab, KillingTheRelayOnARelayedPathReconnectsAndLogsResume) {
   expect_lines_once_in_order(follow.out(), "tick", 80);
   auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
   EXPECT_EQ(peer.value("path_kind", ""), "relay") << peer.dump();
+}
+
+// Roaming: the laptop changes networks mid-job (natlab.sh move: its cable
+// goes from home A's router to home B's, so it is seen from another public
+// address and its connections through home A's NAT are gone). Its link
+// comes back through the relay from the new address, and `logs -f` goes on:
+// every line once, in order. No new share link, nothing paired again.
+TEST_F(ReachLab, AConsumerThatChangesNetworksMidJobKeepsItsLogStream) {
+  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric});
+  TempDir dir;
+  LabRelay relay(lab, dir);
+  Node studio(dir, "studio", true, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_RELAYS", relay.pinned()}},
+              "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
+  Node laptop(dir, "laptop", false, {}, "", in_lab(lab, "a1"));
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  auto seen_from = [&] {
+    const json nc = laptop.yonder_json({"netcheck"});
+    return nc.value("public_addr", "");
+  };
+  ASSERT_EQ(seen_from().rfind(lab.address("nat-a") + ":", 0), 0u);
+
+  auto following = follow_ticking_job(laptop, 80);
+  ASSERT_TRUE(following);
+  LiveProcess& follow = *following;
+  const auto moved_at = std::chrono::steady_clock::now();
+  lab.move_host("a1", "nat-b");
+  EXPECT_EQ(follow.wait(120s), 0) << follow.output() << "\nLAPTOP\n" << laptop.daemon().log();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - moved_at).count();
+  expect_lines_once_in_order(follow.out(), "tick", 80);
+  auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
+  EXPECT_EQ(peer.value("path_kind", ""), "relay") << peer.dump();
+  std::string now_seen;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        now_seen = seen_from();
+        return now_seen.rfind(lab.address("nat-b") + ":", 0) == 0;
+      },
+      60s, 200ms))
+      << now_seen;
+  std::cout << "[ roaming  ] moved to home B -> logs -f ended with every line " << took
+            << " s after the move (the job prints for 8 s)\n";
+  // The move did cut the link: its session through home A's NAT ended.
+  EXPECT_NE(laptop.daemon().log().find("(relay via " + relay.address() + ") ended"), std::string::npos)
+      << laptop.daemon().log();
 }
 
 // On a direct path the relay is only a standby: killing it mid-job changes
@@ -448,9 +499,14 @@ struct PunchLab {
   void pair(std::vector<std::string> scope_args) {
     scope_args.insert(scope_args.begin(), "share");
     auto share = studio.yonder_json(scope_args);
+    pairing_at = std::chrono::steady_clock::now();
     auto r = laptop.yonder({"pair", share["link"].get<std::string>()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
+  double since_pairing() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - pairing_at).count();
+  }
+  std::chrono::steady_clock::time_point pairing_at;
   NatLab lab;
   TempDir dir;
   LabRelay relay, relay2;
@@ -474,7 +530,7 @@ std::string http_get_in(const NatLab& lab, std::string_view node, int port) {
 // lost contact, the path stays punched.
 TEST_F(ReachLab, ConeNatsPunchADirectPathAndEveryCommandRunsOverQuic) {
   PunchLab pl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
-  auto& [lab, dir, relay, relay2, studio, laptop] = pl;
+  auto& [pairing_at, lab, dir, relay, relay2, studio, laptop] = pl;
   pl.pair({"--scope", "run,exec,files,forward", "--max-jobs", "4"});
   if (HasFatalFailure()) return;
 
@@ -506,6 +562,8 @@ TEST_F(ReachLab, ConeNatsPunchADirectPathAndEveryCommandRunsOverQuic) {
   auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--upload", work, "--", "sh", "-c",
                           "cat payload.txt; echo done > result.txt; exit 5"});
   EXPECT_EQ(r.exit_code, 5) << r.err;
+  std::cout << "[ first job] preserving/preserving, two relays: punched, pair to first job's end "
+            << pl.since_pairing() << " s\n";
   EXPECT_NE(r.out.find("over-quic-in-a-file\n"), std::string::npos) << r.out;
   EXPECT_EQ(relay.dump().size() + relay2.dump().size(), dumped) << "the job went through a relay";
 
@@ -575,7 +633,7 @@ TEST_F(ReachLab, ConeNatsPunchADirectPathAndEveryCommandRunsOverQuic) {
 // path now (the new punch finds UDP blocked).
 TEST_F(ReachLab, ADeadPunchedPathFallsBackToTheRelayAndLogsResume) {
   PunchLab pl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving}, {{"YONDER_LINK_DEAD_AFTER_S", "3"}});
-  auto& [lab, dir, relay, relay2, studio, laptop] = pl;
+  auto& [pairing_at, lab, dir, relay, relay2, studio, laptop] = pl;
   pl.pair({"--scope", "run"});
   if (HasFatalFailure()) return;
   auto peer = wait_peer(laptop, [](const json& p) { return p.value("path_kind", "") == "punched"; });
@@ -634,7 +692,7 @@ TEST_F(ReachLab, ASilentPunchedPathEndsAfterFourKeepalivesAndTheLinkGoesBackToTh
 // says why; jobs run over the relay as before.
 TEST_F(ReachLab, ASymmetricNatStaysOnTheRelayAndSaysWhy) {
   PunchLab pl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric});
-  auto& [lab, dir, relay, relay2, studio, laptop] = pl;
+  auto& [pairing_at, lab, dir, relay, relay2, studio, laptop] = pl;
   pl.pair({"--scope", "run"});
   if (HasFatalFailure()) return;
   auto peer = wait_peer(laptop, [](const json& p) {
@@ -959,6 +1017,7 @@ struct FriendLab {
     auto share = studio.yonder_json({"share", "--scope", "run"});
     EXPECT_TRUE(share["addresses"].empty()) << share.dump();
     ASSERT_EQ(share["relays"], json::array({offered})) << share.dump();
+    pairing_at = std::chrono::steady_clock::now();
     auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
     ASSERT_EQ(pair.exit_code, 0) << pair.err << "\nFRIEND\n" << friend_node.daemon().log();
   }
@@ -969,12 +1028,19 @@ struct FriendLab {
                             "echo " + marker + "; exit 3"});
     EXPECT_EQ(r.exit_code, 3) << r.err;
     EXPECT_NE(r.out.find(marker + "\n"), std::string::npos) << r.out;
+    auto peers = laptop.yonder_json({"peers"});
+    std::cout << "[ first job] " << lab.info().at("nat_a") << "/" << lab.info().at("nat_b")
+              << ", no relay configured, a friend's relay: "
+              << (peers.value("peers", json::array()).empty() ? "" : peers["peers"][0].value("path_kind", ""))
+              << ", pair to first job's end "
+              << std::chrono::duration<double>(std::chrono::steady_clock::now() - pairing_at).count() << " s\n";
   }
 
   NatLab lab;
   TempDir dir;
   Node friend_node, studio, laptop;
   std::string offered;
+  std::chrono::steady_clock::time_point pairing_at;
 };
 
 // Home B's NAT is symmetric, so no punch is tried and the link stays on the
@@ -982,7 +1048,7 @@ struct FriendLab {
 // relay.peer_rate_mb.
 TEST_F(ReachLab, WithNoRelayConfiguredTwoHomesMeetAtAReachableFriendsRelay) {
   FriendLab fl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric});
-  auto& [lab, dir, friend_node, studio, laptop, offered] = fl;
+  auto& [lab, dir, friend_node, studio, laptop, offered, pairing_at] = fl;
   auto before = friend_node.yonder({"netcheck"});
   EXPECT_NE(before.out.find("Offering    no relay"), std::string::npos) << before.out;
 

@@ -158,6 +158,14 @@ int NatLab::socket_in(std::string_view node, int domain, int type) const {
   return fd;
 }
 
+void NatLab::move_host(std::string_view host, std::string_view home) const {
+  auto r = script({"move", "--prefix", prefix_, std::string(host), std::string(home)});
+  if (r.exit_code != 0) {
+    throw std::runtime_error("natlab.sh move " + std::string(host) + " " + std::string(home) + " failed (exit " +
+                             std::to_string(r.exit_code) + "): " + r.err);
+  }
+}
+
 std::string NatLab::status() const {
   auto r = script({"status", "--prefix", prefix_});
   return r.out + r.err;

@@ -90,6 +90,11 @@ class NatLab {
   // A socket(2) made inside `node`'s namespace; the caller owns the fd.
   int socket_in(std::string_view node, int domain, int type) const;
 
+  // natlab.sh move: plugs `host` ("a1", "a2", "b1") into `home`'s LAN
+  // ("nat-a", "nat-b"), as a laptop that changes networks; throws
+  // std::runtime_error with the script's message if it cannot.
+  void move_host(std::string_view host, std::string_view home) const;
+
   // natlab.sh status: for failure messages.
   std::string status() const;
 
