@@ -216,10 +216,11 @@ constexpr std::array kSettings = {
                 "relay.offer starts one (then on the link's host, the link's port + 1)."},
     SettingSpec{"relay.offer", T::kString, "auto", "auto", "YONDER_RELAY_OFFER", "auto,off",
                 "auto: once paired peers confirm (by dialling it back) that this node is reachable, it runs a relay "
-                "for them and offers it, and peers that are not reachable register there and name it in their "
-                "share links, so the peers of a node behind NAT reach it through a friend's box; its limits are "
-                "the relay.* rates and monthly cap; off: never offer (relay.listen still relays for peers that "
-                "configure it)."},
+                "for them and offers it (reached only through the router's mapping of the link port, it has the "
+                "router map the relay's port too: link.port_mapping), and peers that are not reachable register "
+                "there and name it in their share links, so the peers of a node behind NAT reach it through a "
+                "friend's box; its limits are the relay.* rates, pipes and monthly cap; off: never offer "
+                "(relay.listen still relays for peers that configure it)."},
     SettingSpec{"relay.peer_rate_mb", T::kInt, "10", "10", "YONDER_RELAY_PEER_RATE_MB", "",
                 "With a relay (relay.listen or offered): megabytes a second each peer may send through this node's relay (charged to "
                 "the sender, so one peer's bulk transfer slows only its own pipes); 0: no limit."},

@@ -1099,5 +1099,76 @@ TEST_F(ReachLab, PeersThatMetAtAFriendsRelayPunchADirectPathWhereTheNatsAllow) {
   fl.run_a_job();
 }
 
+// The issue's own case: a provider whose only reachable peer is one
+// friend's home box with a mapped port. The friend (b1, behind home B's
+// router, which runs a UPnP-IGD/NAT-PMP gateway) maps its link port; the
+// provider (a1, behind home A's NAT, listening nowhere) pairs with it
+// through that mapping; the friend, reached there, has the router map its
+// relay's port too and offers the relay at that mapping; the provider
+// registers there, and a consumer elsewhere (on the public side of the lab)
+// pairs through it and runs a job. No link.relays anywhere.
+TEST_F(ReachLab, AFriendsHomeBoxWithAMappedPortRelaysForTheProvidersConsumers) {
+  if (auto why = LabGateway::unavailable_reason()) FAIL() << *why;
+  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
+  TempDir dir;
+  LabGateway gateway(lab, "nat-b");
+  Node friend_node(dir, "friend", false,
+                   {{"YONDER_LINK_LISTEN", "0.0.0.0:47850"}, {"YONDER_LINK_PORT_MAPPING", "true"}}, "",
+                   in_lab(lab, "b1"));
+  Node studio(dir, "studio", true, {{"YONDER_LINK_LISTEN", ""}}, "[link]\nlisten = \"\"\n", in_lab(lab, "a1"));
+  Node laptop(dir, "laptop", false, {}, "", in_lab(lab, "pub"));
+  // The friend's link port is mapped before it shares (the link names the mapping).
+  json nc;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        nc = friend_node.yonder_json({"netcheck"});
+        return nc.value("port_mapping", json::object()).value("state", "") == "mapped";
+      },
+      120s, 200ms))
+      << nc.dump() << "\ngateway:\n" << gateway.log();
+  const std::string link_mapped = nc["port_mapping"].value("external", "");
+  ASSERT_EQ(link_mapped.rfind(lab.address("nat-b") + ":", 0), 0u) << nc.dump();
+
+  studio.pair_with(friend_node, {"--scope", "run"});
+  json used;
+  bool registered = wait_until(
+      [&] {
+        const json snc = studio.yonder_json({"netcheck"});
+        for (const auto& r : snc.value("relays", json::array())) {
+          if (r.value("offered_by", "") == "friend" && r.value("state", "") == "registered") used = r;
+        }
+        return !used.is_null();
+      },
+      120s, 500ms);
+  ASSERT_TRUE(registered) << studio.yonder({"netcheck"}).out << "\nFRIEND\n"
+                          << friend_node.yonder({"netcheck"}).out << friend_node.daemon().log() << "\ngateway:\n"
+                          << gateway.log();
+  const std::string offered = used.value("address", "");
+  auto friend_nc = friend_node.yonder_json({"netcheck"});
+  EXPECT_EQ(friend_nc["reachability"].value("address", ""), link_mapped) << friend_nc.dump();
+  EXPECT_EQ(friend_nc["relay_server"].value("offered", ""), offered) << friend_nc.dump();
+  // The relay is offered at the router's mapping of its own port.
+  EXPECT_EQ(offered.rfind(lab.address("nat-b") + ":", 0), 0u) << offered;
+  EXPECT_NE(offered, link_mapped);
+  EXPECT_NE(gateway.forwards().find("dport " + offered.substr(offered.rfind(':') + 1) + " "), std::string::npos)
+      << gateway.forwards();
+
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  ASSERT_EQ(share["relays"], json::array({offered})) << share.dump();
+  const auto pairing_at = std::chrono::steady_clock::now();
+  auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
+  ASSERT_EQ(pair.exit_code, 0) << pair.err << "\nFRIEND\n" << friend_node.daemon().log();
+  std::string marker = random_marker();
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh", "-c",
+                          "echo " + marker + "; exit 4"});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  std::cout << "[ first job] preserving/preserving, no relay configured, a friend's relay behind a mapped port: "
+            << "relay, pair to first job's end "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - pairing_at).count() << " s\n";
+  auto peer = wait_peer(laptop, [](const json& p) { return p.value("connected", false); });
+  EXPECT_EQ(peer.value("path", ""), "relay via " + offered) << peer.dump();
+  EXPECT_NE(r.out.find(marker + "\n"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace yonder::testing

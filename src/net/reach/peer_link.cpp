@@ -20,6 +20,7 @@
 #include "net/reach/local_host.h"
 #include "os/files.h"
 #include "os/proc_files.h"
+#include "portmap/port_mapper.h"
 #include "relay/monthly_allowance.h"
 #include "relay/server.h"
 
@@ -138,6 +139,7 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   auto offer_mode = parse_relay_offer_mode(cfg.get("relay.offer"));
   if (!offer_mode) return std::move(offer_mode).error();
   pl->relay_offer_mode_ = *offer_mode;
+  pl->port_mapping_wanted_ = cfg.get_bool("link.port_mapping");
   constexpr double kMB = 1e6;
   pl->relay_peer_rate_ = static_cast<double>(std::max<int64_t>(cfg.get_int("relay.peer_rate_mb"), 0)) * kMB;
   pl->relay_total_rate_ = static_cast<double>(std::max<int64_t>(cfg.get_int("relay.total_rate_mb"), 0)) * kMB;
@@ -204,7 +206,7 @@ nlohmann::json PeerLink::relay_server_state() const {
   // What this node offers its peers (relay.offer), or why nothing.
   const std::string why = !offering_.empty()     ? ""
                           : !offer_why_.empty() ? offer_why_
-                                                : decide_offer(relay_offer_mode_, std::nullopt).why;
+                                                : decide_offer(OfferFacts{relay_offer_mode_, {}, "", 0, ""}).why;
   if (!relay_server_) return {{"state", "off"}, {"offered", offering_}, {"offer_why", why}};
   auto ep = relay_server_->local_endpoint();
   auto g = relay_server_->gauges();
@@ -336,6 +338,7 @@ Status PeerLink::start() {
 
 void PeerLink::stop() {
   *alive_ = false;
+  if (relay_mapper_) relay_mapper_->stop();  // removes the relay's mapping from the router
   if (relay_server_) relay_server_->stop();
   if (lan_paths_) lan_paths_->stop();
   if (mapped_paths_) mapped_paths_->stop();  // removes the mapping from the router
@@ -448,23 +451,54 @@ void PeerLink::check_reachability_if_due() {
 }
 
 void PeerLink::update_offer() {
-  OfferDecision d = decide_offer(relay_offer_mode_, dial_back_ ? dial_back_->last() : std::nullopt);
-  std::string offering;
-  if (d.offer) {
-    if (!relay_server_) {
-      std::string listen = default_relay_listen(relay_listen_, listen_);
-      Status st = listen.empty() ? Status(make_error(ErrorCode::kInvalidArgument, "no address to listen on"))
-                                 : start_relay_server(listen);
-      if (!st) {
-        d = {false, "", "not offered: the relay cannot listen: " + st.error().message() + "; set relay.listen"};
-        spdlog::warn("relay.offer: {}", d.why);
-      }
+  OfferFacts facts;
+  facts.mode = relay_offer_mode_;
+  if (dial_back_) facts.verdict = dial_back_->last();
+  facts.link_mapped = mapped_paths_ ? mapped_paths_->mapped() : std::string();
+  facts.relay_mapped = relay_mapped_;
+  auto relay_port = [this] { return relay_server_ ? relay_server_->local_endpoint().port() : uint16_t{0}; };
+  facts.relay_port = relay_port();
+  OfferDecision d = decide_offer(facts);
+  if (d.run_relay && !relay_server_) {
+    std::string listen = default_relay_listen(relay_listen_, listen_);
+    Status st = listen.empty() ? Status(make_error(ErrorCode::kInvalidArgument, "no address to listen on"))
+                               : start_relay_server(listen);
+    if (!st) {
+      d = {false, false, "", "not offered: the relay cannot listen: " + st.error().message() + "; set relay.listen"};
+      spdlog::warn("relay.offer: {}", d.why);
+    } else {
+      facts.relay_port = relay_port();
+      d = decide_offer(facts);
     }
-    if (d.offer) offering = d.host + ":" + std::to_string(relay_server_->local_endpoint().port());
+  }
+  if (d.map_relay && !relay_mapper_ && relay_server_) {
+    if (!port_mapping_wanted_) {
+      d.why = "not offered: peers reach this node only through the router's mapping of the link port, and "
+              "link.port_mapping is off, so the relay's port is not mapped";
+    } else {
+      std::weak_ptr<bool> alive = alive_;
+      boost::asio::io_context* io = io_;
+      relay_mapper_ = std::make_unique<portmap::PortMapper>(
+          relay_server_->local_endpoint().port(), portmap::MapOptions{},
+          [this, alive, io](const portmap::PortMapperStatus& st) {
+            boost::asio::post(*io, [this, alive, st] {  // the mapper's thread: to the event loop
+              if (auto a = alive.lock(); !a || !*a) return;
+              relay_mapped_ = st.state == portmap::MapState::kMapped && st.mapping
+                                  ? st.mapping->external_ip + ":" + std::to_string(st.mapping->external_port)
+                                  : std::string();
+              update_offer();
+            });
+          });
+    }
+  }
+  if (d.run_relay && relay_server_ && relay_server_->local_endpoint().address().is_loopback()) {
+    d.address.clear();
+    d.why = "not offered: the relay listens on loopback only (relay.listen = " + relay_listen_ +
+            "); peers could not reach it";
   }
   offer_why_ = d.why;
-  if (offering == offering_) return;
-  offering_ = offering;
+  if (d.address == offering_) return;
+  offering_ = d.address;
   if (!offering_.empty()) {
     spdlog::info("relay.offer: offering the relay at {} to paired peers", offering_);
   } else {

@@ -40,6 +40,9 @@ class io_context;
 namespace yonder::relay {
 class RelayServer;
 }
+namespace yonder::portmap {
+class PortMapper;
+}
 
 namespace yonder::reach {
 
@@ -155,6 +158,9 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   RelayOfferMode relay_offer_mode_ = RelayOfferMode::kAuto;  // relay.offer
   bool reach_round_running_ = false;            // an automatic dial-back round is out
   std::optional<MonoTime> last_reach_round_;    // when the last automatic round started
+  bool port_mapping_wanted_ = false;            // link.port_mapping: the relay's port may be mapped too
+  std::unique_ptr<portmap::PortMapper> relay_mapper_;  // the router's forward of the relay's port
+  std::string relay_mapped_;                    // "IP:PORT" it forwards ("" none)
   std::string offering_;                        // the relay address offered to peers ("" none)
   std::string offer_why_;                       // why none is offered, for netcheck
   std::map<PublicKeyBytes, std::string> offers_;  // relays our peers offer us, by peer

@@ -27,22 +27,49 @@ bool reachability_check_due(RelayOfferMode mode, bool listening_beyond_loopback,
                                        : std::chrono::duration_cast<std::chrono::nanoseconds>(kRecheckAfterVerdict));
 }
 
-OfferDecision decide_offer(RelayOfferMode mode, const std::optional<Reachability>& verdict) {
-  if (mode == RelayOfferMode::kOff) return {false, "", "relay.offer is off"};
-  if (!verdict) return {false, "", "not offered until paired peers confirm this node is reachable"};
-  switch (verdict->state) {
-    case Reachability::State::kReachable: {
-      const std::string& a = verdict->address;
-      auto colon = a.rfind(':');
-      if (colon == std::string::npos || colon == 0) return {false, "", "the reachable address has no host"};
-      return {true, a.substr(0, colon), ""};
-    }
-    case Reachability::State::kUnreachable:
-      return {false, "", "not offered: paired peers could not reach this node"};
-    case Reachability::State::kUnknown:
-      break;
+OfferDecision decide_offer(const OfferFacts& f) {
+  OfferDecision d;
+  if (f.mode == RelayOfferMode::kOff) {
+    d.why = "relay.offer is off";
+    return d;
   }
-  return {false, "", "not offered: no paired peer has confirmed this node is reachable yet"};
+  if (!f.verdict) {
+    d.why = "not offered until paired peers confirm this node is reachable";
+    return d;
+  }
+  if (f.verdict->state == Reachability::State::kUnreachable) {
+    d.why = "not offered: paired peers could not reach this node";
+    return d;
+  }
+  if (f.verdict->state != Reachability::State::kReachable) {
+    d.why = "not offered: no paired peer has confirmed this node is reachable yet";
+    return d;
+  }
+  const std::string& reached = f.verdict->address;
+  auto colon = reached.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    d.why = "not offered: the reachable address has no host";
+    return d;
+  }
+  d.run_relay = true;
+  if (!f.link_mapped.empty() && reached == f.link_mapped) {
+    // Reached through the router's forward of the link port: the relay's
+    // port needs a forward of its own.
+    d.map_relay = true;
+    if (f.relay_mapped.empty()) {
+      d.why = "not offered yet: peers reach this node through the router's port mapping, and the router has not "
+              "mapped the relay's port yet";
+      return d;
+    }
+    d.address = f.relay_mapped;
+    return d;
+  }
+  if (f.relay_port == 0) {
+    d.why = "not offered yet: the relay is starting";
+    return d;
+  }
+  d.address = reached.substr(0, colon) + ":" + std::to_string(f.relay_port);
+  return d;
 }
 
 std::string default_relay_listen(const std::string& relay_listen, const std::string& link_listen) {

@@ -11,9 +11,12 @@
 //     last verdict is old (or was "unknown" a while ago), never two rounds
 //     at once.
 //   - Whether to offer (decide_offer): "auto" offers once the last round
-//     found this node reachable, at the host the peers reached; "off"
-//     never. peer_link.cpp starts the relay only then, so a node nobody can
-//     reach opens no relay port.
+//     found this node reachable; "off" never. peer_link.cpp starts the
+//     relay only then, so a node nobody can reach opens no relay port. At
+//     a public address (or one the router forwards by hand) the relay is
+//     offered at the reached host with its own port; when peers reached
+//     the router's mapping of the link port (UPnP-IGD, NAT-PMP), the relay's
+//     port is mapped too and offered at that mapping, once it holds.
 //   - Where the relay listens (default_relay_listen): relay.listen, or the
 //     link's host with the link's port + 1 (port 0 stays 0: a free one).
 //   - Reading an offer (read_relay_offer): untrusted JSON from a pinned
@@ -62,12 +65,22 @@ bool reachability_check_due(RelayOfferMode mode, bool listening_beyond_loopback,
                             const std::optional<MonoTime>& last_round, const std::optional<Reachability>& verdict,
                             MonoTime now);
 
-struct OfferDecision {
-  bool offer = false;
-  std::string host;  // offer: the IPv4 host peers reached this node at
-  std::string why;   // not offering: why, for netcheck
+// What decide_offer looks at.
+struct OfferFacts {
+  RelayOfferMode mode = RelayOfferMode::kAuto;
+  std::optional<Reachability> verdict;  // the last dial-back round's (none: none yet)
+  std::string link_mapped;              // "IP:PORT" the router forwards to the link ("" none)
+  uint16_t relay_port = 0;              // the relay's listening port (0: not running)
+  std::string relay_mapped;             // "IP:PORT" the router forwards to the relay ("" none)
 };
-OfferDecision decide_offer(RelayOfferMode mode, const std::optional<Reachability>& verdict);
+
+struct OfferDecision {
+  bool run_relay = false;  // start the relay (if it is not running)
+  bool map_relay = false;  // ask the router to forward the relay's port
+  std::string address;     // offer this "IP:PORT" ("" none)
+  std::string why;         // no address: why, for netcheck
+};
+OfferDecision decide_offer(const OfferFacts& facts);
 
 // Where this node's relay listens: `relay_listen` when set, else the host
 // of `link_listen` with its port + 1 (0: 0). Empty when neither names one.

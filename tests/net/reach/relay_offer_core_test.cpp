@@ -60,19 +60,53 @@ TEST(ReachabilityCheckDue, FirstSessionThenAfterTheRecheckIntervalNeverTwiceAtOn
   EXPECT_TRUE(reachability_check_due(kAuto, true, false, kOfferT0, unknown, kOfferT0 + kRecheckAfterUnknown));
 }
 
-TEST(DecideOffer, OnlyWhenPeersConfirmedThisNodeReachableAtItsHost) {
-  auto yes = decide_offer(RelayOfferMode::kAuto, verdict(State::kReachable, "198.51.100.7:7850"));
-  EXPECT_TRUE(yes.offer);
-  EXPECT_EQ(yes.host, "198.51.100.7");
+OfferFacts facts(std::optional<Reachability> v, uint16_t relay_port = 0, std::string link_mapped = "",
+                 std::string relay_mapped = "", RelayOfferMode mode = RelayOfferMode::kAuto) {
+  return OfferFacts{mode, std::move(v), std::move(link_mapped), relay_port, std::move(relay_mapped)};
+}
+
+TEST(DecideOffer, OnlyWhenPeersConfirmedThisNodeReachableAtTheReachedHostAndTheRelaysPort) {
+  auto reachable = verdict(State::kReachable, "198.51.100.7:7850");
+  // Reachable: start the relay; offer it once it listens.
+  auto starting = decide_offer(facts(reachable));
+  EXPECT_TRUE(starting.run_relay);
+  EXPECT_FALSE(starting.map_relay);
+  EXPECT_EQ(starting.address, "");
+  EXPECT_FALSE(starting.why.empty());
+  auto yes = decide_offer(facts(reachable, 7851));
+  EXPECT_TRUE(yes.run_relay);
+  EXPECT_EQ(yes.address, "198.51.100.7:7851");
   for (const auto& v : {std::optional<Reachability>{}, std::optional<Reachability>(verdict(State::kUnknown)),
                         std::optional<Reachability>(verdict(State::kUnreachable))}) {
-    auto no = decide_offer(RelayOfferMode::kAuto, v);
-    EXPECT_FALSE(no.offer);
+    auto no = decide_offer(facts(v, 7851));
+    EXPECT_FALSE(no.run_relay);
+    EXPECT_EQ(no.address, "");
     EXPECT_FALSE(no.why.empty());
   }
-  auto off = decide_offer(RelayOfferMode::kOff, verdict(State::kReachable, "198.51.100.7:7850"));
-  EXPECT_FALSE(off.offer);
+  auto off = decide_offer(facts(reachable, 7851, "", "", RelayOfferMode::kOff));
+  EXPECT_FALSE(off.run_relay);
+  EXPECT_EQ(off.address, "");
   EXPECT_EQ(off.why, "relay.offer is off");
+}
+
+// Peers reached the router's mapping of the link port: the relay's port is
+// mapped too, and offered at that mapping (never at the link's host with
+// the relay's local port, which the router does not forward).
+TEST(DecideOffer, ReachedThroughTheRoutersMappingTheRelaysPortIsMappedAndOfferedThere) {
+  auto via_mapping = verdict(State::kReachable, "203.0.113.2:40001");
+  auto waiting = decide_offer(facts(via_mapping, 7851, "203.0.113.2:40001"));
+  EXPECT_TRUE(waiting.run_relay);
+  EXPECT_TRUE(waiting.map_relay);
+  EXPECT_EQ(waiting.address, "");
+  EXPECT_NE(waiting.why.find("mapped the relay's port"), std::string::npos) << waiting.why;
+  auto mapped = decide_offer(facts(via_mapping, 7851, "203.0.113.2:40001", "203.0.113.2:40002"));
+  EXPECT_TRUE(mapped.map_relay);
+  EXPECT_EQ(mapped.address, "203.0.113.2:40002");
+  // Reached at another (public) address while a mapping exists: that host,
+  // the relay's own port, no mapping needed.
+  auto public_too = decide_offer(facts(verdict(State::kReachable, "198.51.100.7:7850"), 7851, "203.0.113.2:40001"));
+  EXPECT_FALSE(public_too.map_relay);
+  EXPECT_EQ(public_too.address, "198.51.100.7:7851");
 }
 
 TEST(DefaultRelayListen, RelayListenOrTheLinksHostAndNextPort) {
