@@ -102,6 +102,14 @@ void NodeConn::close(Reason reason, const std::string& message) {
   chan_->close_after_flush(make_error(reason_error_code(reason), message));
 }
 
+void NodeConn::abort(const std::string& why) {
+  if (closed_) return;
+  if (chan_) {
+    chan_->close(make_error(ErrorCode::kUnavailable, why));  // its on_closed handler ends this connection
+  }
+  on_closed(make_error(ErrorCode::kUnavailable, why));  // no channel yet, or it had no handler left
+}
+
 void NodeConn::on_closed(const Error& why) {
   if (closed_) return;
   closed_ = true;

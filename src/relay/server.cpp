@@ -99,6 +99,7 @@ RelayServer::RelayServer(asio::io_context& io, const Identity& identity, RelayCo
 
 RelayServer::~RelayServer() {
   stop();
+  impl_->abort_all();
 }
 
 Status RelayServer::listen(const std::string& host_port) {
@@ -413,6 +414,16 @@ void RelayServer::Impl::stop() {
   if (!all_conns.empty() || !all_pipes.empty()) {
     spdlog::info("relay: stopping: closed {} connections and {} pipes", all_conns.size(), all_pipes.size());
   }
+}
+
+void RelayServer::Impl::abort_all() {
+  // Connections still closing gracefully (their goodbye not flushed yet)
+  // when the server goes away: the loop that would finish them may never
+  // run again, and each holds the server through its channel's handlers.
+  auto all_conns = conns;
+  for (auto& [id, c] : all_conns) c->abort("the relay stopped");
+  auto all_pipes = pipes;
+  for (auto& [id, p] : all_pipes) p->close(PipeStatus::kRefused, "the relay stopped");
 }
 
 }  // namespace yonder::relay

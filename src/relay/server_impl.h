@@ -105,6 +105,8 @@ struct RelayServer::Impl : std::enable_shared_from_this<RelayServer::Impl> {
   double rate_for(const PublicKeyBytes& node) const;
   Gauges gauges() const;
   void stop();
+  // After stop(): closes what is still open at once (RelayServer's destructor).
+  void abort_all();
 
   asio::io_context& io;
   std::shared_ptr<link::TlsContext> tls;
@@ -145,6 +147,10 @@ class NodeConn : public std::enable_shared_from_this<NodeConn> {
   void send(const RelayMessage& m);
   // Sends error{reason} (no id: the connection ends) and closes after it.
   void close(Reason reason, const std::string& message);
+  // Closes at once, without flushing: for a server going away while the
+  // loop may not run again (the channel's handlers hold this connection,
+  // and it holds the server, until the channel finishes).
+  void abort(const std::string& why);
   ConnId id() const { return id_; }
 
  private:
