@@ -299,18 +299,33 @@ TEST_F(ReachLab, ARelayedLinkMovesToTheLanWhileLogsFollow) {
   EXPECT_EQ(peer["paths"].size(), 1u) << peer.dump();
 }
 
+// A provider in b1 (home B, symmetric NAT) that listens nowhere and a
+// consumer in a1 (home A, port-preserving), paired through one relay.
+struct RelayedPair {
+  RelayedPair()
+      : lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric}),
+        relay(lab, dir),
+        studio(dir, "studio", true, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_RELAYS", relay.pinned()}},
+               "[link]\nlisten = \"\"\n", in_lab(lab, "b1")),
+        laptop(dir, "laptop", false, {}, "", in_lab(lab, "a1")) {}
+  void pair() {
+    auto share = studio.yonder_json({"share", "--scope", "run"});
+    ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  }
+  NatLab lab;
+  TempDir dir;
+  LabRelay relay;
+  Node studio, laptop;
+};
+
 // A relayed link with a job running: the relay dies (SIGKILL) and comes
 // back; the consumer's link reconnects through it and `logs -f` resumes
 // from the provider's log: every line once, in order.
 TEST_F(ReachLab, KillingTheRelayOnARelayedPathReconnectsAndLogsResume) {
-  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric});
-  TempDir dir;
-  LabRelay relay(lab, dir);
-  Node studio(dir, "studio", true, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_RELAYS", relay.pinned()}},
-              "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
-  Node laptop(dir, "laptop", false, {}, "", in_lab(lab, "a1"));
-  auto share = studio.yonder_json({"share", "--scope", "run"});
-  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  RelayedPair rp;
+  rp.pair();
+  if (HasFatalFailure()) return;
+  auto& [lab, dir, relay, studio, laptop] = rp;
 
   auto following = follow_ticking_job(laptop, 80);
   ASSERT_TRUE(following);
@@ -331,14 +346,12 @@ TEST_F(ReachLab, KillingTheRelayOnARelayedPathReconnectsAndLogsResume) {
 // comes back through the relay from the new address, and `logs -f` goes on:
 // every line once, in order. No new share link, nothing paired again.
 TEST_F(ReachLab, AConsumerThatChangesNetworksMidJobKeepsItsLogStream) {
-  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric});
-  TempDir dir;
-  LabRelay relay(lab, dir);
-  Node studio(dir, "studio", true, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_RELAYS", relay.pinned()}},
-              "[link]\nlisten = \"\"\n", in_lab(lab, "b1"));
-  Node laptop(dir, "laptop", false, {}, "", in_lab(lab, "a1"));
-  auto share = studio.yonder_json({"share", "--scope", "run"});
-  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  RelayedPair rp;
+  rp.pair();
+  if (HasFatalFailure()) return;
+  const NatLab& lab = rp.lab;  // references, not bindings: the lambdas below capture them
+  LabRelay& relay = rp.relay;
+  Node& laptop = rp.laptop;
   auto seen_from = [&] {
     const json nc = laptop.yonder_json({"netcheck"});
     return nc.value("public_addr", "");

@@ -139,6 +139,7 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   auto offer_mode = parse_relay_offer_mode(cfg.get("relay.offer"));
   if (!offer_mode) return std::move(offer_mode).error();
   pl->relay_offer_mode_ = *offer_mode;
+  pl->offer_why_ = decide_offer(OfferFacts{*offer_mode, {}, "", 0, ""}).why;  // until the first verdict
   pl->port_mapping_wanted_ = cfg.get_bool("link.port_mapping");
   constexpr double kMB = 1e6;
   pl->relay_peer_rate_ = static_cast<double>(std::max<int64_t>(cfg.get_int("relay.peer_rate_mb"), 0)) * kMB;
@@ -204,9 +205,7 @@ nlohmann::json PeerLink::port_mapping_state() const { return mapped_paths_->stat
 
 nlohmann::json PeerLink::relay_server_state() const {
   // What this node offers its peers (relay.offer), or why nothing.
-  const std::string why = !offering_.empty()     ? ""
-                          : !offer_why_.empty() ? offer_why_
-                                                : decide_offer(OfferFacts{relay_offer_mode_, {}, "", 0, ""}).why;
+  const std::string why = offering_.empty() ? offer_why_ : "";
   if (!relay_server_) return {{"state", "off"}, {"offered", offering_}, {"offer_why", why}};
   auto ep = relay_server_->local_endpoint();
   auto g = relay_server_->gauges();
@@ -533,15 +532,11 @@ void PeerLink::on_relay_offer(const PublicKeyBytes& peer, const nlohmann::json& 
   } else {
     offers_[peer] = *address;
   }
-  choose_offered_relays_now();
-  const nlohmann::json relays = relays_->status();
-  const bool used = !address->empty() && std::any_of(relays.begin(), relays.end(), [&](const nlohmann::json& r) {
-    return r.value("address", "") == *address && !r.value("offered_by", "").empty();
-  });
-  reply(nlohmann::json{{"used", used}});
+  const std::set<std::string> chosen = choose_offered_relays_now();
+  reply(nlohmann::json{{"used", chosen.count(*address) != 0}});
 }
 
-void PeerLink::choose_offered_relays_now() {
+std::set<std::string> PeerLink::choose_offered_relays_now() {
   std::map<PublicKeyBytes, std::optional<double>> rtt;
   for (const auto& s : service_->sessions()) {
     if (!s.established || !s.rtt) continue;
@@ -561,10 +556,13 @@ void PeerLink::choose_offered_relays_now() {
     ++it;
   }
   std::vector<RelaySpec> specs;
+  std::set<std::string> chosen;
   for (const auto& o : choose_offered_relays(std::move(offers), !offering_.empty())) {
     specs.push_back(RelaySpec{o.address, o.peer, false, "", o.name});
+    chosen.insert(o.address);
   }
   relays_->set_offered_relays(specs);
+  return chosen;
 }
 
 void PeerLink::check_reachability(std::function<void()> done) {

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "api/server.h"
@@ -136,8 +137,9 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   void update_offer();
   void send_offer(const PublicKeyBytes& peer);
   void on_relay_offer(const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply);
-  // Registers with the offered relays choose_offered_relays picks now.
-  void choose_offered_relays_now();
+  // Registers with the offered relays choose_offered_relays picks now;
+  // returns their addresses.
+  std::set<std::string> choose_offered_relays_now();
 
   const Identity& identity_;
   peers::TrustStore store_;
