@@ -30,6 +30,10 @@ struct OutgoingDatagram {
   udp::endpoint to;
   Bytes bytes;
   std::optional<int> ttl;  // IP TTL for this datagram only; unset: the socket's default
+  // Which socket sends it: 0 the shared one (a DatagramPort); k >= 1 the
+  // k-th of the sockets a birthday punch opens (puncher.h; the driver,
+  // punch_session.h, opens and owns them).
+  int via = 0;
 };
 
 class DatagramPort {

@@ -109,8 +109,8 @@ void NatCheck::finish() {
         result_.nat = NatKind::kSymmetric;
         result_.why = "the NAT maps this socket to " + text(*a.mapped) + " towards " + text(a.address) + " but to " +
                       text(*b.mapped) + " towards " + text(b.address) +
-                      ": a new public port per destination (symmetric NAT), so hole punching cannot work; peers "
-                      "use the relay";
+                      ": a new public port per destination (symmetric NAT): a direct path needs a peer whose NAT "
+                      "keeps one port (birthday probing); with any other peer, the relay";
         return;
       }
     }

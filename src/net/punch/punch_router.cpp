@@ -29,7 +29,8 @@ std::shared_ptr<PunchSession> PunchRouter::make(const PublicKeyBytes& peer, Role
         if (it == sessions_.end() || it->second.session != self_ref->lock()) return;
         it->second.has_outcome = true;
         if (hooks_.done) hooks_.done(peer, o);
-      });
+      },
+      hooks_.random);
   *self_ref = session;
   sessions_[peer] = Entry{session, role, false};
   return session;
@@ -93,6 +94,12 @@ void PunchRouter::cancel(const PublicKeyBytes& peer) {
   if (it == sessions_.end()) return;
   it->second.session->cancel();
   sessions_.erase(it);
+}
+
+Result<udp::socket> PunchRouter::take_port(const PublicKeyBytes& peer, int via) {
+  auto it = sessions_.find(peer);
+  if (it == sessions_.end()) return make_error(ErrorCode::kNotFound, "no punch session with that peer");
+  return it->second.session->take_port(via);
 }
 
 bool PunchRouter::punching(const PublicKeyBytes& peer) const {

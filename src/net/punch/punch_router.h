@@ -19,6 +19,9 @@
 //   relay signal hook:  if (!router.on_signal(from, data)) { ... a path hint ... }
 //   QUIC's other datagrams: if (classify_datagram(b) == DatagramKind::kPunch) router.on_datagram(from, b);
 //
+// A birthday punch's outcome (via >= 1) runs from a socket of the session's
+// own: take it with take_port to carry the path.
+//
 // config_for fills candidates, nat and timings; the router sets role and
 // keys. `done` is called once per session, on the loop. Threading: the
 // io_context's thread only. The port must outlive the router.
@@ -39,6 +42,9 @@ class PunchRouter {
     std::function<std::optional<PuncherConfig>(const PublicKeyBytes& peer)> config_for;
     std::function<void(const PublicKeyBytes& peer, Bytes signal)> send_signal;
     std::function<void(const PublicKeyBytes& peer, const PunchOutcome& outcome)> done;
+    // The sessions' randomness (session ids, birthday ports); unset: the
+    // system's (tests seed it).
+    std::function<uint64_t()> random;
   };
 
   PunchRouter(boost::asio::io_context& io, DatagramPort& port, const PublicKeyBytes& self, Hooks hooks);
@@ -56,6 +62,9 @@ class PunchRouter {
   bool on_datagram(const udp::endpoint& from, ByteView bytes);
   // Ends the session with `peer` without an outcome.
   void cancel(const PublicKeyBytes& peer);
+  // The socket a birthday punch to `peer` runs from (its outcome's via),
+  // taken over by the caller (PunchSession::take_port).
+  Result<udp::socket> take_port(const PublicKeyBytes& peer, int via);
   // A session with `peer` is still punching (no outcome yet).
   bool punching(const PublicKeyBytes& peer) const;
   void stop();

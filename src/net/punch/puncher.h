@@ -31,8 +31,40 @@
 // that the core stops probing and keeps acking the peer's probes for
 // `linger`, so the peer completes too.
 //
-// Failure, each with a sentence for `yonder peers`: either NAT symmetric
-// (immediately, after offer/answer, no packets), no candidates, the relay
+// Birthday probing, when one NAT is symmetric (a new random public port per
+// destination) and the other punchable (one public port for every
+// destination, filtering by the remote's address and port, as a Linux
+// MASQUERADE does), and both sides agree (the signals' birthday flag). The
+// symmetric side cannot tell the peer which port its NAT will use, so it
+// opens many (after Tailscale's analysis of the birthday paradox):
+//   hard side (symmetric)  opens `birthday_ports` (256) sockets of its own
+//                          and sends one low-TTL probe from each to the
+//                          peer's public mapping: 256 mappings open in its
+//                          NAT, each accepting packets from exactly that
+//                          mapping, and nothing reaches (and poisons) the
+//                          peer's NAT. Nothing else goes out at full TTL to
+//                          the peer's public address until a probe arrives.
+//   easy side (punchable)  `birthday_delay` after it starts, probes random
+//                          distinct ports (1024-65535) of the peer's public
+//                          address, `birthday_batch` per interval (16 / 25 ms,
+//                          640 a second), at most `birthday_probes` (1024) per
+//                          attempt. Each opens its own NAT to replies from
+//                          that port; one that lands on an open port of the
+//                          hard side reaches that socket.
+//   then                   the hard side acks from that socket and probes
+//                          back through it; the easy side acks; both have a
+//                          probe and an ack: punched, and the hard side's
+//                          outcome names the socket (`via`), which its
+//                          owner takes (PunchSession::take_port) to carry QUIC.
+// Odds per attempt: 1 - (1 - 256/64512)^1024, about 98 %; the packets per
+// attempt are bounded: the hard side 256 x its peer's public addresses (at
+// most 8) plus its ordinary rounds and acks, the easy side `birthday_probes`
+// plus its ordinary rounds and acks (PunchOutcome::datagrams counts them).
+// Both NATs symmetric stays on the relay: each side would have to guess.
+//
+// Failure, each with a sentence for `yonder peers`: both NATs symmetric, or
+// one and no birthday probing (immediately, after offer/answer, no
+// packets), no candidates, the relay
 // not delivering the answer/go within `signal_timeout`, no answer on any
 // candidate within `window` (3 s; the initiator then retries the whole
 // exchange with a fresh session up to `max_attempts`), or cancel().
@@ -94,7 +126,19 @@ struct PuncherConfig {
   std::chrono::milliseconds signal_timeout{5000};  // for the answer, and for go
   std::chrono::milliseconds max_start_delay{500};  // cap on rtt/2
   std::chrono::milliseconds linger{3000};          // ack the peer's probes this long after success
+  // Birthday probing (above): whether this side agrees, and its bounds.
+  bool birthday = true;
+  int birthday_ports = 256;                       // hard side: sockets opened, 1..kMaxBirthdayPorts
+  int birthday_probes = 1024;                     // easy side: probes per attempt, 1..kMaxBirthdayProbes
+  int birthday_batch = 16;                        // easy side: probes per interval
+  std::chrono::milliseconds birthday_delay{50};   // easy side: from its start to its first birthday probe
 };
+
+constexpr int kMaxBirthdayPorts = 256;
+constexpr int kMaxBirthdayProbes = 2048;
+// The ports a Linux NAT picks from for a source port >= 1024 (and what the
+// easy side probes).
+constexpr uint16_t kBirthdayFirstPort = 1024;
 
 enum class PunchFailure {
   kNone,            // punched
@@ -114,6 +158,9 @@ struct PunchOutcome {
   std::chrono::nanoseconds rtt{0};      // punched: probe -> ack round trip on the direct path
   std::chrono::nanoseconds elapsed{0};  // from start() (initiator) / the offer (responder) to the outcome
   int attempts = 0;
+  bool birthday = false;  // birthday probing was used (one NAT symmetric)
+  int via = 0;            // punched: the socket the path runs from (0 the shared one; k: birthday port k)
+  size_t datagrams = 0;   // every datagram this side sent, all attempts (the packet bound)
   bool punched() const { return failure == PunchFailure::kNone; }
 };
 
@@ -126,8 +173,9 @@ class Puncher {
   // Initiator: sends the offer. Responder: nothing (it waits for one).
   void start(MonoTime now);
   void on_signal(MonoTime now, const PunchSignal& signal);
-  // A punch packet from the socket; true when it belonged to this session.
-  bool on_datagram(MonoTime now, const udp::endpoint& from, ByteView bytes);
+  // A punch packet from the socket (`via` 0: the shared one; k: birthday
+  // port k); true when it belonged to this session.
+  bool on_datagram(MonoTime now, const udp::endpoint& from, ByteView bytes, int via = 0);
   void on_timer(MonoTime now);
   void cancel(MonoTime now);
 
@@ -146,15 +194,25 @@ class Puncher {
   // kAwaitRetry: a responder whose window passed waits signal_timeout for
   // the initiator's next offer before it gives up.
   enum class State { kIdle, kAwaitAnswer, kAwaitStart, kAwaitGo, kPunching, kAwaitRetry, kLinger, kDone };
+  enum class Birthday { kOff, kHard, kEasy };
+  struct Target {
+    udp::endpoint to;
+    int via = 0;
+    bool operator==(const Target&) const = default;
+  };
 
   void send_offer(MonoTime now);
   void begin_punching(MonoTime now);
   void probe_round(MonoTime now);
-  void add_target(const udp::endpoint& e);
+  void add_target(const udp::endpoint& e, int via = 0);
+  void take_peer_candidates(const std::vector<Candidate>& candidates);
+  void birthday_spray(MonoTime now);
+  void birthday_probes(MonoTime now);
+  void send(const udp::endpoint& to, PunchType type, uint16_t seq, std::optional<int> ttl, int via);
   void succeed(MonoTime now, const udp::endpoint& remote, std::chrono::nanoseconds rtt);
   void fail(MonoTime now, PunchFailure f, std::string reason);
   void attempt_over(MonoTime now);
-  bool check_nats(MonoTime now, NatKind peer_nat);
+  bool check_nats(MonoTime now, NatKind peer_nat, bool peer_birthday);
 
   PuncherConfig config_;
   std::function<uint64_t()> random_;
@@ -170,10 +228,16 @@ class Puncher {
   int round_ = 0;
   uint16_t next_seq_ = 0;
   std::map<uint16_t, MonoTime> sent_;  // probe seq -> when (this attempt)
-  std::vector<udp::endpoint> targets_;
+  std::vector<Target> targets_;
   size_t peer_candidates_ = 0;
   bool got_probe_ = false;
   std::optional<udp::endpoint> acked_from_;
+  int acked_via_ = 0;
+  Birthday birthday_ = Birthday::kOff;
+  std::vector<udp::endpoint> peer_public_;  // the peer's public (srflx IPv4) candidates: birthday targets
+  std::vector<uint16_t> probed_ports_;      // easy side, this attempt (sorted)
+  MonoTime birthday_from_{};                // easy side: first birthday probe
+  size_t datagrams_sent_ = 0;
   std::chrono::nanoseconds ack_rtt_{0};
   std::vector<OutgoingDatagram> datagrams_;
   std::vector<Bytes> signals_;

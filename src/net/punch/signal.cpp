@@ -8,7 +8,9 @@ namespace yonder::punch {
 namespace {
 
 constexpr uint8_t kMagic[3] = {'Y', 'P', 'S'};
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;      // written; 1 (no flags byte) is still read
+constexpr uint8_t kOldestVersion = 1;
+constexpr uint8_t kFlagBirthday = 0x01;
 enum : uint8_t { kTypeOffer = 1, kTypeAnswer = 2, kTypeGo = 3 };
 
 Error malformed(const std::string& what) {
@@ -33,6 +35,7 @@ void put_body(Bytes& out, const M& m) {
   out.push_back(m.attempt);
   out.push_back(m.attempts);
   out.push_back(static_cast<uint8_t>(m.nat));
+  out.push_back(m.birthday ? kFlagBirthday : 0);
   out.push_back(static_cast<uint8_t>(m.candidates.size()));
   for (const auto& c : m.candidates) {
     out.push_back(static_cast<uint8_t>(c.kind));
@@ -75,11 +78,15 @@ class Reader {
 };
 
 template <typename M>
-Result<M> read_body(Reader& r, uint64_t session) {
+Result<M> read_body(Reader& r, uint64_t session, uint8_t version) {
   M m;
   m.session = session;
-  uint8_t nat = 0, count = 0;
-  if (!r.byte(&m.attempt) || !r.byte(&m.attempts) || !r.byte(&nat) || !r.byte(&count)) return malformed("cut short");
+  uint8_t nat = 0, flags = 0, count = 0;
+  if (!r.byte(&m.attempt) || !r.byte(&m.attempts) || !r.byte(&nat)) return malformed("cut short");
+  // Unknown flag bits are capabilities of a newer peer: ignored.
+  if (version >= 2 && !r.byte(&flags)) return malformed("cut short");
+  if (!r.byte(&count)) return malformed("cut short");
+  m.birthday = (flags & kFlagBirthday) != 0;
   if (m.attempt == 0 || m.attempt > m.attempts || m.attempts > kMaxAttemptNumber) {
     return malformed("attempt out of range");
   }
@@ -144,10 +151,12 @@ Bytes encode_punch_signal(const PunchSignal& signal) {
 Result<PunchSignal> decode_punch_signal(ByteView bytes) {
   if (bytes.size() > kMaxPunchSignalBytes) return malformed("too long");
   if (!is_punch_signal(bytes)) return malformed("not a punch signal");
-  if (bytes[3] != kVersion) {
+  uint8_t version = bytes[3];
+  if (version < kOldestVersion || version > kVersion) {
     return make_error(ErrorCode::kFailedPrecondition,
-                      "the peer speaks hole-punching version " + std::to_string(bytes[3]) +
-                          ", this node version 1: the link stays on the relay; update the older side");
+                      "the peer speaks hole-punching version " + std::to_string(version) + ", this node versions " +
+                          std::to_string(kOldestVersion) + " to " + std::to_string(kVersion) +
+                          ": the link stays on the relay; update the older side");
   }
   Reader r(bytes);
   const uint8_t* head = nullptr;
@@ -157,13 +166,13 @@ Result<PunchSignal> decode_punch_signal(ByteView bytes) {
   PunchSignal out;
   switch (head[4]) {
     case kTypeOffer: {
-      auto m = read_body<Offer>(r, session);
+      auto m = read_body<Offer>(r, session, version);
       if (!m) return std::move(m).error();
       out = std::move(*m);
       break;
     }
     case kTypeAnswer: {
-      auto m = read_body<Answer>(r, session);
+      auto m = read_body<Answer>(r, session, version);
       if (!m) return std::move(m).error();
       out = std::move(*m);
       break;

@@ -10,15 +10,18 @@
 // Compact binary, versioned, so a receiver tells it from the JSON path hints
 // (relay/path_hint.h, first byte '{') by its first bytes (is_punch_signal):
 //
-//   bytes 0-2  "YPS"      byte 3  version (1)     byte 4  type (1 offer, 2 answer, 3 go)
+//   bytes 0-2  "YPS"      byte 3  version (2)     byte 4  type (1 offer, 2 answer, 3 go)
 //   bytes 5-12 session id (big endian)
 //   offer/answer: byte attempt, byte attempts (the initiator makes this many
 //   in all; 1 <= attempt <= attempts <= kMaxAttemptNumber), byte nat (0
-//   unknown, 1 punchable, 2 symmetric), byte n (0..kMaxCandidates), then n candidates:
+//   unknown, 1 punchable, 2 symmetric), byte flags (version 2 only: bit 0
+//   "agrees to birthday probing", puncher.h; other bits are ignored, for
+//   later capabilities), byte n (0..kMaxCandidates), then n candidates:
 //   byte kind (1 host, 2 srflx), byte family (4 or 6), 4 or 16 address
 //   bytes, 2 port bytes (big endian, not 0)
 //
-// At most 177 bytes. The decoder is strict: a wrong magic, version, type,
+// Version 1 (no flags byte) is still read, as "no birthday probing". At
+// most 178 bytes. The decoder is strict: a wrong magic, version, type,
 // count, kind, family, port, an unspecified or multicast address, a short
 // message or a trailing byte is an error naming what was wrong. Fuzzed by
 // fuzz/punch_signal_fuzz.cpp.
@@ -40,7 +43,7 @@ using udp = boost::asio::ip::udp;
 
 constexpr size_t kMaxCandidates = 8;
 constexpr uint8_t kMaxAttemptNumber = 16;
-constexpr size_t kMaxPunchSignalBytes = 13 + 4 + kMaxCandidates * 20;
+constexpr size_t kMaxPunchSignalBytes = 13 + 5 + kMaxCandidates * 20;
 
 enum class CandidateKind : uint8_t {
   kHost = 1,             // the socket's own address (same LAN)
@@ -67,6 +70,7 @@ struct Offer {
   uint8_t attempts = 1;  // the responder waits for a retry only while attempt < attempts
   NatKind nat = NatKind::kUnknown;
   std::vector<Candidate> candidates;
+  bool birthday = false;  // agrees to birthday probing (flags bit 0)
   bool operator==(const Offer&) const = default;
 };
 struct Answer {
@@ -75,6 +79,7 @@ struct Answer {
   uint8_t attempts = 1;
   NatKind nat = NatKind::kUnknown;
   std::vector<Candidate> candidates;
+  bool birthday = false;  // agrees to birthday probing (flags bit 0)
   bool operator==(const Answer&) const = default;
 };
 struct Go {

@@ -77,6 +77,22 @@ udp::endpoint UdpDatagramPort::local_endpoint() const {
   return state_->socket.local_endpoint(ec);
 }
 
+Result<udp::socket> UdpDatagramPort::release() {
+  if (state_->closed) return make_error(ErrorCode::kFailedPrecondition, "the UDP socket is closed already");
+  boost::system::error_code ec;
+  udp::endpoint local = state_->socket.local_endpoint(ec);
+  if (ec) return make_error(ErrorCode::kUnavailable, "the UDP socket has no address: " + ec.message());
+  state_->closed = true;  // the cancelled receive sees this and stops
+  state_->receiver = nullptr;
+  auto handle = state_->socket.release(ec);  // cancels the pending receive
+  if (ec) return make_error(ErrorCode::kUnavailable, "cannot take over the UDP socket: " + ec.message());
+  udp::socket out(state_->socket.get_executor());
+  out.assign(local.protocol(), handle, ec);
+  if (ec) return make_error(ErrorCode::kUnavailable, "cannot take over the UDP socket: " + ec.message());
+  out.set_option(asio::ip::unicast::hops(state_->default_ttl), ec);
+  return out;
+}
+
 void UdpDatagramPort::close() {
   if (state_->closed) return;
   state_->closed = true;

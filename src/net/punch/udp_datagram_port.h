@@ -30,6 +30,9 @@ class UdpDatagramPort final : public DatagramPort {
   void start(Receiver receiver);
   void send_to(const udp::endpoint& to, ByteView bytes, std::optional<int> ttl) override;
   udp::endpoint local_endpoint() const;
+  // Stops receiving and gives the socket away (open, bound, on the same
+  // executor); the port is closed after. An error when it already is.
+  Result<udp::socket> release();
   void close();
 
   struct State;

@@ -40,6 +40,24 @@ TEST(PunchSignal, PathHintsAreNotPunchSignals) {
   EXPECT_FALSE(decode_punch_signal(as_bytes(R"({"v":1})")));
 }
 
+TEST(PunchSignal, CarriesTheBirthdayFlagAndStillReadsVersionOne) {
+  Offer offer{9, 1, 2, NatKind::kSymmetric, {srflx("203.0.113.2", 4000)}, true};
+  Bytes v2 = encode_punch_signal(offer);
+  EXPECT_EQ(v2[3], 2);
+  EXPECT_EQ(v2[16], 1) << "flags: birthday";
+  auto back = decode_punch_signal(v2);
+  ASSERT_TRUE(back) << back.error().to_string();
+  EXPECT_EQ(std::get<Offer>(*back), offer);
+  // A version 1 peer writes no flags byte: read as "no birthday probing".
+  Bytes v1 = v2;
+  v1[3] = 1;
+  v1.erase(v1.begin() + 16);
+  auto old = decode_punch_signal(v1);
+  ASSERT_TRUE(old) << old.error().to_string();
+  offer.birthday = false;
+  EXPECT_EQ(std::get<Offer>(*old), offer);
+}
+
 TEST(PunchSignal, RejectsWhatIsMalformed) {
   Bytes good = encode_punch_signal(Offer{9, 1, 2, NatKind::kPunchable, {srflx("203.0.113.2", 4000)}});
   ASSERT_TRUE(decode_punch_signal(good));
@@ -58,20 +76,22 @@ TEST(PunchSignal, RejectsWhatIsMalformed) {
   Bytes trailing = good;
   trailing.push_back(0);
   EXPECT_NE(error_of(trailing).find("trailing"), std::string::npos);
-  EXPECT_NE(error_of(with(3, 2)).find("version 2"), std::string::npos);
+  EXPECT_NE(error_of(with(3, 3)).find("version 3"), std::string::npos);
+  EXPECT_NE(error_of(with(3, 0)).find("version 0"), std::string::npos);
   EXPECT_NE(error_of(with(4, 9)).find("type"), std::string::npos);
   EXPECT_NE(error_of(with(13, 0)).find("attempt"), std::string::npos);
   EXPECT_NE(error_of(with(13, 3)).find("attempt"), std::string::npos) << "attempt 3 of 2";
   EXPECT_NE(error_of(with(14, kMaxAttemptNumber + 1)).find("attempt"), std::string::npos);
   EXPECT_NE(error_of(with(15, 3)).find("NAT"), std::string::npos);
-  EXPECT_NE(error_of(with(16, 9)).find("candidates"), std::string::npos);
-  EXPECT_NE(error_of(with(17, 3)).find("kind"), std::string::npos);
-  EXPECT_NE(error_of(with(18, 5)).find("family"), std::string::npos);
+  EXPECT_EQ(error_of(with(16, 0xfe)), "accepted") << "unknown flag bits are a newer peer's capabilities";
+  EXPECT_NE(error_of(with(17, 9)).find("candidates"), std::string::npos);
+  EXPECT_NE(error_of(with(18, 3)).find("kind"), std::string::npos);
+  EXPECT_NE(error_of(with(19, 5)).find("family"), std::string::npos);
   Bytes zero_addr = good;
-  std::fill(zero_addr.begin() + 19, zero_addr.begin() + 23, 0);
+  std::fill(zero_addr.begin() + 20, zero_addr.begin() + 24, 0);
   EXPECT_NE(error_of(zero_addr).find("reached"), std::string::npos);
   Bytes zero_port = good;
-  zero_port[23] = zero_port[24] = 0;
+  zero_port[24] = zero_port[25] = 0;
   EXPECT_NE(error_of(zero_port).find("port 0"), std::string::npos);
   Bytes huge(kMaxPunchSignalBytes + 1, 0);
   std::copy(good.begin(), good.end(), huge.begin());
