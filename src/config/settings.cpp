@@ -200,7 +200,13 @@ constexpr std::array kSettings = {
     SettingSpec{"link.hole_punching", T::kBool, "true", "true", "YONDER_LINK_HOLE_PUNCHING", "",
                 "When a paired peer is reached only through a relay, punch a direct UDP path through both NATs "
                 "(coordinated through the relay) and move the link onto QUIC over it; the link stays on the relay "
-                "when either NAT is symmetric or the punch fails."},
+                "when both NATs are symmetric (or one is, without link.punch_birthday) or the punch fails."},
+    SettingSpec{"link.punch_birthday", T::kBool, "true", "true", "YONDER_LINK_PUNCH_BIRTHDAY", "",
+                "When this node's NAT or the peer's is symmetric (a new public port per destination) and the other "
+                "keeps one port, punch by birthday probing if the peer agrees: the symmetric side opens 256 UDP "
+                "ports towards the other's public address (TTL 2: they open its own NAT only), the other probes "
+                "random ports of its address, at most 1,024 per attempt at 640 a second; about 98 % of attempts "
+                "find a path. false: such links stay on the relay."},
     SettingSpec{"link.udp_listen", T::kString, "", "the link port's number on 0.0.0.0 if free, else any", "YONDER_LINK_UDP_LISTEN", "",
                 "IP:PORT of the UDP socket that asks relays (STUN) for this node's public UDP address and carries "
                 "punched paths (QUIC)."},

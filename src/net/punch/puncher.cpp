@@ -95,7 +95,7 @@ bool Puncher::check_nats(MonoTime now, NatKind peer_nat, bool peer_birthday) {
   }
   std::string why;
   if (!config_.birthday) {
-    why = "birthday probing is off on this node (link.punch_birthday)";
+    why = config_.birthday_off_why;
   } else if (!peer_birthday) {
     why = "the peer does not do birthday probing (off, or an older version)";
   } else {

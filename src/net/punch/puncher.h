@@ -126,8 +126,10 @@ struct PuncherConfig {
   std::chrono::milliseconds signal_timeout{5000};  // for the answer, and for go
   std::chrono::milliseconds max_start_delay{500};  // cap on rtt/2
   std::chrono::milliseconds linger{3000};          // ack the peer's probes this long after success
-  // Birthday probing (above): whether this side agrees, and its bounds.
+  // Birthday probing (above): whether this side agrees (and why not, for the
+  // failure's sentence), and its bounds.
   bool birthday = true;
+  std::string birthday_off_why = "birthday probing is off on this node (link.punch_birthday)";
   int birthday_ports = 256;                       // hard side: sockets opened, 1..kMaxBirthdayPorts
   int birthday_probes = 1024;                     // easy side: probes per attempt, 1..kMaxBirthdayProbes
   int birthday_batch = 16;                        // easy side: probes per interval

@@ -178,6 +178,7 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
       }
       return false;
     };
+    ph.birthday = cfg.get_bool("link.punch_birthday");
     pl->udp_listen_ = cfg.get("link.udp_listen");
     pl->punch_keepalive_ = std::chrono::seconds(std::clamp<int64_t>(cfg.get_int("link.punch_keepalive_s"), 1, 60));
     pl->punch_hooks_ = std::move(ph);

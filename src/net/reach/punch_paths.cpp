@@ -89,6 +89,12 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     int failures = 0;
     int offer_retries = 0;
     Clock::time_point next_try{};
+    bool birthday = false;  // the last punch probed birthday ports (one NAT symmetric)
+    size_t datagrams = 0;   // the last punch's datagrams, from this side
+    bool hard_birthday = false;  // the running session may open birthday ports (this side's NAT is symmetric)
+    // Birthday paths' sockets, each a QUIC endpoint of its own carrying its
+    // connection: the newest two (a new one closes the oldest), all at stop.
+    std::vector<std::shared_ptr<quic::QuicEndpoint>> own_endpoints;
     // Fires at next_try after a failure: tries again while the link is
     // still on the relay (a relayed session does not come up again on its
     // own, so without it one unlucky attempt would be the last).
@@ -177,6 +183,8 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     for (auto& [key, p] : peers) {
       if (p.session) p.session->cancel();
       if (p.retry) p.retry->cancel();
+      for (auto& ep : p.own_endpoints) ep->close();
+      p.own_endpoints.clear();
     }
     peers.clear();
     if (check) check->cancel();
@@ -297,6 +305,12 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     cfg.peer_key = peer;
     cfg.candidates = candidates();
     cfg.nat = effective_nat();
+    cfg.birthday = hooks.birthday;
+    bool hard = cfg.nat == punch::NatKind::kSymmetric;
+    if (hard && cfg.birthday && birthday_running(peer)) {
+      cfg.birthday = false;
+      cfg.birthday_off_why = "this node is birthday probing with another peer (one at a time)";
+    }
     std::weak_ptr<Impl> weak = weak_from_this();
     bool initiator = role == punch::Role::kInitiator;
     auto session = punch::PunchSession::create(
@@ -326,13 +340,26 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
             if (auto s = weak.lock()) s->on_outcome(peer, o);
           });
         });
+    if (endpoint->local_endpoint().address().is_v4()) session->set_birthday_address(endpoint->local_endpoint().address());
     PeerPunch& p = peers[peer];
     if (p.session && p.session != session) p.session->cancel();
     p.session = session;
+    p.hard_birthday = hard && cfg.birthday;
     p.initiator = role == punch::Role::kInitiator;
     p.state = "punching";
     p.reason.clear();
     return session;
+  }
+
+  // Another peer's punch holds (or may open) birthday ports now.
+  bool birthday_running(const PublicKeyBytes& except) const {
+    for (const auto& [key, p] : peers) {
+      if (key != except && p.hard_birthday && p.session && !p.session->finished() &&
+          (p.state == "punching" || p.session->open_ports() > 0)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   void offer_undelivered(const PublicKeyBytes& peer, const std::string& why, const Bytes& offer) {
@@ -434,21 +461,47 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     PeerPunch& p = peers[peer];
     p.elapsed_ms = std::chrono::duration<double, std::milli>(o.elapsed).count();
     p.attempts = o.attempts;
+    p.birthday = o.birthday;
+    p.datagrams = o.datagrams;
     if (!o.punched()) {
       failed(peer, o.reason);
       return;
     }
     p.remote = endpoint_text(o.remote);
     p.punch_rtt_ms = std::chrono::duration<double, std::milli>(o.rtt).count();
-    spdlog::info("hole punching: punched a path to {} at {} in {:.0f} ms", NodeId(peer).short_form(), p.remote,
-                 p.elapsed_ms);
-    if (!p.initiator) {
-      p.state = "awaiting quic";  // the initiator connects; our listener adopts it
+    spdlog::info("hole punching: punched a path to {} at {} in {:.0f} ms{}", NodeId(peer).short_form(), p.remote,
+                 p.elapsed_ms,
+                 o.birthday ? " (birthday probing, " + std::to_string(o.datagrams) + " datagrams)" : std::string());
+    std::shared_ptr<quic::QuicEndpoint> from = endpoint;
+    if (o.via != 0) {
+      // Birthday probing, this side symmetric: the path runs from one of the
+      // punch's own ports, which becomes a QUIC endpoint of its own.
+      auto socket = p.session ? p.session->take_port(o.via)
+                              : Result<udp::socket>(make_error(ErrorCode::kNotFound, "the punch is gone"));
+      if (!socket) {
+        failed(peer, "the punched port could not carry QUIC: " + socket.error().message());
+        return;
+      }
+      auto own = quic::QuicEndpoint::adopt(std::move(*socket), identity, quic_config);
+      if (!own) {
+        failed(peer, "the punched port could not carry QUIC: " + own.error().message());
+        return;
+      }
+      from = *own;
+      if (p.own_endpoints.size() >= 2) {
+        p.own_endpoints.front()->close();
+        p.own_endpoints.erase(p.own_endpoints.begin());
+      }
+      p.own_endpoints.push_back(from);
+    } else if (!p.initiator || o.birthday) {
+      // The initiator connects (after birthday probing: the symmetric side,
+      // from its port); our listener adopts it.
+      p.state = "awaiting quic";
       return;
     }
     p.state = "connecting";
     std::weak_ptr<Impl> weak = weak_from_this();
-    endpoint->connect(o.remote, peer, [weak, peer](Result<std::shared_ptr<quic::QuicChannel>> ch) {
+    from->connect(o.remote, peer, [weak, peer](Result<std::shared_ptr<quic::QuicChannel>> ch) {
       auto self = weak.lock();
       if (!self || self->stopped) {
         if (ch) (*ch)->close();
@@ -532,7 +585,11 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
         j["punching"] = "possible: the NAT keeps one public port for every destination";
         break;
       case punch::NatKind::kSymmetric:
-        j["punching"] = "not possible: the NAT picks a new public port per destination (links stay on the relay)";
+        j["punching"] = hooks.birthday
+                            ? "only with peers whose NAT keeps one port (birthday probing): the NAT picks a new public "
+                              "port per destination; with other peers links stay on the relay"
+                            : "not possible: the NAT picks a new public port per destination and birthday probing is "
+                              "off (link.punch_birthday); links stay on the relay";
         break;
       default:
         if (!nat->public_address) {
@@ -556,6 +613,8 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     if (!p.remote.empty()) j["remote"] = p.remote;
     if (p.elapsed_ms > 0) j["elapsed_ms"] = p.elapsed_ms;
     if (p.punch_rtt_ms > 0) j["probe_rtt_ms"] = p.punch_rtt_ms;
+    if (p.birthday) j["birthday"] = true;
+    if (p.datagrams > 0) j["datagrams"] = p.datagrams;
     return j;
   }
 };

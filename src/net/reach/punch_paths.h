@@ -12,6 +12,12 @@
 //   - the QUIC connection, client on the side that initiated the punch
 //     (the smaller key), whose TLS pins the peer's raw key exactly as the
 //     TCP carrier pins its certificate key.
+// Except after birthday probing (one NAT symmetric): the symmetric side's
+// path runs from one of the punch's own ports, so that side takes the port
+// over as a QUIC endpoint of its own and dials from it, whichever side
+// initiated; the other side's listener adopts the connection. At most one
+// birthday punch holds its 256 ports at a time; another peer's meanwhile
+// goes without (and is tried again after the usual backoff).
 // The QUIC channel becomes a link session (LinkService::adopt_channel) with
 // path "punched quic IP:PORT"; the relayed session drains (its running
 // streams finish on it), so nothing running breaks. If the direct path dies
@@ -55,6 +61,9 @@ class PunchPaths {
     // cannot tell the UDP NAT's kind, that is taken for UDP too: no punch,
     // and netcheck and the peer say why. Unset: never.
     std::function<bool()> tcp_symmetric;
+    // Birthday probing when one NAT is symmetric and the other keeps one
+    // port (link.punch_birthday; punch/puncher.h).
+    bool birthday = true;
   };
 
   // `listen`: "IP:PORT" for the UDP socket; empty: `preferred_host` (the
