@@ -13,5 +13,7 @@ find_package(benchmark REQUIRED)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 find_package(tomlplusplus REQUIRED)
 pkg_check_modules(QRENCODE REQUIRED IMPORTED_TARGET libqrencode)
+# The opt-in DHT of discovery.dht (src/discovery/dht_node.h).
+pkg_check_modules(OPENDHT REQUIRED IMPORTED_TARGET opendht)
 # The QUIC carrier (src/net/quic): ngtcp2 0.12 with its GnuTLS crypto backend.
 pkg_check_modules(NGTCP2 REQUIRED IMPORTED_TARGET GLOBAL libngtcp2 libngtcp2_crypto_gnutls gnutls)

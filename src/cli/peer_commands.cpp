@@ -352,6 +352,20 @@ int cmd_netcheck(const Context& ctx) {
     const auto& lan = (*r)["lan_discovery"];
     std::printf("LAN         %s\n", lan.value("state", "").c_str());
   }
+  if (r->contains("dht") && (*r)["dht"].is_object()) {
+    const auto& d = (*r)["dht"];
+    if (d.value("state", "") != "on") {
+      std::printf("DHT         %s\n", d.value("state", "").c_str());
+    } else {
+      std::string line = "on UDP " + std::to_string(d.value("port", 0)) + ", " + std::to_string(d.value("nodes", 0)) +
+                         " DHT nodes known";
+      size_t n = d.value("published_for", size_t{0});
+      line += n == 0 ? std::string(", nothing published (no paired peer, or no address to give)")
+                     : ", where this node is published for " + std::to_string(n) + " paired peer" +
+                           (n == 1 ? "" : "s") + " (sealed for each)";
+      std::printf("DHT         %s\n", line.c_str());
+    }
+  }
   if (r->contains("relay_server") && (*r)["relay_server"].is_object()) {
     const auto& rs = (*r)["relay_server"];
     std::string offered = shown(rs, "offered", "");

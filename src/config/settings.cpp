@@ -207,6 +207,14 @@ constexpr std::array kSettings = {
                 "ports towards the other's public address (TTL 2: they open its own NAT only), the other probes "
                 "random ports of its address, at most 1,024 per attempt at 640 a second; about 98 % of attempts "
                 "find a path. false: such links stay on the relay."},
+    SettingSpec{"discovery.dht", T::kString, "", "off", "YONDER_DISCOVERY_DHT", "",
+                "HOST:PORT,... of DHT nodes (OpenDHT, in Yonder's own DHT network) to join, for finding paired "
+                "peers whose addresses changed: this node publishes where it is now for each paired peer (sealed "
+                "for that peer alone, under a location only the two can compute, changing daily) and looks a peer "
+                "up when its known addresses fail. Empty: no DHT, nothing is sent."},
+    SettingSpec{"discovery.dht_listen", T::kString, "", "0.0.0.0:0 when discovery.dht is set", "YONDER_DISCOVERY_DHT_LISTEN", "",
+                "IP:PORT of this node's DHT socket (UDP). Set alone (discovery.dht empty), the node serves as a "
+                "bootstrap node that others name in discovery.dht."},
     SettingSpec{"link.udp_listen", T::kString, "", "the link port's number on 0.0.0.0 if free, else any", "YONDER_LINK_UDP_LISTEN", "",
                 "IP:PORT of the UDP socket that asks relays (STUN) for this node's public UDP address and carries "
                 "punched paths (QUIC)."},

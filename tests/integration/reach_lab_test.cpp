@@ -1090,6 +1090,81 @@ struct FriendLab {
   std::chrono::steady_clock::time_point pairing_at;
 };
 
+// The opt-in DHT (discovery.dht) with no relay anywhere: a friend's yonderd
+// on the public side serves as the DHT's bootstrap node; the provider
+// listens at a public address (198.18.0.5) and the laptop in home A pairs
+// with it there. The provider then moves (its public address becomes
+// 198.18.0.6; it comes back with the same identity and peers): the laptop's
+// known address fails, it looks the provider up in the DHT, finds the
+// record sealed for it, redials the new address and runs a job. Every UDP
+// datagram on the public side is captured meanwhile: neither the provider's
+// addresses as its record carries them nor its node id appear in them.
+TEST_F(ReachLab, AProviderWhoseAddressChangedIsFoundThroughTheDhtAlone) {
+  NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
+  TempDir dir;
+  ASSERT_EQ(lab.run_in("pub", {"ip", "addr", "add", "198.18.0.5/32", "dev", "lo"}).exit_code, 0);
+  std::string pcap = dir / "dht.pcap";
+  auto capture = lab.spawn_in("pub", {"tcpdump", "-U", "-n", "-i", "any", "-w", pcap, "udp"});
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(pcap); }, 20s)) << "tcpdump did not start";
+  const std::string bootstrap = lab.server2_address() + ":4222";
+  Node dht_node(dir, "friend", false,
+                {{"YONDER_DISCOVERY_DHT_LISTEN", bootstrap}, {"YONDER_RELAY_OFFER", "off"}}, "", in_lab(lab, "pub"));
+  Node studio(dir, "studio", true,
+              {{"YONDER_LINK_LISTEN", "198.18.0.5:7850"}, {"YONDER_DISCOVERY_DHT", bootstrap},
+               {"YONDER_RELAY_OFFER", "off"}},
+              "", in_lab(lab, "pub"));
+  Node laptop(dir, "laptop", false, {{"YONDER_DISCOVERY_DHT", bootstrap}}, "", in_lab(lab, "a1"));
+  auto share = studio.yonder_json({"share", "--scope", "run"});
+  ASSERT_EQ(share["addresses"], json::array({"198.18.0.5:7850"})) << share.dump();
+  ASSERT_TRUE(share["relays"].empty()) << share.dump();
+  ASSERT_EQ(laptop.yonder({"pair", share["link"].get<std::string>()}).exit_code, 0);
+  json nc;
+  ASSERT_TRUE(wait_until([&] {
+    nc = studio.yonder_json({"netcheck"});
+    return nc["dht"].value("published_for", 0) >= 1;
+  }, 60s, 200ms)) << nc.dump();
+  auto text = studio.yonder({"netcheck"});
+  EXPECT_NE(text.out.find("DHT         on UDP"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("published for 1 paired peer"), std::string::npos) << text.out;
+
+  // The provider moves: down, its old address gone, back at the new one.
+  studio.restart_with({{"YONDER_LINK_LISTEN", "198.18.0.6:7850"}}, [&] {
+    ASSERT_EQ(lab.run_in("pub", {"ip", "addr", "del", "198.18.0.5/32", "dev", "lo"}).exit_code, 0);
+    ASSERT_EQ(lab.run_in("pub", {"ip", "addr", "add", "198.18.0.6/32", "dev", "lo"}).exit_code, 0);
+  });
+  const auto moved_at = std::chrono::steady_clock::now();
+  auto peer = wait_peer(laptop, [](const json& p) {
+    return p.value("connected", false) && p.value("path", "").find("198.18.0.6:7850") != std::string::npos;
+  });
+  ASSERT_NE(peer.value("path", "").find("198.18.0.6:7850"), std::string::npos)
+      << peer.dump() << "\nLAPTOP\n" << laptop.daemon().log() << "\nSTUDIO\n" << studio.daemon().log();
+  std::cout << "[ dht      ] the provider moved -> the laptop found it through the DHT and reconnected in "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - moved_at).count() << " s\n";
+  EXPECT_EQ(peer["dht"].value("result", ""), "found") << peer.dump();
+  EXPECT_EQ(peer["dht"].value("addresses", json::array()), json::array({"198.18.0.6:7850"})) << peer.dump();
+  // The new address is kept (a restart of the laptop dials it at once).
+  EXPECT_EQ(peer.value("addresses", json::array()), json::array({"198.18.0.6:7850"})) << peer.dump();
+  auto r = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--", "sh", "-c",
+                          "echo found; exit 6"});
+  EXPECT_EQ(r.exit_code, 6) << r.err;
+  EXPECT_EQ(r.out, "found\n");
+
+  // Nothing in the clear: the capture holds DHT traffic, and none of it
+  // names the provider (what its record carries, its id, its key).
+  ::kill(capture->pid(), SIGINT);
+  capture->wait();
+  std::ifstream in(pcap, std::ios::binary);
+  std::string captured((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto dht_packets = run({"/usr/bin/env", "tcpdump", "-r", pcap, "-n", "udp port 4222"});
+  size_t lines = static_cast<size_t>(std::count(dht_packets.out.begin(), dht_packets.out.end(), '\n'));
+  EXPECT_GE(lines, 10u) << "the capture saw no DHT traffic: " << dht_packets.out << dht_packets.err;
+  std::cout << "[ dht      ] " << lines << " datagrams to or from the bootstrap node captured, " << captured.size()
+            << " bytes in all\n";
+  for (const std::string& secret : {std::string("198.18.0.6:7850"), std::string("198.18.0.5:7850"), studio.node_id()}) {
+    EXPECT_EQ(captured.find(secret), std::string::npos) << "in the clear on the wire: " << secret;
+  }
+}
+
 // Home B's NAT is symmetric, so no punch is tried and the link stays on the
 // friend's relay, whose limits hold: a bulk transfer is held to its
 // relay.peer_rate_mb.

@@ -111,6 +111,15 @@ class Node {
   }
   const Env& env() const { return env_; }
   const std::string& node_id() const { return node_id_; }
+  // Stops the daemon (SIGTERM), runs `while_down`, and starts it again with
+  // `changes` to its environment (a node that moved: another address).
+  void restart_with(const Env& changes, const std::function<void()>& while_down = nullptr) {
+    daemon_.reset();
+    if (while_down) while_down();
+    for (const auto& [k, v] : changes) env_[k] = v;
+    daemon_ = start_daemon();
+    EXPECT_TRUE(daemon_->ready()) << daemon_->log();
+  }
   // Stops the daemon now (SIGTERM) and starts it again, same settings.
   void restart() {
     daemon_.reset();

@@ -196,8 +196,15 @@ void LinkService::Impl::on_session_closed(const std::shared_ptr<Session>& sessio
 
 void LinkService::keep_connected(const PublicKeyBytes& peer, const std::vector<std::string>& addresses) {
   auto& k = impl_->keep[peer];
+  bool moved = !k.addresses.empty() && k.addresses != addresses;
   k.addresses = addresses;
   if (!k.timer) k.timer = std::make_unique<asio::steady_timer>(impl_->io);
+  if (moved) {
+    // New addresses (the peer moved): the backoff earned at the old ones
+    // does not apply to them.
+    k.failures = 0;
+    k.timer->cancel();
+  }
   if (impl_->find_established(peer) == nullptr && !k.dialing) impl_->redial(peer);
 }
 

@@ -216,7 +216,9 @@ class LinkService {
   // Keeps a session to `peer` up: dials now if there is none, and redials
   // with exponential backoff (0.5 s doubling to 60 s, with jitter) whenever
   // it drops. Requests in flight on a dropped session fail at once with the
-  // reason; they are not retried behind the caller's back.
+  // reason; they are not retried behind the caller's back. Called again
+  // with other addresses (the peer moved), it dials them at once, without
+  // the backoff earned at the old ones.
   void keep_connected(const PublicKeyBytes& peer, const std::vector<std::string>& addresses);
   void forget(const PublicKeyBytes& peer);
 

@@ -162,6 +162,12 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
     });
     if (self->on_session_) self->on_session_(peer);
   });
+  // The opt-in DHT (discovery.dht): a node with bootstrap nodes, or one
+  // that serves as a bootstrap node itself (discovery.dht_listen alone).
+  if (std::string dht = cfg.get("discovery.dht"), dht_listen = cfg.get("discovery.dht_listen");
+      !dht.empty() || !dht_listen.empty()) {
+    pl->dht_config_ = discovery::DhtNode::Config{dht_listen.empty() ? "0.0.0.0:0" : dht_listen, split_list(dht)};
+  }
   if (cfg.get_bool("link.hole_punching")) {
     PunchPaths::Hooks ph;
     ph.relays = [self] { return self->relays_->addresses(); };
@@ -325,6 +331,30 @@ Status PeerLink::start() {
       punch_.reset();
     }
   }
+  if (dht_config_) {
+    DhtPaths::Hooks dh;
+    dh.peers = [this] {
+      std::vector<DhtPaths::PeerView> out;
+      auto sessions = service_->sessions();
+      for (const auto& p : store_.peers()) {
+        if (p.denied()) continue;
+        DhtPaths::PeerView v{p.key, p.name, p.granted_to_us.has_value(), false};
+        for (const auto& s : sessions) v.connected = v.connected || (s.peer == p.key && s.established);
+        out.push_back(std::move(v));
+      }
+      return out;
+    };
+    dh.addresses = [this] { return link_addresses(); };
+    dh.relays = [this] {
+      std::vector<std::string> out;
+      for (const auto& r : relays_->for_share_link(discovery::kMaxLocatorRelays).relays) out.push_back(r.text());
+      return out;
+    };
+    dh.found = [this](const PublicKeyBytes& peer, const discovery::LocatorRecord& rec) { on_dht_record(peer, rec); };
+    dht_ = std::make_unique<DhtPaths>(*io_, identity_, std::move(dh), std::move(*dht_config_));
+    dht_config_.reset();
+    YONDER_TRY(dht_->start());
+  }
   Listening listening = listening_of(listen_);
   if (listening != Listening::kNo) {
     YONDER_TRY(service_->listen(listen_));
@@ -338,6 +368,7 @@ Status PeerLink::start() {
 
 void PeerLink::stop() {
   *alive_ = false;
+  if (dht_) dht_->stop();
   if (relay_mapper_) relay_mapper_->stop();  // removes the relay's mapping from the router
   if (relay_server_) relay_server_->stop();
   if (lan_paths_) lan_paths_->stop();
@@ -401,6 +432,40 @@ std::vector<std::string> PeerLink::advertised_addresses() const {
   out.push_back("127.0.0.1:" + port);  // the same machine, last
   if (out.size() > 8) out.erase(out.begin() + 7, out.end() - 1);
   return out;
+}
+
+std::vector<std::string> PeerLink::link_addresses() const {
+  std::vector<std::string> out;
+  if (!listen_.empty()) out = advertised_addresses();
+  if (const std::string& mapped = mapped_paths_->mapped(); !mapped.empty() && out.size() < 8) {
+    // After the LAN addresses (a peer at home dials those first), before loopback.
+    auto at = out.end();
+    if (!out.empty() && out.back().rfind("127.", 0) == 0) --at;
+    out.insert(at, mapped);
+  }
+  return out;
+}
+
+void PeerLink::on_dht_record(const PublicKeyBytes& peer, const discovery::LocatorRecord& rec) {
+  const peers::PeerRecord* p = store_.find(peer);
+  if (p == nullptr || !p->granted_to_us) return;
+  // Its relays as a share link names them ("relay:HOST:PORT@NODE_ID"), each
+  // pinned by its key, after its direct addresses.
+  std::vector<std::string> addresses = rec.addresses;
+  for (const auto& r : rec.relays) {
+    auto relay = relay_of_peer_address("relay:" + r);
+    if (!relay || !*relay || !(*relay)->key) continue;
+    relays_->add(RelaySpec{(*relay)->address, (*relay)->key, false, "", ""});
+    addresses.push_back("relay:" + r);
+  }
+  if (addresses.empty() || addresses == p->addresses) return;
+  peers::PeerRecord updated = *p;
+  updated.addresses = addresses;
+  if (auto st = store_.upsert(updated); !st) {
+    spdlog::warn("peer {}: cannot keep the addresses the DHT gave: {}", p->id().short_form(), st.error().message());
+  }
+  trust_event("dht", "trust.peer_moved", p->id().to_string(), {{"addresses", addresses}});
+  service_->keep_connected(peer, addresses);
 }
 
 Status PeerLink::start_relay_server(const std::string& listen) {

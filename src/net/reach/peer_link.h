@@ -29,6 +29,7 @@
 #include "net/reach/link_trust.h"
 #include "net/reach/mapped_paths.h"
 #include "net/reach/peers.h"
+#include "net/reach/dht_paths.h"
 #include "net/reach/punch_paths.h"
 #include "net/reach/relay_offer_core.h"
 #include "net/reach/relay_paths.h"
@@ -118,6 +119,12 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   PeerLink(const Identity& identity, peers::TrustStore store, std::string name, std::string listen,
            std::string advertise);
   std::vector<std::string> advertised_addresses() const;
+  // What a share link names for this node's link: advertised_addresses()
+  // and the router's mapping of the link port (empty when it does not listen).
+  std::vector<std::string> link_addresses() const;
+  // A paired peer's newer locator record from the DHT: its addresses (and
+  // relays) are stored and redialled.
+  void on_dht_record(const PublicKeyBytes& peer, const discovery::LocatorRecord& record);
   nlohmann::json netcheck_json() const;
   Result<const peers::PeerRecord*> find_peer(const std::string& text) const;
 
@@ -148,6 +155,8 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   std::string udp_listen_;
   std::chrono::milliseconds punch_keepalive_{5'000};  // link.punch_keepalive_s
   std::optional<PunchPaths::Hooks> punch_hooks_;  // until start() makes punch_
+  std::unique_ptr<DhtPaths> dht_;                  // null: discovery.dht and discovery.dht_listen empty
+  std::optional<discovery::DhtNode::Config> dht_config_;  // until start() makes dht_
   std::vector<RelaySpec> configured_relays_;
   boost::asio::io_context* io_ = nullptr;
   std::string relay_listen_;

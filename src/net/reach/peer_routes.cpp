@@ -92,13 +92,7 @@ Result<nlohmann::json> PeerLink::share(const nlohmann::json& body) {
   link.expires_at = now + static_cast<int64_t>(expires_s);
   link.uses = static_cast<uint16_t>(uses);
   link.scope = scope;
-  if (!listen_.empty()) link.addresses = advertised_addresses();
-  if (const std::string& mapped = mapped_paths_->mapped(); !mapped.empty() && link.addresses.size() < 8) {
-    // After the LAN addresses (a peer at home dials those first), before loopback.
-    auto at = link.addresses.end();
-    if (!link.addresses.empty() && link.addresses.back().rfind("127.", 0) == 0) --at;
-    link.addresses.insert(at, mapped);
-  }
+  link.addresses = link_addresses();
   // Only relays whose key we know go in: the holder pins each relay to the
   // key the link names, so a relay with no key would be one it cannot check.
   auto for_link = relays_->for_share_link(4);
@@ -297,6 +291,9 @@ void PeerLink::add_routes(api::Router& router) {
       if (punch_) {
         if (auto ps = punch_->peer_state(p.key); !ps.is_null()) j["punch"] = ps;
       }
+      if (dht_) {
+        if (auto ds = dht_->peer_state(p.key); !ds.is_null()) j["dht"] = ds;
+      }
       arr.push_back(j);
     }
     reply(Response::json(200, {{"peers", arr}}));
@@ -444,6 +441,7 @@ nlohmann::json PeerLink::netcheck_json() const {
                         {"relay_server", relay_server_state()}};
   out["udp"] = punch_ ? punch_->status() : nlohmann::json{{"state", "off (link.hole_punching = false)"}};
   out["reachability"] = dial_back_ ? dial_back_->state() : nlohmann::json{{"state", "unknown"}, {"why", "not started"}};
+  out["dht"] = dht_ ? dht_->status() : nlohmann::json{{"state", "off (discovery.dht is empty)"}};
   if (netcheck_extra_) netcheck_extra_(out);
   return out;
 }
