@@ -264,6 +264,7 @@ struct LabPair {
       std::optional<udp::socket> socket;
       std::array<uint8_t, 256> buf{};
       udp::endpoint sender;
+      std::function<void(boost::system::error_code, size_t)> receive;
       from.loop.on([&] {
         auto taken = from.router->take_port(from.peer, o.via);
         if (!taken) {
@@ -273,11 +274,15 @@ struct LabPair {
         socket.emplace(std::move(*taken));
         std::string ping = "ping:" + from.identity.node_id().short_form();
         socket->send_to(asio::buffer(ping), o.remote);
-        socket->async_receive_from(asio::buffer(buf), sender, [&](boost::system::error_code ec, size_t n) {
+        // The peer's last punch packets (a probe, an ack) may still come to
+        // this port: only the pong counts.
+        receive = [&](boost::system::error_code ec, size_t n) {
           if (ec) return got.set_value("error: " + ec.message());
           std::string text(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+          if (text.rfind("pong:", 0) != 0) return socket->async_receive_from(asio::buffer(buf), sender, receive);
           got.set_value(text.substr(5) + " from " + sender.address().to_string() + ":" + std::to_string(sender.port()));
-        });
+        };
+        socket->async_receive_from(asio::buffer(buf), sender, receive);
         return 0;
       });
       echo = wait(f, "the echo through the birthday port");
