@@ -334,6 +334,12 @@ int cmd_netcheck(const Context& ctx) {
     std::string state = rb.value("state", "unknown");
     std::string word = state == "reachable" ? "yes" : state == "unreachable" ? "no" : "unknown";
     std::printf("Reachable   %s: %s\n", word.c_str(), shown(rb, "why", "").c_str());
+    if (rb.contains("udp") && rb["udp"].is_object()) {
+      const auto& ru = rb["udp"];
+      std::string udp_state = ru.value("state", "unknown");
+      std::string udp_word = udp_state == "reachable" ? "yes" : udp_state == "unreachable" ? "no" : "unknown";
+      std::printf("Over UDP    %s: %s\n", udp_word.c_str(), shown(ru, "why", "").c_str());
+    }
   }
   if (r->contains("udp")) {
     const auto& u = (*r)["udp"];

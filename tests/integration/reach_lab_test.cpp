@@ -964,11 +964,14 @@ TEST_F(ReachLab, APunchedPathKeepsItsNatMappingsWithShortConntrackTimeouts) {
 // Reachability measured by peers (dial-back): the provider behind home B's
 // NAT listens on a port and advertises home B's public address with it.
 // Asked by `netcheck`, the laptop (its only connected peer, through the
-// relay) dials that address back: with no port forwarded the verdict is
-// "unreachable", naming the laptop; once home B's router forwards the port
-// (DNAT) it is "reachable" at that address, confirmed by the laptop. A
-// peer's request to dial loopback or a private address is refused, saying
-// which rule, with nothing dialled.
+// relay or a punched path) dials that address back over TCP and over UDP
+// (QUIC, from a fresh port, so the punched path's mapping does not let it
+// in): with no port forwarded both verdicts are "unreachable", naming the
+// laptop; once home B's router forwards the TCP port (DNAT) TCP is
+// "reachable" at that address, confirmed by the laptop, and UDP is still
+// not; once it forwards the UDP port too, UDP is reachable there. A peer's
+// request to dial loopback or a private address is refused, saying which
+// rule, with nothing dialled, over either transport.
 TEST_F(ReachLab, PeersDialANodeBackAndNetcheckSaysWhetherItIsReachable) {
   NatLab lab({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kPreserving});
   TempDir dir;
@@ -978,9 +981,11 @@ TEST_F(ReachLab, PeersDialANodeBackAndNetcheckSaysWhetherItIsReachable) {
   Node studio(dir, "studio", true,
               {{"YONDER_LINK_LISTEN", "0.0.0.0:" + port},
                {"YONDER_LINK_ADVERTISE", public_address},
-               {"YONDER_LINK_RELAYS", relay.pinned()}},
+               {"YONDER_LINK_RELAYS", relay.pinned()},
+               {"YONDER_LINK_HOLE_PUNCHING", "true"}},
               "", in_lab(lab, "b1"));
-  Node laptop(dir, "laptop", false, {{"YONDER_LINK_RELAYS", relay.pinned()}}, "", in_lab(lab, "a1"));
+  Node laptop(dir, "laptop", false, {{"YONDER_LINK_RELAYS", relay.pinned()}, {"YONDER_LINK_HOLE_PUNCHING", "true"}}, "",
+              in_lab(lab, "a1"));
   auto share = studio.yonder_json({"share", "--scope", "run"});
   auto pair = laptop.yonder({"pair", share["link"].get<std::string>()});
   ASSERT_EQ(pair.exit_code, 0) << pair.err;
@@ -996,8 +1001,17 @@ TEST_F(ReachLab, PeersDialANodeBackAndNetcheckSaysWhetherItIsReachable) {
   EXPECT_EQ(before.value("state", ""), "unreachable") << before.dump() << "\nSTUDIO\n" << studio.daemon().log();
   EXPECT_EQ(before.value("failed_by", json::array()), json::array({"laptop"})) << before.dump();
   EXPECT_EQ(before.value("tested", json::array()), json::array({public_address})) << before.dump();
+  // The UDP socket takes the link's port number; the NAT keeps it, so STUN
+  // saw the same address the provider advertises.
+  json udp_before = before.value("udp", json::object());
+  EXPECT_EQ(udp_before.value("state", ""), "unreachable") << before.dump() << "\nSTUDIO\n" << studio.daemon().log();
+  EXPECT_EQ(udp_before.value("failed_by", json::array()), json::array({"laptop"})) << before.dump();
+  EXPECT_EQ(udp_before.value("tested", json::array()), json::array({public_address})) << before.dump();
   auto text = studio.yonder({"netcheck"});
   EXPECT_NE(text.out.find("Reachable   no: laptop could not reach this node at " + public_address), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("Over UDP    no: laptop could not reach this node over UDP at " + public_address),
+            std::string::npos)
       << text.out;
 
   // Home B's router forwards the port to the provider.
@@ -1011,13 +1025,33 @@ TEST_F(ReachLab, PeersDialANodeBackAndNetcheckSaysWhetherItIsReachable) {
   EXPECT_EQ(after.value("state", ""), "reachable") << after.dump() << "\nSTUDIO\n" << studio.daemon().log();
   EXPECT_EQ(after.value("address", ""), public_address) << after.dump();
   EXPECT_EQ(after.value("confirmed_by", json::array()), json::array({"laptop"})) << after.dump();
+  EXPECT_EQ(after.value("udp", json::object()).value("state", ""), "unreachable") << after.dump();
+
+  // And the UDP port: the punching socket answers the laptop's QUIC
+  // handshake, which ends there (no session, no failed punch).
+  auto dnat_udp = lab.run_in("nat-b", {"iptables", "-t", "nat", "-A", "PREROUTING", "-p", "udp", "-d",
+                                       lab.address("nat-b"), "--dport", port, "-j", "DNAT", "--to-destination",
+                                       lab.address("b1") + ":" + port});
+  ASSERT_EQ(dnat_udp.exit_code, 0) << dnat_udp.err;
+  auto with_udp = reachability();
+  json udp_after = with_udp.value("udp", json::object());
+  EXPECT_EQ(udp_after.value("state", ""), "reachable") << with_udp.dump() << "\nSTUDIO\n" << studio.daemon().log();
+  EXPECT_EQ(udp_after.value("address", ""), public_address) << with_udp.dump();
+  EXPECT_EQ(udp_after.value("confirmed_by", json::array()), json::array({"laptop"})) << with_udp.dump();
+  EXPECT_EQ(with_udp.value("state", ""), "reachable") << with_udp.dump();
+  EXPECT_EQ(udp_after.value("why", ""), "reached over UDP at " + public_address + " by laptop") << with_udp.dump();
+  auto still = studio.yonder_json({"peers"});
+  ASSERT_FALSE(still.value("peers", json::array()).empty()) << still.dump();
+  EXPECT_TRUE(still["peers"][0].value("connected", false)) << still.dump();
 
   // A hostile peer cannot point the provider's dials at its own host or LAN.
   auto call = laptop.yonder({"call", "studio", "reach.dial_back",
-                             R"({"addresses": ["127.0.0.1:22", ")" + lab.address("nat-b.lan") + R"(:80"]})"});
+                             R"({"addresses": ["127.0.0.1:22", ")" + lab.address("nat-b.lan") +
+                                 R"(:80"], "udp": ["127.0.0.1:53"]})"});
   ASSERT_EQ(call.exit_code, 0) << call.err;
   EXPECT_NE(call.out.find("a loopback address"), std::string::npos) << call.out;
   EXPECT_NE(call.out.find("a private or shared address"), std::string::npos) << call.out;
+  EXPECT_NE(call.out.find("\"udp\""), std::string::npos) << call.out;
   EXPECT_EQ(call.out.find("\"reached\": true"), std::string::npos) << call.out;
 }
 
@@ -1034,6 +1068,12 @@ struct FriendLab {
         friend_node(dir, "friend", false,
                     {{"YONDER_LINK_LISTEN", "0.0.0.0:47850"},
                      {"YONDER_LINK_ADVERTISE", lab.server2_address() + ":47850"},
+                     // As by default: its peers dial it back over UDP too. Its
+                     // address is the public side's second one, so its socket
+                     // is bound there: one on 0.0.0.0 would answer from the
+                     // first address, which the peers' NATs drop.
+                     {"YONDER_LINK_HOLE_PUNCHING", "true"},
+                     {"YONDER_LINK_UDP_LISTEN", lab.server2_address() + ":47850"},
                      {"YONDER_RELAY_PEER_RATE_MB", "2"}},
                     "", in_lab(lab, "pub")),
         studio(dir, "studio", true, {{"YONDER_LINK_LISTEN", ""}, {"YONDER_LINK_HOLE_PUNCHING", "true"}},
@@ -1180,6 +1220,11 @@ TEST_F(ReachLab, WithNoRelayConfiguredTwoHomesMeetAtAReachableFriendsRelay) {
   auto friend_nc = friend_node.yonder_json({"netcheck"});
   EXPECT_EQ(friend_nc["reachability"].value("state", ""), "reachable") << friend_nc.dump();
   EXPECT_EQ(friend_nc["reachability"].value("confirmed_by", json::array()), json::array({"studio"}));
+  // Over UDP too: the studio's QUIC handshake from behind its symmetric NAT
+  // reached the friend's punching socket at its public address.
+  json friend_udp = friend_nc["reachability"].value("udp", json::object());
+  EXPECT_EQ(friend_udp.value("state", ""), "reachable") << friend_nc.dump() << "\nSTUDIO\n" << studio.daemon().log();
+  EXPECT_EQ(friend_udp.value("address", ""), lab.server2_address() + ":47850") << friend_nc.dump();
   EXPECT_EQ(friend_nc["relay_server"].value("offered", ""), offered) << friend_nc.dump();
   auto friend_text = friend_node.yonder({"netcheck"});
   EXPECT_NE(friend_text.out.find("Offering    a relay at " + offered + " to paired peers"), std::string::npos)
@@ -1203,6 +1248,46 @@ TEST_F(ReachLab, WithNoRelayConfiguredTwoHomesMeetAtAReachableFriendsRelay) {
   auto carried = friend_node.yonder_json({"netcheck"})["relay_server"];
   EXPECT_GE(carried.value("bytes_relayed", 0.0), kBytes) << carried.dump();
   EXPECT_GT(carried.value("throttled", 0), 0) << carried.dump();
+}
+
+// Reachability lost: the friend's host stops taking new connections on its
+// link port (a firewall rule, as when a router's forward goes away). Its
+// next dial-back round finds it unreachable, so it withdraws its offer and
+// closes the relay the offer opened (the port answers nothing after), and
+// the studio stops using it.
+TEST_F(ReachLab, AFriendThatPeersCanNoLongerReachClosesTheRelayItOffered) {
+  FriendLab fl({.nat_a = NatMode::kPreserving, .nat_b = NatMode::kSymmetric});
+  // The lambdas below name fl's members: clang cannot capture a structured binding.
+  auto& [lab, dir, friend_node, studio, laptop, offered, pairing_at] = fl;
+  ASSERT_FALSE(fl.studio_registers_at_the_friends_relay().is_null());
+  const std::string relay_port = offered.substr(offered.rfind(':') + 1);
+  auto relay_answers = [&] {
+    return fl.lab
+               .run_in("nat-b", {"bash", "-c",
+                                 "exec 3<>/dev/tcp/" + fl.lab.server2_address() + "/" + relay_port + " && echo open"})
+               .out == "open\n";
+  };
+  ASSERT_TRUE(relay_answers());
+
+  auto drop = lab.run_in("pub", {"iptables", "-I", "INPUT", "-p", "tcp", "-d", lab.server2_address(), "--dport", "47850",
+                                 "-m", "conntrack", "--ctstate", "NEW", "-j", "DROP"});
+  ASSERT_EQ(drop.exit_code, 0) << drop.err;
+  auto nc = friend_node.yonder_json({"netcheck"});
+  EXPECT_EQ(nc["reachability"].value("state", ""), "unreachable") << nc.dump();
+  EXPECT_EQ(nc["relay_server"].value("state", ""), "off") << nc.dump() << "\nFRIEND\n" << friend_node.daemon().log();
+  EXPECT_EQ(nc["relay_server"].value("offered", "?"), "") << nc.dump();
+  EXPECT_NE(nc["relay_server"].value("offer_why", "").find("could not reach this node"), std::string::npos)
+      << nc.dump();
+  EXPECT_FALSE(relay_answers());
+  bool dropped = wait_until(
+      [&] {
+        for (const auto& r : fl.studio.yonder_json({"netcheck"}).value("relays", json::array())) {
+          if (r.value("address", "") == fl.offered) return false;
+        }
+        return true;
+      },
+      60s, 250ms);
+  EXPECT_TRUE(dropped) << studio.yonder({"netcheck"}).out;
 }
 
 // Both NATs port-preserving: the laptop and the studio meet at the friend's

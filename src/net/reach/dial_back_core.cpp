@@ -21,6 +21,22 @@ std::vector<std::string> dial_back_candidates(const std::vector<std::string>& ad
   return out;
 }
 
+std::vector<std::string> udp_dial_back_candidates(const std::vector<std::string>& advertised, uint16_t udp_port,
+                                                  const std::string& stun_public) {
+  std::vector<std::string> out;
+  if (udp_port == 0) return out;
+  auto add = [&](const std::string& address) {
+    if (out.size() >= kMaxDialBackAddresses || !relay::is_public_ipv4_endpoint(address)) return;
+    if (std::find(out.begin(), out.end(), address) == out.end()) out.push_back(address);
+  };
+  for (const auto& a : advertised) {
+    auto colon = a.rfind(':');
+    if (colon != std::string::npos) add(a.substr(0, colon) + ":" + std::to_string(udp_port));
+  }
+  if (!stun_public.empty()) add(stun_public);
+  return out;
+}
+
 std::vector<Helper> pick_helpers(std::vector<Helper> connected, size_t n) {
   std::erase_if(connected, [](const Helper& h) { return h.path.rfind("lan", 0) == 0; });
   std::sort(connected.begin(), connected.end(), [](const Helper& a, const Helper& b) {
@@ -36,6 +52,8 @@ std::vector<Helper> pick_helpers(std::vector<Helper> connected, size_t n) {
   }
   return out;
 }
+
+const char* transport_name(Transport transport) { return transport == Transport::kUdp ? "udp" : "tcp"; }
 
 const char* reachability_state_name(Reachability::State state) {
   switch (state) {
@@ -58,11 +76,18 @@ std::string joined(const std::vector<std::string>& items) {
 }  // namespace
 
 Reachability dial_back_verdict(const std::vector<std::string>& candidates, bool listening,
-                               const std::vector<DialBackAnswer>& answers) {
+                               const std::vector<DialBackAnswer>& answers, Transport transport) {
   using State = Reachability::State;
+  const bool udp = transport == Transport::kUdp;
   Reachability r;
   r.tested = candidates;
   if (candidates.empty()) {
+    if (udp) {
+      r.why = listening ? "no public UDP address to test: this node advertises none and no relay's STUN saw its "
+                          "UDP socket (set link.advertise or link.relays)"
+                        : "this node has no UDP socket (link.hole_punching = false)";
+      return r;
+    }
     r.why = listening ? "no public address to test: this node advertises none, its router maps no port and no "
                         "relay saw its public IP (set link.advertise, link.port_mapping or link.relays)"
                       : "this node does not listen for links (link.listen is empty): peers reach it through "
@@ -73,45 +98,59 @@ Reachability dial_back_verdict(const std::vector<std::string>& candidates, bool 
     r.why = "no paired peer outside this LAN is connected to ask; `yonder netcheck` asks again";
     return r;
   }
+  auto results = [udp](const DialBackAnswer& a) -> const std::map<std::string, bool>& {
+    return udp ? a.reached_udp : a.reached;
+  };
   std::vector<std::string> unanswered;
   for (const auto& a : answers) {
     if (a.error) {
       unanswered.push_back(a.helper + " (" + *a.error + ")");
       continue;
     }
-    bool any = std::any_of(a.reached.begin(), a.reached.end(), [](const auto& kv) { return kv.second; });
+    if (udp && !a.tested_udp) {
+      unanswered.push_back(a.helper + " (did not dial over UDP: its link does not use UDP, or it runs an older yonder)");
+      continue;
+    }
+    const auto& reached = results(a);
+    bool any = std::any_of(reached.begin(), reached.end(), [](const auto& kv) { return kv.second; });
     (any ? r.confirmed_by : r.failed_by).push_back(a.helper);
   }
   if (!r.confirmed_by.empty()) {
     r.state = State::kReachable;
     for (const auto& c : candidates) {
       bool reached = std::any_of(answers.begin(), answers.end(), [&](const DialBackAnswer& a) {
-        auto it = a.reached.find(c);
-        return !a.error && it != a.reached.end() && it->second;
+        const auto& m = results(a);
+        auto it = m.find(c);
+        return !a.error && it != m.end() && it->second;
       });
       if (reached) {
         r.address = c;
         break;
       }
     }
-    r.why = "reached at " + r.address + " by " + joined(r.confirmed_by);
+    r.why = std::string(udp ? "reached over UDP at " : "reached at ") + r.address + " by " + joined(r.confirmed_by);
     return r;
   }
   if (!r.failed_by.empty()) {
     r.state = State::kUnreachable;
-    r.why = joined(r.failed_by) + " could not reach this node at " + joined(candidates) +
-            ": peers reach it through relays or punched paths (to be reachable, forward the link's port on the "
-            "router: link.port_mapping, or by hand with link.advertise)";
+    r.why = udp ? joined(r.failed_by) + " could not reach this node over UDP at " + joined(candidates) +
+                      ": its router or firewall drops UDP from peers it has not sent to first, so peers reach it "
+                      "over TCP, relays or punched paths (to be reachable over UDP, forward the UDP port that "
+                      "link.udp_listen names on the router)"
+                : joined(r.failed_by) + " could not reach this node at " + joined(candidates) +
+                      ": peers reach it through relays or punched paths (to be reachable, forward the link's port "
+                      "on the router: link.port_mapping, or by hand with link.advertise)";
     return r;
   }
   r.why = "no peer answered: " + joined(unanswered);
   return r;
 }
 
-Status DialBackGate::admit(const PublicKeyBytes& peer, size_t address_count, MonoTime now) {
-  if (address_count == 0 || address_count > kMaxDialBackAddresses) {
+Status DialBackGate::admit(const PublicKeyBytes& peer, size_t address_count, MonoTime now, size_t udp_count) {
+  if (address_count + udp_count == 0 || address_count > kMaxDialBackAddresses || udp_count > kMaxDialBackAddresses) {
     return make_error(ErrorCode::kInvalidArgument, "a dial-back request names 1 to " +
-                                                       std::to_string(kMaxDialBackAddresses) + " addresses");
+                                                       std::to_string(kMaxDialBackAddresses) +
+                                                       " addresses per transport (TCP and UDP)");
   }
   auto it = buckets_.find(peer);
   if (it == buckets_.end()) {

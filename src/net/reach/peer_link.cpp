@@ -139,7 +139,8 @@ Result<std::unique_ptr<PeerLink>> PeerLink::create(boost::asio::io_context& io, 
   auto offer_mode = parse_relay_offer_mode(cfg.get("relay.offer"));
   if (!offer_mode) return std::move(offer_mode).error();
   pl->relay_offer_mode_ = *offer_mode;
-  pl->offer_why_ = decide_offer(OfferFacts{*offer_mode, {}, "", 0, ""}).why;  // until the first verdict
+  // Until the first verdict.
+  pl->offer_why_ = decide_offer(OfferFacts{*offer_mode, {}, "", 0, "", !pl->relay_listen_.empty()}).why;
   pl->port_mapping_wanted_ = cfg.get_bool("link.port_mapping");
   constexpr double kMB = 1e6;
   pl->relay_peer_rate_ = static_cast<double>(std::max<int64_t>(cfg.get_int("relay.peer_rate_mb"), 0)) * kMB;
@@ -282,7 +283,13 @@ Status PeerLink::start() {
                     params, DialBack::kAnswerWithin, std::move(done));
       },
       [] { return local_ipv4_hosts(); });
-  dial_back_->register_method();
+  dial_back_->register_method([this](const PublicKeyBytes& peer, const std::string& address,
+                                     std::chrono::milliseconds within, std::function<void(Status)> done) {
+    if (!punch_) {
+      return done(make_error(ErrorCode::kFailedPrecondition, "this node has no UDP socket (link.hole_punching = false)"));
+    }
+    punch_->probe_udp(peer, address, within, std::move(done));
+  });
   service_->add_method("reach.relay_offer",
                         [this](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
                           on_relay_offer(peer, params, std::move(reply));
@@ -523,13 +530,22 @@ void PeerLink::update_offer() {
   facts.relay_mapped = relay_mapped_;
   auto relay_port = [this] { return relay_server_ ? relay_server_->local_endpoint().port() : uint16_t{0}; };
   facts.relay_port = relay_port();
+  facts.relay_configured = !relay_listen_.empty();
   OfferDecision d = decide_offer(facts);
+  if (d.stop_relay) {
+    spdlog::info("relay.offer: closing the relay this node opened for its offer ({})", d.why);
+    if (relay_mapper_) relay_mapper_->stop();  // removes the relay's mapping from the router
+    relay_mapper_.reset();
+    relay_mapped_.clear();
+    if (relay_server_) relay_server_->stop();
+    relay_server_.reset();  // aborts what the graceful stop left open
+  }
   if (d.run_relay && !relay_server_) {
     std::string listen = default_relay_listen(relay_listen_, listen_);
     Status st = listen.empty() ? Status(make_error(ErrorCode::kInvalidArgument, "no address to listen on"))
                                : start_relay_server(listen);
     if (!st) {
-      d = {false, false, "", "not offered: the relay cannot listen: " + st.error().message() + "; set relay.listen"};
+      d = {false, false, "", "not offered: the relay cannot listen: " + st.error().message() + "; set relay.listen", false};
       spdlog::warn("relay.offer: {}", d.why);
     } else {
       facts.relay_port = relay_port();
@@ -543,11 +559,13 @@ void PeerLink::update_offer() {
     } else {
       std::weak_ptr<bool> alive = alive_;
       boost::asio::io_context* io = io_;
+      uint64_t generation = ++relay_mapper_generation_;
       relay_mapper_ = std::make_unique<portmap::PortMapper>(
           relay_server_->local_endpoint().port(), portmap::MapOptions{},
-          [this, alive, io](const portmap::PortMapperStatus& st) {
-            boost::asio::post(*io, [this, alive, st] {  // the mapper's thread: to the event loop
+          [this, alive, io, generation](const portmap::PortMapperStatus& st) {
+            boost::asio::post(*io, [this, alive, st, generation] {  // the mapper's thread: to the event loop
               if (auto a = alive.lock(); !a || !*a) return;
+              if (generation != relay_mapper_generation_) return;  // a mapper closed since (stop_relay)
               relay_mapped_ = st.state == portmap::MapState::kMapped && st.mapping
                                   ? st.mapping->external_ip + ":" + std::to_string(st.mapping->external_port)
                                   : std::string();
@@ -638,10 +656,16 @@ void PeerLink::check_reachability(std::function<void()> done) {
     std::string seen = r.value("observed_addr", "");
     if (r.value("state", "") == "registered" && !seen.empty()) observed.push_back(seen.substr(0, seen.rfind(':')));
   }
-  bool listening = !listen_.empty();
-  auto candidates = dial_back_candidates(listening ? advertised_addresses() : std::vector<std::string>{},
-                                         mapped_paths_ ? mapped_paths_->mapped() : std::string(), observed,
-                                         listening ? service_->port() : 0);
+  DialBack::Round round;
+  round.listening = !listen_.empty();
+  std::vector<std::string> advertised = advertised_addresses();
+  round.candidates = dial_back_candidates(round.listening ? advertised : std::vector<std::string>{},
+                                          mapped_paths_ ? mapped_paths_->mapped() : std::string(), observed,
+                                          round.listening ? service_->port() : 0);
+  round.udp_socket = punch_ && punch_->udp_port() != 0;
+  if (round.udp_socket) {
+    round.udp_candidates = udp_dial_back_candidates(advertised, punch_->udp_port(), punch_->public_udp());
+  }
   std::vector<Helper> connected;
   for (const auto& s : service_->sessions()) {
     if (!s.established || s.pairing_only || s.draining) continue;
@@ -651,7 +675,7 @@ void PeerLink::check_reachability(std::function<void()> done) {
     if (s.rtt) rtt = std::chrono::duration<double, std::milli>(*s.rtt).count();
     connected.push_back(Helper{s.peer, p->name, s.path, rtt});
   }
-  dial_back_->check(std::move(candidates), listening, pick_helpers(std::move(connected)),
+  dial_back_->check(std::move(round), pick_helpers(std::move(connected)),
                     [this, alive = std::weak_ptr<bool>(alive_), done = std::move(done)] {
                       if (auto a = alive.lock(); a && *a) update_offer();
                       done();

@@ -171,6 +171,7 @@ class PeerLink final : public link::TrustPolicy, public Peers {
   std::optional<MonoTime> last_reach_round_;    // when the last automatic round started
   bool port_mapping_wanted_ = false;            // link.port_mapping: the relay's port may be mapped too
   std::unique_ptr<portmap::PortMapper> relay_mapper_;  // the router's forward of the relay's port
+  uint64_t relay_mapper_generation_ = 0;                // which mapper's news is current
   std::string relay_mapped_;                    // "IP:PORT" it forwards ("" none)
   std::string offering_;                        // the relay address offered to peers ("" none)
   std::string offer_why_;                       // why none is offered, for netcheck

@@ -549,10 +549,19 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
   void adopt(std::shared_ptr<quic::QuicChannel> ch, const PublicKeyBytes& peer, bool dialer) {
     std::string path = ch->path_string();
     std::weak_ptr<Impl> weak = weak_from_this();
-    link.adopt_channel(std::move(ch), peer, dialer, path, [weak, peer](Status st) {
+    link.adopt_channel(std::move(ch), peer, dialer, path, [weak, peer, dialer](Status st) {
       auto self = weak.lock();
-      if (!self) return;
-      if (!st) self->failed(peer, "the link did not start on the punched path: " + st.error().message());
+      if (!self || st) return;
+      // A connection we accepted with no punch under way (a peer's dial-back
+      // over UDP, which closes after the handshake) is no failed punch.
+      auto it = self->peers.find(peer);
+      bool punching = it != self->peers.end() && it->second.state != "failed" && it->second.state != "punched";
+      if (!dialer && !punching) {
+        spdlog::debug("hole punching: a QUIC connection from {} ended before the link started: {}",
+                      NodeId(peer).short_form(), st.error().message());
+        return;
+      }
+      self->failed(peer, "the link did not start on the punched path: " + st.error().message());
     });
   }
 
@@ -641,6 +650,38 @@ void PunchPaths::recheck(std::function<void()> done) {
   impl_->run_check();
 }
 nlohmann::json PunchPaths::status() const { return impl_->status(); }
+uint16_t PunchPaths::udp_port() const { return impl_->endpoint ? impl_->endpoint->local_endpoint().port() : 0; }
+std::string PunchPaths::public_udp() const {
+  const auto& nat = impl_->nat;
+  return nat && nat->public_address ? endpoint_text(*nat->public_address) : std::string();
+}
+
+void PunchPaths::probe_udp(const PublicKeyBytes& peer, const std::string& address, std::chrono::milliseconds within,
+                           std::function<void(Status)> done) {
+  Impl& m = *impl_;
+  if (m.stopped) return done(make_error(ErrorCode::kUnavailable, "the node is shutting down"));
+  auto target = relay::parse_net_address(address);
+  boost::system::error_code bad;
+  auto ip = target ? asio::ip::make_address(target->ip, bad) : asio::ip::address();
+  if (!target || bad) return done(make_error(ErrorCode::kInvalidArgument, "not IP:PORT: " + address));
+  quic::QuicConfig config = m.quic_config;
+  config.connect_timeout = within;
+  auto ep = quic::QuicEndpoint::bind(m.io.get_executor(), m.identity, udp::endpoint(asio::ip::address_v4::any(), 0),
+                                     config);
+  if (!ep) return done(Error(ep.error()).with_context("a UDP socket for the dial-back"));
+  std::shared_ptr<quic::QuicEndpoint> endpoint = *ep;
+  endpoint->connect(udp::endpoint(ip, target->port), peer,
+                    [endpoint, done = std::move(done)](Result<std::shared_ptr<quic::QuicChannel>> ch) {
+                      if (ch) (*ch)->close();
+                      endpoint->close();
+                      if (!ch) {
+                        return done(make_error(ErrorCode::kUnavailable,
+                                               "the QUIC handshake with the peer's key did not complete: " +
+                                                   ch.error().message()));
+                      }
+                      done(ok_status());
+                    });
+}
 nlohmann::json PunchPaths::peer_state(const PublicKeyBytes& peer) const { return impl_->peer_state(peer); }
 
 }  // namespace yonder::reach

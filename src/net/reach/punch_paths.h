@@ -96,6 +96,18 @@ class PunchPaths {
 
   // For GET /v1/netcheck: the UDP socket, public mapping, NAT kind, why.
   nlohmann::json status() const;
+  // The UDP socket's port (0: none), and where a relay's STUN saw it
+  // ("IP:PORT"; "" before a NAT check found it): what a dial-back over UDP
+  // tests (dial_back_core.h).
+  uint16_t udp_port() const;
+  std::string public_udp() const;
+  // A dial-back over UDP (dial_back.h): whether `peer` completes a QUIC
+  // handshake that proves its key at `address` ("IP:PORT") within `within`,
+  // from a fresh socket on a port of its own, so that no packet this node
+  // sent before opens the peer's NAT to it; the connection is closed at
+  // once, never a session.
+  void probe_udp(const PublicKeyBytes& peer, const std::string& address, std::chrono::milliseconds within,
+                 std::function<void(Status)> done);
   // For GET /v1/peers: the last punch to `peer` (state, reason, times); null if none.
   nlohmann::json peer_state(const PublicKeyBytes& peer) const;
 

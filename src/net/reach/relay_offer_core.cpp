@@ -29,8 +29,10 @@ bool reachability_check_due(RelayOfferMode mode, bool listening_beyond_loopback,
 
 OfferDecision decide_offer(const OfferFacts& f) {
   OfferDecision d;
+  const bool opened_by_offer = !f.relay_configured && (f.relay_port != 0 || !f.relay_mapped.empty());
   if (f.mode == RelayOfferMode::kOff) {
     d.why = "relay.offer is off";
+    d.stop_relay = opened_by_offer;
     return d;
   }
   if (!f.verdict) {
@@ -39,6 +41,7 @@ OfferDecision decide_offer(const OfferFacts& f) {
   }
   if (f.verdict->state == Reachability::State::kUnreachable) {
     d.why = "not offered: paired peers could not reach this node";
+    d.stop_relay = opened_by_offer;
     return d;
   }
   if (f.verdict->state != Reachability::State::kReachable) {

@@ -17,6 +17,13 @@
 //     offered at the reached host with its own port; when peers reached
 //     the router's mapping of the link port (UPnP-IGD, NAT-PMP), the relay's
 //     port is mapped too and offered at that mapping, once it holds.
+//   - When to close it again (decide_offer's stop_relay): a relay that an
+//     offer opened (relay.listen unset) is closed, with the router's
+//     forward of its port, once peers answered that they cannot reach this
+//     node (or relay.offer is off): nobody could reach it, and an open port
+//     nobody can use is only exposure. "Unknown" (nobody answered) closes
+//     nothing; the next round decides. A relay the operator configured
+//     stays.
 //   - Where the relay listens (default_relay_listen): relay.listen, or the
 //     link's host with the link's port + 1 (port 0 stays 0: a free one).
 //   - Reading an offer (read_relay_offer): untrusted JSON from a pinned
@@ -72,6 +79,7 @@ struct OfferFacts {
   std::string link_mapped;              // "IP:PORT" the router forwards to the link ("" none)
   uint16_t relay_port = 0;              // the relay's listening port (0: not running)
   std::string relay_mapped;             // "IP:PORT" the router forwards to the relay ("" none)
+  bool relay_configured = false;        // relay.listen is set: the operator runs the relay, not the offer
 };
 
 struct OfferDecision {
@@ -79,6 +87,7 @@ struct OfferDecision {
   bool map_relay = false;  // ask the router to forward the relay's port
   std::string address;     // offer this "IP:PORT" ("" none)
   std::string why;         // no address: why, for netcheck
+  bool stop_relay = false;  // close the relay the offer opened, and the router's forward of its port
 };
 OfferDecision decide_offer(const OfferFacts& facts);
 

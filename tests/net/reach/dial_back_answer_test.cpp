@@ -30,6 +30,24 @@ TEST(DialBackAnswer, CountsOnlyWhatWasAskedAndOnlyATrueReached) {
   EXPECT_EQ(a.reached, (std::map<std::string, bool>{{"203.0.113.2:7850", false}, {"198.51.100.7:7850", true}}));
 }
 
+TEST(DialBackAnswer, UdpResultsCountOnlyForTheUdpAddressesAskedAbout) {
+  const std::vector<std::string> udp = {"203.0.113.2:40000"};
+  nlohmann::json answer = {{"results",
+                            {{{"address", "203.0.113.2:7850"}, {"reached", true}},
+                             {{"address", "203.0.113.2:40000"}, {"transport", "udp"}, {"reached", true}},
+                             // TCP was asked about this address, UDP was not
+                             {{"address", "198.51.100.7:7850"}, {"transport", "udp"}, {"reached", true}},
+                             {{"address", "203.0.113.2:40000"}, {"transport", 17}, {"reached", true}}}}};
+  DialBackAnswer a = read_dial_back_answer("ben", kAsked, answer, udp);
+  EXPECT_TRUE(a.tested_udp);
+  EXPECT_EQ(a.reached, (std::map<std::string, bool>{{"203.0.113.2:7850", true}}));
+  EXPECT_EQ(a.reached_udp, (std::map<std::string, bool>{{"203.0.113.2:40000", true}}));
+  // A helper that answered for TCP only did not test UDP.
+  DialBackAnswer tcp_only = read_dial_back_answer("ben", kAsked, nlohmann::json{{"results", {answer["results"][0]}}}, udp);
+  EXPECT_FALSE(tcp_only.tested_udp);
+  EXPECT_TRUE(tcp_only.reached_udp.empty());
+}
+
 TEST(DialBackAnswer, AnAnswerOfTheWrongShapeIsAnErrorNotAThrow) {
   for (const nlohmann::json& bad : {nlohmann::json{{"results", 3}}, nlohmann::json::array(), nlohmann::json("results"),
                                     nlohmann::json{{"result", nlohmann::json::array()}}, nlohmann::json()}) {

@@ -49,6 +49,25 @@ TEST(DialBackCandidates, EachOnceAtMostFourAndNoneWithoutAPort) {
                   .empty());
 }
 
+TEST(UdpDialBackCandidates, AdvertisedHostsWithTheUdpPortThenWhereStunSawTheSocket) {
+  auto c = udp_dial_back_candidates({"192.168.1.10:7850", "198.51.100.7:7850", "127.0.0.1:7850"}, 7851,
+                                    "203.0.113.2:40000");
+  EXPECT_EQ(c, (std::vector<std::string>{"198.51.100.7:7851", "203.0.113.2:40000"}));
+  // A NAT that keeps the port: STUN saw what the advertised address names already.
+  EXPECT_EQ(udp_dial_back_candidates({"198.51.100.7:7850"}, 7850, "198.51.100.7:7850"),
+            (std::vector<std::string>{"198.51.100.7:7850"}));
+  // No UDP socket: nothing to test, whatever STUN said before.
+  EXPECT_TRUE(udp_dial_back_candidates({"198.51.100.7:7850"}, 0, "203.0.113.2:40000").empty());
+  // A node that listens for no links still has its socket's public mapping;
+  // what is not "IP:PORT" or not public is skipped.
+  EXPECT_EQ(udp_dial_back_candidates({":0", "10.0.0.2:7850"}, 40001, "203.0.113.2:40001"),
+            (std::vector<std::string>{"203.0.113.2:40001"}));
+  auto many = udp_dial_back_candidates({"198.51.100.1:1", "198.51.100.2:1", "198.51.100.3:1", "198.51.100.4:1",
+                                        "198.51.100.5:1"},
+                                       9, "203.0.113.2:40000");
+  EXPECT_EQ(many.size(), kMaxDialBackAddresses);
+}
+
 TEST(DialBackHelpers, NotOnALanPathLowestRttFirstAtMostThreeOncePerPeer) {
   std::vector<Helper> connected = {
       {dial_key(1), "lan-friend", "lan to 192.168.1.5:7850", 0.3},
@@ -73,9 +92,9 @@ TEST(DialBackHelpers, NotOnALanPathLowestRttFirstAtMostThreeOncePerPeer) {
 TEST(DialBackVerdict, ReachableWhenAHelperCompletedTheHandshakeNamingWhoAndWhere) {
   std::vector<std::string> c = {"198.51.100.7:7850", "203.0.113.2:40000"};
   std::vector<DialBackAnswer> answers = {
-      {"laptop", std::nullopt, {{"198.51.100.7:7850", false}, {"203.0.113.2:40000", true}}},
-      {"club", std::nullopt, {{"198.51.100.7:7850", false}, {"203.0.113.2:40000", false}}},
-      {"away", std::string("timed out"), {}},
+      {"laptop", std::nullopt, {{"198.51.100.7:7850", false}, {"203.0.113.2:40000", true}}, {}, false},
+      {"club", std::nullopt, {{"198.51.100.7:7850", false}, {"203.0.113.2:40000", false}}, {}, false},
+      {"away", std::string("timed out"), {}, {}, false},
   };
   auto r = dial_back_verdict(c, true, answers);
   EXPECT_EQ(r.state, State::kReachable);
@@ -88,17 +107,17 @@ TEST(DialBackVerdict, ReachableWhenAHelperCompletedTheHandshakeNamingWhoAndWhere
 
 TEST(DialBackVerdict, UnreachableOnlyWhenAHelperAnsweredAndReachedNone) {
   std::vector<std::string> c = {"198.51.100.7:7850"};
-  auto no = dial_back_verdict(c, true, {{"laptop", std::nullopt, {{"198.51.100.7:7850", false}}}});
+  auto no = dial_back_verdict(c, true, {{"laptop", std::nullopt, {{"198.51.100.7:7850", false}}, {}, false}});
   EXPECT_EQ(no.state, State::kUnreachable);
   EXPECT_EQ(no.failed_by, (std::vector<std::string>{"laptop"}));
   EXPECT_NE(no.why.find("198.51.100.7:7850"), std::string::npos) << no.why;
   EXPECT_NE(no.why.find("link.port_mapping"), std::string::npos) << no.why;
   // Nobody answered: no evidence either way.
-  auto silent = dial_back_verdict(c, true, {{"laptop", std::string("timed out"), {}}});
+  auto silent = dial_back_verdict(c, true, {{"laptop", std::string("timed out"), {}, {}, false}});
   EXPECT_EQ(silent.state, State::kUnknown);
   EXPECT_NE(silent.why.find("timed out"), std::string::npos) << silent.why;
   // An answer about an address we did not ask about says nothing.
-  auto other = dial_back_verdict(c, true, {{"laptop", std::nullopt, {}}});
+  auto other = dial_back_verdict(c, true, {{"laptop", std::nullopt, {}, {}, false}});
   EXPECT_EQ(other.state, State::kUnreachable);
 }
 
@@ -111,6 +130,50 @@ TEST(DialBackVerdict, UnknownWithoutCandidatesOrHelpersSaysWhy) {
   auto alone = dial_back_verdict({"198.51.100.7:7850"}, true, {});
   EXPECT_EQ(alone.state, State::kUnknown);
   EXPECT_NE(alone.why.find("no paired peer"), std::string::npos) << alone.why;
+}
+
+// TCP and UDP are judged apart from the same answers: a node behind a router
+// that forwards only the TCP port is reachable over TCP and not over UDP; a
+// helper that did not dial over UDP (no socket, an older yonder) is no
+// evidence either way.
+TEST(DialBackVerdict, UdpIsJudgedApartAndAHelperThatDidNotTestUdpIsNoEvidence) {
+  std::vector<std::string> tcp = {"198.51.100.7:7850"};
+  std::vector<std::string> udp = {"198.51.100.7:7850", "203.0.113.2:40000"};
+  DialBackAnswer laptop{"laptop", std::nullopt, {{"198.51.100.7:7850", true}},
+                        {{"198.51.100.7:7850", false}, {"203.0.113.2:40000", false}}, true};
+  DialBackAnswer old{"old", std::nullopt, {{"198.51.100.7:7850", true}}, {}, false};
+  auto over_tcp = dial_back_verdict(tcp, true, {laptop, old}, Transport::kTcp);
+  EXPECT_EQ(over_tcp.state, State::kReachable);
+  EXPECT_EQ(over_tcp.confirmed_by, (std::vector<std::string>{"laptop", "old"}));
+  auto over_udp = dial_back_verdict(udp, true, {laptop, old}, Transport::kUdp);
+  EXPECT_EQ(over_udp.state, State::kUnreachable);
+  EXPECT_EQ(over_udp.failed_by, (std::vector<std::string>{"laptop"}));
+  EXPECT_EQ(over_udp.tested, udp);
+  EXPECT_NE(over_udp.why.find("over UDP at 198.51.100.7:7850, 203.0.113.2:40000"), std::string::npos) << over_udp.why;
+  EXPECT_NE(over_udp.why.find("link.udp_listen"), std::string::npos) << over_udp.why;
+
+  auto only_old = dial_back_verdict(udp, true, {old}, Transport::kUdp);
+  EXPECT_EQ(only_old.state, State::kUnknown);
+  EXPECT_NE(only_old.why.find("old (did not dial over UDP"), std::string::npos) << only_old.why;
+
+  DialBackAnswer cone{"club", std::nullopt, {}, {{"203.0.113.2:40000", true}}, true};
+  auto reached = dial_back_verdict(udp, true, {laptop, cone}, Transport::kUdp);
+  EXPECT_EQ(reached.state, State::kReachable);
+  EXPECT_EQ(reached.address, "203.0.113.2:40000");
+  EXPECT_EQ(reached.confirmed_by, (std::vector<std::string>{"club"}));
+  EXPECT_EQ(reached.why, "reached over UDP at 203.0.113.2:40000 by club");
+  // The TCP verdict does not read the UDP answers, nor the other way round.
+  EXPECT_EQ(dial_back_verdict(tcp, true, {cone}, Transport::kTcp).state, State::kUnreachable);
+  EXPECT_STREQ(transport_name(Transport::kUdp), "udp");
+  EXPECT_STREQ(transport_name(Transport::kTcp), "tcp");
+}
+
+TEST(DialBackVerdict, NoUdpSocketOrNoPublicUdpAddressSaysWhichAndHowToFixIt) {
+  auto off = dial_back_verdict({}, false, {}, Transport::kUdp);
+  EXPECT_EQ(off.state, State::kUnknown);
+  EXPECT_NE(off.why.find("link.hole_punching = false"), std::string::npos) << off.why;
+  auto none = dial_back_verdict({}, true, {}, Transport::kUdp);
+  EXPECT_NE(none.why.find("STUN"), std::string::npos) << none.why;
 }
 
 TEST(DialBackGate, ABurstThenOneEveryIntervalPerPeer) {
@@ -133,6 +196,18 @@ TEST(DialBackGate, NoneOrTooManyAddressesIsRefusedWithoutSpendingAToken) {
     EXPECT_EQ(st.error().code(), ErrorCode::kInvalidArgument);
   }
   for (int i = 0; i < DialBackGate::kBurst; ++i) EXPECT_TRUE(gate.admit(dial_key(1), 1, kDialT0)) << i;
+}
+
+TEST(DialBackGate, UpToFourAddressesPerTransportAndOneInAll) {
+  DialBackGate gate;
+  EXPECT_TRUE(gate.admit(dial_key(1), kMaxDialBackAddresses, kDialT0, kMaxDialBackAddresses));
+  EXPECT_TRUE(gate.admit(dial_key(1), 0, kDialT0, 1));  // UDP only
+  for (auto [tcp, udp] : {std::pair<size_t, size_t>{0, 0}, {1, kMaxDialBackAddresses + 1}, {kMaxDialBackAddresses + 1, 0}}) {
+    auto st = gate.admit(dial_key(2), tcp, kDialT0, udp);
+    ASSERT_FALSE(st) << tcp << "/" << udp;
+    EXPECT_EQ(st.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(st.error().message().find("per transport"), std::string::npos) << st.error().message();
+  }
 }
 
 // A peer's dial-back request cannot make us dial our own host, our LAN, or

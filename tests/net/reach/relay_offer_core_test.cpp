@@ -62,7 +62,7 @@ TEST(ReachabilityCheckDue, FirstSessionThenAfterTheRecheckIntervalNeverTwiceAtOn
 
 OfferFacts facts(std::optional<Reachability> v, uint16_t relay_port = 0, std::string link_mapped = "",
                  std::string relay_mapped = "", RelayOfferMode mode = RelayOfferMode::kAuto) {
-  return OfferFacts{mode, std::move(v), std::move(link_mapped), relay_port, std::move(relay_mapped)};
+  return OfferFacts{mode, std::move(v), std::move(link_mapped), relay_port, std::move(relay_mapped), false};
 }
 
 TEST(DecideOffer, OnlyWhenPeersConfirmedThisNodeReachableAtTheReachedHostAndTheRelaysPort) {
@@ -87,6 +87,26 @@ TEST(DecideOffer, OnlyWhenPeersConfirmedThisNodeReachableAtTheReachedHostAndTheR
   EXPECT_FALSE(off.run_relay);
   EXPECT_EQ(off.address, "");
   EXPECT_EQ(off.why, "relay.offer is off");
+}
+
+// Reachability lost: the relay the offer opened is closed (with the
+// router's forward of its port), not left listening for nobody; a relay the
+// operator configured (relay.listen) stays, and "unknown" closes nothing.
+TEST(DecideOffer, PeersThatCannotReachThisNodeCloseTheRelayTheOfferOpenedButNotAConfiguredOne) {
+  auto unreachable = verdict(State::kUnreachable);
+  EXPECT_TRUE(decide_offer(facts(unreachable, 7851)).stop_relay);
+  EXPECT_TRUE(decide_offer(facts(unreachable, 0, "203.0.113.2:40001", "203.0.113.2:40002")).stop_relay);
+  EXPECT_FALSE(decide_offer(facts(unreachable)).stop_relay);  // nothing runs
+  auto configured = facts(unreachable, 7851);
+  configured.relay_configured = true;
+  EXPECT_FALSE(decide_offer(configured).stop_relay);
+  EXPECT_FALSE(decide_offer(facts(verdict(State::kUnknown), 7851)).stop_relay);
+  EXPECT_FALSE(decide_offer(facts(std::nullopt, 7851)).stop_relay);
+  auto reachable = decide_offer(facts(verdict(State::kReachable, "198.51.100.7:7850"), 7851));
+  EXPECT_FALSE(reachable.stop_relay);
+  EXPECT_TRUE(reachable.run_relay);
+  EXPECT_TRUE(decide_offer(facts(verdict(State::kReachable, "198.51.100.7:7850"), 7851, "", "", RelayOfferMode::kOff))
+                  .stop_relay);
 }
 
 // Peers reached the router's mapping of the link port: the relay's port is
