@@ -9,6 +9,11 @@
 // promise, and a queue order policy's answer on every other pass; the
 // devices are mostly held, so most jobs are looked at and wait (the slow
 // case: with free slots and devices a pass ends as soon as the slots fill).
+// Each size runs twice: whole GPUs only (the anchor), then with every device
+// shared (gpu.share: 4 jobs, 2 GiB kept back), three shares placed on each
+// held one, and half the queue asking for shares (2 to 16 GiB, or a
+// fraction); the ratio is the cost of share placement and of holding
+// devices back for whole-GPU jobs.
 //
 //   queue_core_bench                  small sizes (ctest, label bench)
 //   queue_core_bench --full           queues of 100, 1,000 and 10,000 jobs
@@ -30,10 +35,9 @@ namespace {
 
 constexpr uint64_t kGiB = 1ULL << 30;
 
-QueueSnapshot make_snapshot(size_t queued, size_t gpus, std::mt19937_64& rng) {
+QueueSnapshot make_snapshot(size_t queued, size_t gpus, std::mt19937_64& rng, bool shares) {
   QueueSnapshot s;
   s.now = MonoTime{} + std::chrono::hours(1000);
-  s.max_concurrent = static_cast<int>(gpus) + 4;
   s.max_per_peer = 2;
   GpuView view;
   view.usable = true;
@@ -48,14 +52,32 @@ QueueSnapshot make_snapshot(size_t queued, size_t gpus, std::mt19937_64& rng) {
     a.deadline = s.now + std::chrono::seconds(60 + static_cast<int64_t>(rng() % 3600));
     a.gpu_uuids = {"GPU-" + std::to_string(i)};
     a.vram_limited = rng() % 2 == 0;
+    if (shares) {
+      for (int k = 0; k < 3; ++k) {
+        ActiveJob share = a;
+        share.job_id = a.job_id + "-share-" + std::to_string(k);
+        share.share_vram_bytes = (4 + static_cast<uint64_t>(k) * 2) * kGiB;
+        s.active.push_back(std::move(share));
+      }
+      continue;
+    }
     s.active.push_back(std::move(a));
   }
+  if (shares) {
+    for (size_t i = 0; i < gpus; ++i) s.gpu_shares.push_back({"GPU-" + std::to_string(i), 4, 2 * kGiB});
+  }
+  s.max_concurrent = static_cast<int>(s.active.size()) + 5;  // room for five more either way
   for (size_t i = 0; i < queued; ++i) {
     WaitingJob w;
     w.job_id = "job-" + std::to_string(i);
     w.peer_id = "peer-" + std::to_string(rng() % 50);
     w.gpus = rng() % 4 == 0 ? 0 : 1 + static_cast<int>(rng() % 2);
     w.disk_bytes = (rng() % 4) * kGiB;
+    if (shares && rng() % 2 == 0) {
+      w.gpus = 0;
+      w.share = rng() % 3 == 0 ? ShareRequest{0, static_cast<uint32_t>(100 + rng() % 600)}
+                               : ShareRequest{(2 + rng() % 15) * kGiB, 0};
+    }
     s.queue.push_back(std::move(w));
   }
   DiskSnapshot d;
@@ -73,9 +95,10 @@ double pct(std::vector<double>& v, double q) {
   return v[i];
 }
 
-void run(size_t queued, size_t gpus, size_t passes) {
+// One size: passes per second.
+double run(size_t queued, size_t gpus, size_t passes, bool shares) {
   std::mt19937_64 rng(queued * 31 + gpus);
-  QueueSnapshot s = make_snapshot(queued, gpus, rng);
+  QueueSnapshot s = make_snapshot(queued, gpus, rng, shares);
   std::vector<std::string> preferred;
   for (const auto& w : s.queue) preferred.push_back(w.job_id);
   std::shuffle(preferred.begin(), preferred.end(), rng);
@@ -96,9 +119,10 @@ void run(size_t queued, size_t gpus, size_t passes) {
     us.push_back(std::chrono::duration<double, std::micro>(b - a).count());
   }
   double total_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::printf("queue %6zu jobs, %2zu GPUs, %2zu running: %9.0f passes/s  p50 %8.1f us  p99 %8.1f us  (%zu actions/pass)\n",
-              queued, gpus, s.active.size(), static_cast<double>(passes) / total_s, pct(us, 0.5), pct(us, 0.99),
-              passes ? decided / passes : 0);
+  std::printf("queue %6zu jobs, %2zu GPUs, %2zu running%s: %9.0f passes/s  p50 %8.1f us  p99 %8.1f us  (%zu actions/pass)\n",
+              queued, gpus, s.active.size(), shares ? ", shared" : "", static_cast<double>(passes) / total_s,
+              pct(us, 0.5), pct(us, 0.99), passes ? decided / passes : 0);
+  return static_cast<double>(passes) / total_s;
 }
 
 }  // namespace
@@ -122,6 +146,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  for (size_t q : sizes) run(q, gpus, passes);
+  for (size_t q : sizes) {
+    double whole = run(q, gpus, passes, false);
+    double shared = run(q, gpus, passes, true);
+    std::printf("  shares / whole GPUs only: %.2f of the passes per second\n", shared / whole);
+  }
   return 0;
 }

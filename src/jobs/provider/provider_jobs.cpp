@@ -533,7 +533,7 @@ QueueSnapshot ProviderJobs::snapshot_locked(MonoTime now, bool queue) {
   for (const auto& id : queue_) {
     const JobRecord& r = jobs_.at(id)->rec;
     s.queue.push_back({r.job_id, r.peer_id, r.terms.gpus, r.terms.vram_bytes, disk_promise(r), r.terms.max_running,
-                       r.result.value("held", false), dependencies_locked(r)});
+                       r.result.value("held", false), dependencies_locked(r), std::nullopt});
     gpu_jobs = gpu_jobs || s.queue.back().gpus > 0;
   }
   if (queue_order_ && queue_.size() > 1) {

@@ -97,11 +97,17 @@ void plan_starts(const QueueSnapshot& s, QueuePlan& plan) {
   std::set<std::string> blocked = plan_blocked(waiting, plan);
   int total = 0;
   std::map<std::string, int> per_peer;
-  LeaseMap held;
+  LeaseMap whole;                    // devices leased whole
+  std::vector<ShareHolding> shares;  // shares placed
+  std::set<std::string> reserved;    // devices held back from new shares for whole-GPU jobs that wait
   for (const auto& a : s.active) {
     ++total;
     ++per_peer[a.peer_id];
-    for (const auto& u : a.gpu_uuids) held[u] = a.job_id;
+    if (a.share_vram_bytes > 0 && a.gpu_uuids.size() == 1) {
+      shares.push_back(ShareHolding{a.job_id, a.gpu_uuids.front(), a.share_vram_bytes});
+      continue;
+    }
+    for (const auto& u : a.gpu_uuids) whole[u] = a.job_id;
   }
   std::optional<DiskSnapshot> disk = s.disk;  // kept current as the pass promises disk
   std::set<std::string> left;                 // started or refused
@@ -136,20 +142,37 @@ void plan_starts(const QueueSnapshot& s, QueuePlan& plan) {
       auto d = decide_disk(job.disk_bytes, *disk);
       if (!may_start(d.fit, d.reason)) continue;
     }
-    StartJob start{id, {}, ""};
-    if (job.gpus > 0) {
-      if (!s.gpus) {
-        // The caller's contract is to probe when the queue holds a GPU job;
-        // without the devices, waiting is the answer that loses nothing.
-        may_start(Fit::kLater, "waiting for the GPU inventory to be read");
-        continue;
+    StartJob start{id, {}, "", 0};
+    if ((job.gpus > 0 || job.share) && !s.gpus) {
+      // The caller's contract is to probe when the queue holds a GPU job;
+      // without the devices, waiting is the answer that loses nothing.
+      may_start(Fit::kLater, "waiting for the GPU inventory to be read");
+      continue;
+    }
+    if (job.share) {
+      auto d = pick_share(*s.gpus, s.gpu_shares, whole, shares, reserved, *job.share);
+      if (!may_start(d.fit, d.reason)) continue;
+      start.gpu_uuids = {d.uuid};
+      start.gpu_model = models_of(*s.gpus, start.gpu_uuids);
+      start.share_vram_bytes = d.vram_bytes;
+      shares.push_back(ShareHolding{id, d.uuid, d.vram_bytes});
+    } else if (job.gpus > 0) {
+      LeaseMap busy = whole;  // a device with shares on it is not free for a whole-GPU job
+      for (const auto& sh : shares) busy.emplace(sh.uuid, sh.job_id);
+      auto d = pick_gpus(*s.gpus, busy, job.gpus, job.vram_bytes);
+      if (d.fit == Fit::kLater) {
+        bool drains = false;
+        for (const auto& u : reserve_for_whole(*s.gpus, whole, shares, reserved, job.gpus, job.vram_bytes)) {
+          reserved.insert(u);
+          drains = drains || std::any_of(shares.begin(), shares.end(), [&](const ShareHolding& h) { return h.uuid == u; });
+        }
+        if (drains) d.reason += "; no new shares start on the GPU(s) it will get, so it starts as their shares end";
       }
-      auto d = pick_gpus(*s.gpus, held, job.gpus, job.vram_bytes);
       if (!may_start(d.fit, d.reason)) continue;
       start.gpu_uuids = d.uuids;
       start.gpu_model = models_of(*s.gpus, d.uuids);
+      for (const auto& u : start.gpu_uuids) whole[u] = id;
     }
-    for (const auto& u : start.gpu_uuids) held[u] = id;
     if (disk) disk->promised_unallocated += job.disk_bytes;  // its image comes later
     ++total;
     ++per_peer[job.peer_id];

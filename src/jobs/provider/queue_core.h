@@ -25,8 +25,16 @@
 //       - disk (when the snapshot has a disk): disk_budget.h's decide_disk
 //         on its workspace promise. Never: refused. Later: it waits;
 //       - GPUs (when it asks for any): pick_gpus (gpu_leases.h), the first
-//         free devices in inventory order with enough memory. Never:
-//         refused. Later: it waits;
+//         free devices in inventory order with enough memory (a device with
+//         shares on it is not free). Never: refused. Later: it waits, and
+//         the devices it will get are held back from new shares
+//         (reserve_for_whole, gpu_shares.h), so a stream of shares cannot
+//         starve it;
+//       - a share of a GPU (when it asks for one): pick_share (gpu_shares.h),
+//         best fit by VRAM on the devices gpu.share lends, never on one
+//         leased whole or held back for a whole-GPU job that waits ahead of
+//         it, never past a device's capacity or its number of shares.
+//         Never: refused. Later: it waits;
 //       - else it starts on those devices; its slot, its peer's count, its
 //         devices and its disk promise count against the jobs after it.
 //     Before that pass, and for every queued job whatever the capacity: a
@@ -74,6 +82,7 @@
 
 #include "jobs/provider/disk_budget.h"
 #include "jobs/provider/gpu_leases.h"
+#include "jobs/provider/gpu_shares.h"
 
 namespace yonder::jobs::provider {
 
@@ -105,6 +114,7 @@ struct WaitingJob {
   int peer_limit = 0;       // its peer's jobs at once by the scope it was submitted under; 0: none
   bool held = false;        // `run --hold` / `yonder hold`: not started until released
   std::vector<Dependency> after;
+  std::optional<ShareRequest> share;  // a share of one GPU instead of whole ones (gpus is then 0)
 
   bool operator==(const WaitingJob&) const = default;
 };
@@ -119,6 +129,7 @@ struct ActiveJob {
   int64_t wall_time_s = 0;           // for the stop message
   std::vector<std::string> gpu_uuids;
   bool vram_limited = false;         // has a VRAM limit to watch on its devices
+  uint64_t share_vram_bytes = 0;     // > 0: a share of its one device with this budget, not the whole device
 
   bool operator==(const ActiveJob&) const = default;
 };
@@ -134,6 +145,8 @@ struct QueueSnapshot {
   // The devices as probed; needed once a job that asks for GPUs is
   // decided (without it such a job waits).
   std::optional<GpuView> gpus;
+  // gpu.share: the devices lent as shares; empty: none.
+  std::vector<ShareConfig> gpu_shares;
   // The workspace volume; nullopt: disk is not accounted (or the volume
   // could not be read), and no job waits or is refused for disk.
   std::optional<DiskSnapshot> disk;
@@ -148,6 +161,7 @@ struct StartJob {
   std::string job_id;
   std::vector<std::string> gpu_uuids;  // in inventory order
   std::string gpu_model;               // the devices' distinct models, "+"-joined, at most 64 bytes
+  uint64_t share_vram_bytes = 0;       // > 0: a share of its one device, with this VRAM budget
   bool operator==(const StartJob&) const = default;
 };
 // It stays in the queue, for this reason (shown as "waiting_for").

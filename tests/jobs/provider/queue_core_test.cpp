@@ -31,7 +31,7 @@ GpuView two_gpus() {
 }
 
 WaitingJob job(const std::string& id, const std::string& peer, int gpus = 0, uint64_t disk = 0) {
-  return {id, peer, gpus, 0, disk, 0, false, {}};
+  return {id, peer, gpus, 0, disk, 0, false, {}, std::nullopt};
 }
 
 ActiveJob running(const std::string& id, const std::string& peer, std::vector<std::string> uuids = {}) {
