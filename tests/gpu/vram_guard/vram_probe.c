@@ -1,0 +1,146 @@
+/* A CUDA driver API client for the VRAM guard's tests: it reaches the
+ * allocation entry points each way a real program does (linked against
+ * libcuda.so.1; dlopen and dlsym, as the CUDA runtime loads the driver;
+ * cuGetProcAddress, as a statically linked runtime does) and prints one
+ * line per operation, so the test reads what the driver (here its test
+ * double) or the guard answered.
+ *
+ *   vram_probe OP [ARG...] ...
+ *     alloc MB          cuMemAlloc_v2, linked
+ *     dlsym_alloc MB    dlsym(libcuda.so.1, "cuMemAlloc_v2")
+ *     proc_alloc MB     cuGetProcAddress("cuGetProcAddress", 12000) -> _v2, then "cuMemAlloc" at 12000
+ *     async MB          cuMemAllocAsync_ptsz through cuGetProcAddress_v2 with the per-thread stream flag
+ *     managed MB        cuMemAllocManaged, linked
+ *     create MB         cuMemCreate, linked
+ *     pitch W H         cuMemAllocPitch_v2 (W bytes wide, H rows), linked
+ *     info              cuMemGetInfo_v2, linked: "info free=MB total=MB"
+ *     free_all          frees everything this process allocated
+ *     hold              reads stdin to its end (the test closes it)
+ * Each line: "OP ARG ok" or "OP ARG error CODE". */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpu/cuda/driver_api.h"
+
+CUresult cuInit(unsigned int flags);
+CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes);
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags);
+CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element);
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                     unsigned long long flags);
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+CUresult cuMemFree_v2(CUdeviceptr dptr);
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes);
+
+#define MB (1024ULL * 1024ULL)
+
+static struct {
+  uint64_t value;
+  int handle;
+} held[256];
+static int n_held;
+
+static void keep(uint64_t value, int handle) {
+  if (n_held < 256) {
+    held[n_held].value = value;
+    held[n_held].handle = handle;
+    ++n_held;
+  }
+}
+
+static void report(const char* op, const char* arg, CUresult r) {
+  if (r == CUDA_SUCCESS) {
+    printf("%s %s ok\n", op, arg);
+  } else {
+    printf("%s %s error %d\n", op, arg, r);
+  }
+  fflush(stdout);
+}
+
+int main(int argc, char** argv) {
+  if (cuInit(0) != CUDA_SUCCESS) return 2;
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (driver == NULL) {
+    fprintf(stderr, "vram_probe: %s\n", dlerror());
+    return 2;
+  }
+  for (int i = 1; i < argc; ++i) {
+    const char* op = argv[i];
+    const char* arg = i + 1 < argc ? argv[i + 1] : "";
+    uint64_t bytes = (uint64_t)strtoull(arg, NULL, 10) * MB;
+    CUdeviceptr p = 0;
+    if (strcmp(op, "alloc") == 0) {
+      CUresult r = cuMemAlloc_v2(&p, bytes);
+      if (r == CUDA_SUCCESS) keep(p, 0);
+      report(op, arg, r);
+      ++i;
+    } else if (strcmp(op, "dlsym_alloc") == 0) {
+      PFN_cuMemAlloc_v2 fn = (PFN_cuMemAlloc_v2)dlsym(driver, "cuMemAlloc_v2");
+      CUresult r = fn(&p, bytes);
+      if (r == CUDA_SUCCESS) keep(p, 0);
+      report(op, arg, r);
+      ++i;
+    } else if (strcmp(op, "proc_alloc") == 0 || strcmp(op, "async") == 0) {
+      PFN_cuGetProcAddress v1 = (PFN_cuGetProcAddress)dlsym(driver, "cuGetProcAddress");
+      PFN_cuGetProcAddress_v2 v2 = NULL;
+      if (v1 == NULL || v1("cuGetProcAddress", (void**)&v2, 12000, 0) != CUDA_SUCCESS || v2 == NULL) return 3;
+      CUresult r;
+      if (strcmp(op, "async") == 0) {
+        PFN_cuMemAllocAsync fn = NULL;
+        CUdriverProcAddressQueryResult st;
+        if (v2("cuMemAllocAsync", (void**)&fn, 12000, 2, &st) != CUDA_SUCCESS || fn == NULL) return 3;
+        r = fn(&p, bytes, NULL);
+      } else {
+        PFN_cuMemAlloc_v2 fn = NULL;
+        CUdriverProcAddressQueryResult st;
+        if (v2("cuMemAlloc", (void**)&fn, 12000, 0, &st) != CUDA_SUCCESS || fn == NULL) return 3;
+        r = fn(&p, bytes);
+      }
+      if (r == CUDA_SUCCESS) keep(p, 0);
+      report(op, arg, r);
+      ++i;
+    } else if (strcmp(op, "managed") == 0) {
+      CUresult r = cuMemAllocManaged(&p, bytes, 1);
+      if (r == CUDA_SUCCESS) keep(p, 0);
+      report(op, arg, r);
+      ++i;
+    } else if (strcmp(op, "create") == 0) {
+      CUmemGenericAllocationHandle h = 0;
+      CUresult r = cuMemCreate(&h, bytes, NULL, 0);
+      if (r == CUDA_SUCCESS) keep(h, 1);
+      report(op, arg, r);
+      ++i;
+    } else if (strcmp(op, "pitch") == 0 && i + 2 < argc) {
+      size_t pitch = 0;
+      CUresult r = cuMemAllocPitch_v2(&p, &pitch, strtoull(argv[i + 1], NULL, 10), strtoull(argv[i + 2], NULL, 10), 4);
+      if (r == CUDA_SUCCESS) keep(p, 0);
+      report(op, arg, r);
+      i += 2;
+    } else if (strcmp(op, "info") == 0) {
+      size_t free_bytes = 0, total = 0;
+      if (cuMemGetInfo_v2(&free_bytes, &total) != CUDA_SUCCESS) return 3;
+      printf("info free=%llu total=%llu\n", (unsigned long long)(free_bytes / MB), (unsigned long long)(total / MB));
+      fflush(stdout);
+    } else if (strcmp(op, "free_all") == 0) {
+      int bad = 0;
+      for (int k = 0; k < n_held; ++k) {
+        CUresult r = held[k].handle ? cuMemRelease(held[k].value) : cuMemFree_v2(held[k].value);
+        bad = bad || r != CUDA_SUCCESS;
+      }
+      n_held = 0;
+      report(op, "-", bad ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS);
+    } else if (strcmp(op, "hold") == 0) {
+      char buf[256];
+      while (read(0, buf, sizeof buf) > 0) {
+      }
+    } else {
+      fprintf(stderr, "vram_probe: unknown operation %s\n", op);
+      return 2;
+    }
+  }
+  return 0;
+}
