@@ -3,9 +3,12 @@
 // the driver (tests/gpu/vram_guard/fake_libcuda.c, a libcuda.so.1 of ours
 // on a pretend 16 GiB device): a budget refused over every way in (linked,
 // dlsym, cuGetProcAddress, async with the per-thread stream, managed,
-// cuMemCreate), cuMemGetInfo reporting the budget, one budget across the
-// processes of a job, and what happens without a ledger or with a bad one.
+// cuMemCreate), cuMemGetInfo and NVML (the two-GPU NVML stub, as
+// libnvidia-ml.so.1) reporting the budget, one budget across the processes
+// of a job, and what happens without a ledger or with a bad one.
 #include "gpu/vram_guard/ledger.h"
+
+#include "gpu/cuda/driver_api.h"
 
 #include <gtest/gtest.h>
 
@@ -130,6 +133,44 @@ TEST(VramGuard, OverTheBudgetIsOutOfMemoryEveryWayInAndGetInfoReportsTheBudget) 
             "async 24 ok\n");
   EXPECT_EQ(count(r.err, "past its VRAM budget of 1024 MiB"), 1u) << r.err;  // said once
   EXPECT_NE(r.err.find("--vram"), std::string::npos) << r.err;
+}
+
+// CUDA arrays count by their elements: 8192 x 8192 floats are 256 MiB,
+// 4096 x 4096 x 16 floats 1,024 MiB.
+TEST(VramGuard, ArraysAreChargedByTheirElementsAndGivenBackWhenDestroyed) {
+  TempDir dir;
+  std::string ledger = dir.path() + "/ledger";
+  ASSERT_EQ(yonder_vram_ledger_create(ledger.c_str(), 1024 * kMiB), 0);
+  auto r = probe({"array", "8192", "8192", "info", "array3d", "4096", "4096", "16", "alloc", "768", "alloc", "1",
+                  "free_all", "array3d", "4096", "4096", "16", "info"},
+                 guarded(ledger));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out,
+            "array 8192 ok\n"
+            "info free=768 total=1024\n"
+            "array3d 4096 error 2\n"
+            "alloc 768 ok\n"
+            "alloc 1 error 2\n"
+            "free_all - ok\n"
+            "array3d 4096 ok\n"
+            "info free=0 total=1024\n");
+  EXPECT_EQ(yonder_cuda_array_bytes(4096, 4096, 16, CU_AD_FORMAT_FLOAT, 1), 1024 * kMiB);
+  EXPECT_EQ(yonder_cuda_array_bytes(100, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 4), 400u);      // 0 extents count 1
+  EXPECT_EQ(yonder_cuda_array_bytes(10, 10, 1, 0x7777, 2), 1600u);                        // unknown: 8 a channel
+  EXPECT_EQ(yonder_cuda_array_bytes(UINT64_MAX / 2, 4, 1, CU_AD_FORMAT_FLOAT, 1), 0u);  // overflow
+}
+
+// NVML (nvidia-smi, a framework's memory checks) sees the share too: the
+// stub's device 0 has 143,771 MiB, 1,024 of them used by others.
+TEST(VramGuard, NvmlReportsTheBudgetAndWhatTheJobHoldsNotTheDevice) {
+  TempDir dir;
+  std::string ledger = dir.path() + "/ledger";
+  ASSERT_EQ(yonder_vram_ledger_create(ledger.c_str(), 1024 * kMiB), 0);
+  auto r = probe({"nvml", "alloc", "600", "nvml"}, guarded(ledger));
+  EXPECT_EQ(r.out, "nvml total=1024 used=0 free=1024\nalloc 600 ok\nnvml total=1024 used=600 free=424\n") << r.err;
+  Env unguarded = guarded(ledger);
+  unguarded["LD_PRELOAD"] = "";
+  EXPECT_EQ(probe({"nvml"}, unguarded).out, "nvml total=143771 used=1024 free=142747\n");
 }
 
 // A process of the job that keeps its stdin open, holding what it allocated.

@@ -1,4 +1,5 @@
-/* The CUDA driver API as far as Yonder touches it: our own declarations,
+/* The CUDA driver API (and NVML's memory query) as far as Yonder touches
+ * it: our own declarations,
  * written from NVIDIA's public CUDA Driver API reference (docs.nvidia.com,
  * "CUDA Driver API", sections Memory Management, Virtual Memory Management,
  * Stream Ordered Memory Allocator, Driver Entry Point Access). Debian main
@@ -51,6 +52,37 @@ typedef uint64_t CUmemGenericAllocationHandle;
 /* cuMemCreate's properties: only the size argument beside it is read here. */
 typedef struct CUmemAllocationProp_st CUmemAllocationProp;
 
+/* CUDA arrays (cuArrayCreate_v2, cuArray3DCreate_v2: the _v2 descriptors,
+ * with size_t extents, since CUDA 3.2). CUarray_format's values are the
+ * documented CU_AD_FORMAT_* constants; only those whose element size is
+ * plain are named here. */
+typedef struct CUarray_st* CUarray;
+typedef int CUarray_format;
+enum {
+  CU_AD_FORMAT_UNSIGNED_INT8 = 0x01,
+  CU_AD_FORMAT_UNSIGNED_INT16 = 0x02,
+  CU_AD_FORMAT_UNSIGNED_INT32 = 0x03,
+  CU_AD_FORMAT_SIGNED_INT8 = 0x08,
+  CU_AD_FORMAT_SIGNED_INT16 = 0x09,
+  CU_AD_FORMAT_SIGNED_INT32 = 0x0a,
+  CU_AD_FORMAT_HALF = 0x10,
+  CU_AD_FORMAT_FLOAT = 0x20,
+};
+typedef struct {
+  size_t Width;
+  size_t Height;
+  CUarray_format Format;
+  unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct {
+  size_t Width;
+  size_t Height;
+  size_t Depth;
+  CUarray_format Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+
 typedef enum {
   CU_GET_PROC_ADDRESS_SUCCESS = 0,
   CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
@@ -76,9 +108,68 @@ typedef CUresult (*PFN_cuMemCreate)(CUmemGenericAllocationHandle* handle, size_t
                                     const CUmemAllocationProp* prop, unsigned long long flags);
 typedef CUresult (*PFN_cuMemRelease)(CUmemGenericAllocationHandle handle);
 typedef CUresult (*PFN_cuMemGetInfo_v2)(size_t* free_bytes, size_t* total_bytes);
+typedef CUresult (*PFN_cuArrayCreate_v2)(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* descriptor);
+typedef CUresult (*PFN_cuArray3DCreate_v2)(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR* descriptor);
+typedef CUresult (*PFN_cuArrayDestroy)(CUarray handle);
+
+/* The bytes of an array's elements: width x height x depth (0 counts as 1)
+ * x channels x the format's element size; a format not named above counts
+ * 8 bytes a channel, more than any plain one. 0 on overflow. */
+static inline uint64_t yonder_cuda_array_bytes(uint64_t width, uint64_t height, uint64_t depth,
+                                               CUarray_format format, unsigned int channels) {
+  uint64_t element;
+  switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      element = 1;
+      break;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      element = 2;
+      break;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+      element = 4;
+      break;
+    default:
+      element = 8;
+  }
+  uint64_t dims[4] = {width ? width : 1, height ? height : 1, depth ? depth : 1, (uint64_t)(channels ? channels : 1)};
+  uint64_t bytes = element;
+  for (int i = 0; i < 4; ++i) {
+    if (dims[i] != 0 && bytes > UINT64_MAX / dims[i]) return 0;
+    bytes *= dims[i];
+  }
+  return bytes;
+}
 typedef CUresult (*PFN_cuGetProcAddress)(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags);
 typedef CUresult (*PFN_cuGetProcAddress_v2)(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
                                             CUdriverProcAddressQueryResult* symbol_status);
+
+/* NVML (libnvidia-ml.so.1), as far as the VRAM guard touches it, from
+ * NVIDIA's NVML API reference ("Device Queries"): the memory a device
+ * reports. nvmlDeviceGetMemoryInfo (all NVML versions) fills an
+ * nvmlMemory_t; nvmlDeviceGetMemoryInfo_v2 (driver 510 and later) an
+ * nvmlMemory_v2_t whose first field is its version. */
+typedef int nvmlReturn_t;
+enum { NVML_SUCCESS = 0, NVML_ERROR_UNINITIALIZED = 1 };
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef struct {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_t;
+typedef struct {
+  unsigned int version;
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_v2_t;
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetMemoryInfo)(nvmlDevice_t device, nvmlMemory_t* memory);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetMemoryInfo_v2)(nvmlDevice_t device, nvmlMemory_v2_t* memory);
 
 #ifdef __cplusplus
 }

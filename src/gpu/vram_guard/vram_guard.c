@@ -5,12 +5,14 @@
  * what.
  *
  * Each allocation entry point of the CUDA driver API that the job reaches
- * is wrapped: the bytes are charged to the job's ledger (ledger.h, shared by
+ * (memory, pitched, managed, async and pool allocations, cuMemCreate, and
+ * 2D and 3D arrays; not yet mipmapped arrays) is wrapped: the bytes are charged to the job's ledger (ledger.h, shared by
  * all its processes) before the driver is called, and refused with
  * CUDA_ERROR_OUT_OF_MEMORY when they would take the job past its budget;
- * frees credit them back. cuMemGetInfo reports the budget as the total and
- * what is left of it as free, so frameworks that size their caches from it
- * (PyTorch) stay inside. The entry points are reached three ways, and each
+ * frees credit them back. cuMemGetInfo, and NVML's nvmlDeviceGetMemoryInfo
+ * (and _v2), report the budget as the total and what is left of it as free,
+ * so frameworks that size their caches from them (PyTorch) and nvidia-smi
+ * in the container see the share, not the device. The entry points are reached three ways, and each
  * leads here:
  *   - a program linked against libcuda.so.1: the preload's symbols come
  *     first;
@@ -59,7 +61,7 @@ static char g_refuse_why[512];
 struct held {
   uint64_t key; /* a device pointer or an allocation handle; 0: empty */
   uint64_t bytes;
-  uint8_t kind; /* 1: pointer, 2: handle, 3: deleted */
+  uint8_t kind; /* 1: pointer, 2: allocation handle, 3: deleted, 4: array */
 };
 static struct held* g_table;
 static pthread_mutex_t g_table_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -156,6 +158,9 @@ REAL(PFN_cuMemFreeAsync, cuMemFreeAsync_ptsz)
 REAL(PFN_cuMemCreate, cuMemCreate)
 REAL(PFN_cuMemRelease, cuMemRelease)
 REAL(PFN_cuMemGetInfo_v2, cuMemGetInfo_v2)
+REAL(PFN_cuArrayCreate_v2, cuArrayCreate_v2)
+REAL(PFN_cuArray3DCreate_v2, cuArray3DCreate_v2)
+REAL(PFN_cuArrayDestroy, cuArrayDestroy)
 REAL(PFN_cuGetProcAddress, cuGetProcAddress)
 REAL(PFN_cuGetProcAddress_v2, cuGetProcAddress_v2)
 
@@ -273,6 +278,50 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, c
   return r;
 }
 
+/* Arrays: charged by their elements' bytes (the driver's alignment on top is
+ * not counted); an extent that overflows is refused. */
+static CUresult guarded_array(CUarray* handle, uint64_t bytes, CUresult (*create)(CUarray*, const void*),
+                              const void* descriptor) {
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!charge(bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = create(handle, descriptor);
+  if (r != CUDA_SUCCESS) {
+    credit(bytes);
+    return r;
+  }
+  if (g_mode == GUARD_ON) remember((uint64_t)(uintptr_t)*handle, 4, bytes);
+  return r;
+}
+
+static CUresult create_2d(CUarray* handle, const void* d) {
+  return real_cuArrayCreate_v2()(handle, (const CUDA_ARRAY_DESCRIPTOR*)d);
+}
+static CUresult create_3d(CUarray* handle, const void* d) {
+  return real_cuArray3DCreate_v2()(handle, (const CUDA_ARRAY3D_DESCRIPTOR*)d);
+}
+
+EXPORT CUresult cuArrayCreate_v2(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* d) {
+  if (real_cuArrayCreate_v2() == NULL) return CUDA_ERROR_NOT_INITIALIZED;
+  if (d == NULL || handle == NULL) return CUDA_ERROR_INVALID_VALUE;
+  return guarded_array(handle, yonder_cuda_array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels), create_2d,
+                       d);
+}
+
+EXPORT CUresult cuArray3DCreate_v2(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR* d) {
+  if (real_cuArray3DCreate_v2() == NULL) return CUDA_ERROR_NOT_INITIALIZED;
+  if (d == NULL || handle == NULL) return CUDA_ERROR_INVALID_VALUE;
+  return guarded_array(handle, yonder_cuda_array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels),
+                       create_3d, d);
+}
+
+EXPORT CUresult cuArrayDestroy(CUarray handle) {
+  PFN_cuArrayDestroy fn = real_cuArrayDestroy();
+  if (fn == NULL) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = fn(handle);
+  if (r == CUDA_SUCCESS) credit(forget((uint64_t)(uintptr_t)handle, 4));
+  return r;
+}
+
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   PFN_cuMemFree_v2 fn = real_cuMemFree_v2();
   if (fn == NULL) return CUDA_ERROR_NOT_INITIALIZED;
@@ -323,6 +372,54 @@ EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   return r;
 }
 
+/* ---- NVML's view of the device's memory ---- */
+
+static void* g_nvml;
+static pthread_once_t g_nvml_once = PTHREAD_ONCE_INIT;
+
+static void open_nvml(void) { g_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL); }
+
+static void* real_nvml(const char* name) {
+  ensure_init();
+  pthread_once(&g_nvml_once, open_nvml);
+  if (g_nvml == NULL || g_real_dlsym == NULL) return NULL;
+  return g_real_dlsym(g_nvml, name);
+}
+
+/* What the job may see: total the budget, used what its processes hold,
+ * free what is left of the budget (never more than the device has free). */
+static void budget_view(unsigned long long* total, unsigned long long* free_bytes, unsigned long long* used) {
+  if (g_mode == GUARD_REFUSE) {
+    *total = *free_bytes = *used = 0;
+    return;
+  }
+  uint64_t budget = yonder_vram_ledger_budget(&g_ledger);
+  uint64_t held = yonder_vram_ledger_used(&g_ledger);
+  uint64_t left = held >= budget ? 0 : budget - held;
+  *total = budget;
+  *used = held < budget ? held : budget;
+  if (*free_bytes > left) *free_bytes = left;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  PFN_nvmlDeviceGetMemoryInfo fn = (PFN_nvmlDeviceGetMemoryInfo)real_nvml("nvmlDeviceGetMemoryInfo");
+  if (fn == NULL) return NVML_ERROR_UNINITIALIZED;
+  nvmlReturn_t r = fn(device, memory);
+  if (r == NVML_SUCCESS && g_mode != GUARD_PASS) budget_view(&memory->total, &memory->free, &memory->used);
+  return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  PFN_nvmlDeviceGetMemoryInfo_v2 fn = (PFN_nvmlDeviceGetMemoryInfo_v2)real_nvml("nvmlDeviceGetMemoryInfo_v2");
+  if (fn == NULL) return NVML_ERROR_UNINITIALIZED;
+  nvmlReturn_t r = fn(device, memory);
+  if (r == NVML_SUCCESS && g_mode != GUARD_PASS) {
+    budget_view(&memory->total, &memory->free, &memory->used);
+    memory->reserved = 0;
+  }
+  return r;
+}
+
 /* ---- the ways in: cuGetProcAddress and dlsym ---- */
 
 EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags);
@@ -339,6 +436,9 @@ static void* wrapper_for_base(const char* base, int version, cuuint64_t flags, v
   if (v2 && strcmp(base, "cuMemAllocPitch") == 0) return (void*)cuMemAllocPitch_v2;
   if (v2 && strcmp(base, "cuMemFree") == 0) return (void*)cuMemFree_v2;
   if (v2 && strcmp(base, "cuMemGetInfo") == 0) return (void*)cuMemGetInfo_v2;
+  if (v2 && strcmp(base, "cuArrayCreate") == 0) return (void*)cuArrayCreate_v2;
+  if (v2 && strcmp(base, "cuArray3DCreate") == 0) return (void*)cuArray3DCreate_v2;
+  if (strcmp(base, "cuArrayDestroy") == 0) return (void*)cuArrayDestroy;
   if (strcmp(base, "cuMemAllocManaged") == 0) return (void*)cuMemAllocManaged;
   if (strcmp(base, "cuMemCreate") == 0) return (void*)cuMemCreate;
   if (strcmp(base, "cuMemRelease") == 0) return (void*)cuMemRelease;
@@ -400,10 +500,15 @@ static void* wrapper_for_export(const char* name) {
       {"cuMemCreate", (void*)cuMemCreate},
       {"cuMemRelease", (void*)cuMemRelease},
       {"cuMemGetInfo_v2", (void*)cuMemGetInfo_v2},
+      {"cuArrayCreate_v2", (void*)cuArrayCreate_v2},
+      {"cuArray3DCreate_v2", (void*)cuArray3DCreate_v2},
+      {"cuArrayDestroy", (void*)cuArrayDestroy},
       {"cuGetProcAddress", (void*)cuGetProcAddress},
       {"cuGetProcAddress_v2", (void*)cuGetProcAddress_v2},
+      {"nvmlDeviceGetMemoryInfo", (void*)nvmlDeviceGetMemoryInfo},
+      {"nvmlDeviceGetMemoryInfo_v2", (void*)nvmlDeviceGetMemoryInfo_v2},
   };
-  if (name == NULL || name[0] != 'c' || name[1] != 'u') return NULL;
+  if (name == NULL || (strncmp(name, "cu", 2) != 0 && strncmp(name, "nvml", 4) != 0)) return NULL;
   for (size_t i = 0; i < sizeof kWrapped / sizeof kWrapped[0]; ++i) {
     if (strcmp(name, kWrapped[i].name) == 0) return kWrapped[i].fn;
   }

@@ -109,6 +109,19 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, c
   return take(handle, size);
 }
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) { return give(handle); }
+EXPORT CUresult cuArrayCreate_v2(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* d) {
+  uint64_t key = 0;
+  CUresult r = take(&key, yonder_cuda_array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels));
+  *handle = (CUarray)(uintptr_t)key;
+  return r;
+}
+EXPORT CUresult cuArray3DCreate_v2(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR* d) {
+  uint64_t key = 0;
+  CUresult r = take(&key, yonder_cuda_array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels));
+  *handle = (CUarray)(uintptr_t)key;
+  return r;
+}
+EXPORT CUresult cuArrayDestroy(CUarray handle) { return give((uint64_t)(uintptr_t)handle); }
 EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   pthread_mutex_lock(&g_mu);
   *free_bytes = (size_t)(DEVICE_BYTES - g_used);
@@ -129,6 +142,9 @@ static void* lookup(const char* symbol, int version, cuuint64_t flags) {
   if (strcmp(symbol, "cuMemAllocPitch") == 0 && v2) return (void*)cuMemAllocPitch_v2;
   if (strcmp(symbol, "cuMemFree") == 0 && v2) return (void*)cuMemFree_v2;
   if (strcmp(symbol, "cuMemGetInfo") == 0 && v2) return (void*)cuMemGetInfo_v2;
+  if (strcmp(symbol, "cuArrayCreate") == 0 && v2) return (void*)cuArrayCreate_v2;
+  if (strcmp(symbol, "cuArray3DCreate") == 0 && v2) return (void*)cuArray3DCreate_v2;
+  if (strcmp(symbol, "cuArrayDestroy") == 0) return (void*)cuArrayDestroy;
   if (strcmp(symbol, "cuMemAllocManaged") == 0) return (void*)cuMemAllocManaged;
   if (strcmp(symbol, "cuMemCreate") == 0) return (void*)cuMemCreate;
   if (strcmp(symbol, "cuMemRelease") == 0) return (void*)cuMemRelease;

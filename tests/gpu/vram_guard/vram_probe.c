@@ -13,7 +13,10 @@
  *     managed MB        cuMemAllocManaged, linked
  *     create MB         cuMemCreate, linked
  *     pitch W H         cuMemAllocPitch_v2 (W bytes wide, H rows), linked
+ *     array W H         cuArrayCreate_v2 of floats, linked
+ *     array3d W H D     cuArray3DCreate_v2 of floats, through cuGetProcAddress_v2
  *     info              cuMemGetInfo_v2, linked: "info free=MB total=MB"
+ *     nvml              nvmlDeviceGetMemoryInfo of device 0, dlopen'd: "nvml total=MB used=MB free=MB"
  *     free_all          frees everything this process allocated
  *     hold              reads stdin to its end (the test closes it)
  * Each line: "OP ARG ok" or "OP ARG error CODE". */
@@ -35,12 +38,14 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CU
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
 CUresult cuMemFree_v2(CUdeviceptr dptr);
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes);
+CUresult cuArrayCreate_v2(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* d);
+CUresult cuArrayDestroy(CUarray handle);
 
 #define MB (1024ULL * 1024ULL)
 
 static struct {
   uint64_t value;
-  int handle;
+  int handle; /* 0: a pointer, 1: an allocation handle, 2: an array */
 } held[256];
 static int n_held;
 
@@ -120,15 +125,56 @@ int main(int argc, char** argv) {
       if (r == CUDA_SUCCESS) keep(p, 0);
       report(op, arg, r);
       i += 2;
+    } else if (strcmp(op, "array") == 0 && i + 2 < argc) {
+      CUDA_ARRAY_DESCRIPTOR d = {strtoull(argv[i + 1], NULL, 10), strtoull(argv[i + 2], NULL, 10), CU_AD_FORMAT_FLOAT,
+                                 1};
+      CUarray a = NULL;
+      CUresult r = cuArrayCreate_v2(&a, &d);
+      if (r == CUDA_SUCCESS) keep((uint64_t)(uintptr_t)a, 2);
+      report(op, arg, r);
+      i += 2;
+    } else if (strcmp(op, "array3d") == 0 && i + 3 < argc) {
+      PFN_cuGetProcAddress v1 = (PFN_cuGetProcAddress)dlsym(driver, "cuGetProcAddress");
+      PFN_cuGetProcAddress_v2 v2 = NULL;
+      PFN_cuArray3DCreate_v2 fn = NULL;
+      CUdriverProcAddressQueryResult st;
+      if (v1 == NULL || v1("cuGetProcAddress", (void**)&v2, 12000, 0) != CUDA_SUCCESS || v2 == NULL ||
+          v2("cuArray3DCreate", (void**)&fn, 12000, 0, &st) != CUDA_SUCCESS || fn == NULL) {
+        return 3;
+      }
+      CUDA_ARRAY3D_DESCRIPTOR d = {strtoull(argv[i + 1], NULL, 10), strtoull(argv[i + 2], NULL, 10),
+                                   strtoull(argv[i + 3], NULL, 10), CU_AD_FORMAT_FLOAT, 1, 0};
+      CUarray a = NULL;
+      CUresult r = fn(&a, &d);
+      if (r == CUDA_SUCCESS) keep((uint64_t)(uintptr_t)a, 2);
+      report(op, arg, r);
+      i += 3;
     } else if (strcmp(op, "info") == 0) {
       size_t free_bytes = 0, total = 0;
       if (cuMemGetInfo_v2(&free_bytes, &total) != CUDA_SUCCESS) return 3;
       printf("info free=%llu total=%llu\n", (unsigned long long)(free_bytes / MB), (unsigned long long)(total / MB));
       fflush(stdout);
+    } else if (strcmp(op, "nvml") == 0) {
+      void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+      if (nvml == NULL) return 4;
+      nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(nvml, "nvmlInit_v2");
+      nvmlReturn_t (*get)(unsigned int, nvmlDevice_t*) =
+          (nvmlReturn_t(*)(unsigned int, nvmlDevice_t*))dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2");
+      PFN_nvmlDeviceGetMemoryInfo info = (PFN_nvmlDeviceGetMemoryInfo)dlsym(nvml, "nvmlDeviceGetMemoryInfo");
+      nvmlDevice_t device = NULL;
+      nvmlMemory_t memory;
+      if (init == NULL || get == NULL || info == NULL || init() != NVML_SUCCESS || get(0, &device) != NVML_SUCCESS ||
+          info(device, &memory) != NVML_SUCCESS) {
+        return 4;
+      }
+      printf("nvml total=%llu used=%llu free=%llu\n", memory.total / MB, memory.used / MB, memory.free / MB);
+      fflush(stdout);
     } else if (strcmp(op, "free_all") == 0) {
       int bad = 0;
       for (int k = 0; k < n_held; ++k) {
-        CUresult r = held[k].handle ? cuMemRelease(held[k].value) : cuMemFree_v2(held[k].value);
+        CUresult r = held[k].handle == 1   ? cuMemRelease(held[k].value)
+                     : held[k].handle == 2 ? cuArrayDestroy((CUarray)(uintptr_t)held[k].value)
+                                           : cuMemFree_v2(held[k].value);
         bad = bad || r != CUDA_SUCCESS;
       }
       n_held = 0;
