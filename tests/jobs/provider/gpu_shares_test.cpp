@@ -2,7 +2,7 @@
 // examples of each rule, then a seeded simulation in steps (jobs arrive,
 // start, end) checking that no device is ever over-committed or both shared
 // and leased whole, and that a stream of shares never starves a whole-GPU
-// job; and a check that the core stays pure.
+// job. queue_core_test's purity check covers gpu_shares.{h,cpp} too.
 #include "jobs/provider/gpu_shares.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +13,6 @@
 #include <set>
 
 #include "jobs/provider/queue_core.h"
-#include "support/core_purity.h"
 
 namespace yonder::jobs::provider {
 namespace {
@@ -398,17 +397,6 @@ TEST(QueueSharesProperty, AStreamOfSharesNeverStarvesAWholeGpuJob) {
     }
   }
   EXPECT_GT(whole_started, kSeeds);  // the property was exercised, not skipped
-}
-
-TEST(GpuSharesPurity, NoThreadsLocksClocksSocketsOrDatabases) {
-  const std::vector<std::string> banned = {"<thread>", "<mutex>",    "<condition_variable>", "<future>",
-                                           "<atomic>", "asio",       "sqlite",               "base/clock.h",
-                                           "gpu/",     "<fstream>",  "<filesystem>",         "<sys/",
-                                           "<unistd.h>", "os/",      "store/",               "exec/"};
-  std::set<std::string> files =
-      testing::check_core_purity({"jobs/provider/gpu_shares.h", "jobs/provider/gpu_shares.cpp"}, banned);
-  if (files.empty()) GTEST_SKIP() << "YONDER_SOURCE_DIR is not set (ctest sets it)";
-  EXPECT_GE(files.size(), 3u) << "the shares, their header and gpu_leases.h";
 }
 
 }  // namespace
