@@ -94,8 +94,10 @@ void DialBack::serve(const PublicKeyBytes& peer, const nlohmann::json& params, l
   round->reply = std::move(reply);
   round->pending = addresses->size() + udp_addresses->size();
   if (round->pending == 0) return round->reply(nlohmann::json{{"results", nlohmann::json::array()}});
+  // One address done; a null result (a UDP address we could not dial: no
+  // socket) is left out, so the asker counts UDP as not tested.
   auto finish_one = [round](nlohmann::json result) {
-    round->results.push_back(std::move(result));
+    if (!result.is_null()) round->results.push_back(std::move(result));
     if (--round->pending == 0) round->reply(nlohmann::json{{"results", std::move(round->results)}});
   };
   std::vector<std::string> own = own_hosts_ ? own_hosts_() : std::vector<std::string>{};
@@ -117,6 +119,7 @@ void DialBack::serve(const PublicKeyBytes& peer, const nlohmann::json& params, l
     }
     probe_udp_(peer, address, kDialWithin, [address, finish_one](Status st) {
       if (!st) spdlog::debug("dial-back over UDP to {}: {}", address, st.error().message());
+      if (!st && st.error().code() == ErrorCode::kFailedPrecondition) return finish_one(nullptr);
       finish_one({{"address", address}, {"transport", "udp"}, {"reached", st.ok()}});
     });
   }

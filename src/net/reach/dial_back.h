@@ -54,7 +54,8 @@ class DialBack {
   using Ask = std::function<void(const Helper& helper, const nlohmann::json& params,
                                  std::function<void(Result<nlohmann::json>)> done)>;
   // Whether `peer` answers over UDP (QUIC) at `address` now, within
-  // `within` (PunchPaths::probe_udp).
+  // `within` (PunchPaths::probe_udp); kFailedPrecondition: this node cannot
+  // dial over UDP (no socket), and the address is left out of the answer.
   using ProbeUdp = std::function<void(const PublicKeyBytes& peer, const std::string& address,
                                       std::chrono::milliseconds within, std::function<void(Status)> done)>;
   // `own_hosts`: this host's addresses, asked when a request is admitted.

@@ -545,7 +545,8 @@ void PeerLink::update_offer() {
     Status st = listen.empty() ? Status(make_error(ErrorCode::kInvalidArgument, "no address to listen on"))
                                : start_relay_server(listen);
     if (!st) {
-      d = {false, false, "", "not offered: the relay cannot listen: " + st.error().message() + "; set relay.listen", false};
+      d = {false, false, "", "not offered: the relay cannot listen: " + st.error().message() + "; set relay.listen",
+           false};
       spdlog::warn("relay.offer: {}", d.why);
     } else {
       facts.relay_port = relay_port();
