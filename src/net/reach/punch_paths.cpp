@@ -2,6 +2,8 @@
 
 #include <utility>  // before Boost.Asio (GCC 12)
 
+#include <set>
+
 #include <arpa/inet.h>
 
 #include <netinet/in.h>
@@ -110,6 +112,9 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
   uint16_t preferred_port;
   quic::QuicConfig quic_config;
   std::shared_ptr<quic::QuicEndpoint> endpoint;
+  // Dial-backs over UDP in flight (probe_udp), each on a socket of its own;
+  // held here, not by their own callbacks, and closed at stop.
+  std::set<std::shared_ptr<quic::QuicEndpoint>> probes;
   std::unique_ptr<QuicPort> port;
   std::shared_ptr<punch::NatCheckSession> check;
   std::optional<punch::NatCheckResult> nat;
@@ -190,6 +195,9 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     if (check) check->cancel();
     check.reset();
     if (endpoint) endpoint->close();
+    auto closing = std::move(probes);  // a close may call back into probes
+    probes.clear();
+    for (const auto& ep : closing) ep->close();
   }
 
   void on_datagram(const udp::endpoint& from, ByteView data) {
@@ -670,10 +678,17 @@ void PunchPaths::probe_udp(const PublicKeyBytes& peer, const std::string& addres
                                      config);
   if (!ep) return done(Error(ep.error()).with_context("a UDP socket for the dial-back"));
   std::shared_ptr<quic::QuicEndpoint> endpoint = *ep;
+  m.probes.insert(endpoint);
+  std::weak_ptr<Impl> weak = impl_;
+  std::weak_ptr<quic::QuicEndpoint> weak_ep = endpoint;
   endpoint->connect(udp::endpoint(ip, target->port), peer,
-                    [endpoint, done = std::move(done)](Result<std::shared_ptr<quic::QuicChannel>> ch) {
+                    [weak, weak_ep, done = std::move(done)](Result<std::shared_ptr<quic::QuicChannel>> ch) {
                       if (ch) (*ch)->close();
-                      endpoint->close();
+                      auto self = weak.lock();
+                      if (auto own = weak_ep.lock()) {
+                        own->close();
+                        if (self) self->probes.erase(own);
+                      }
                       if (!ch) {
                         return done(make_error(ErrorCode::kUnavailable,
                                                "the QUIC handshake with the peer's key did not complete: " +
