@@ -28,7 +28,13 @@
  * every allocation is refused, and why is said once on stderr.
  *
  * Plain C, libc and libdl only; the driver is opened by name
- * (libcuda.so.1), as the runtime opens it. */
+ * (libcuda.so.1), as the runtime opens it.
+ *
+ * Known limits: a library that itself calls dlsym(RTLD_NEXT, ...) gets
+ * what follows the guard, not what follows it (the caller glibc sees is
+ * the guard); the guard's dlsym is bound to glibc 2.34's symbol version
+ * first (2.2.5 as a fallback), so it needs a glibc of 2.34 or later in the
+ * container as built here. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -110,9 +116,18 @@ static uint64_t forget(uint64_t key, uint8_t kind) {
 
 /* ---- start-up ---- */
 
-static void init(void) {
+/* The real dlsym, found apart from the rest: the dlsym below runs for every
+ * lookup in the process (the loader's and other libraries' too), so it must
+ * not open the driver, which may itself look symbols up while it loads. */
+static pthread_once_t g_dlsym_once = PTHREAD_ONCE_INIT;
+
+static void find_real_dlsym(void) {
   g_real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
   if (g_real_dlsym == NULL) g_real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+}
+
+static void init(void) {
+  pthread_once(&g_dlsym_once, find_real_dlsym);
   g_driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   const char* path = getenv("YONDER_VRAM_LEDGER");
   if (path == NULL || path[0] == '\0') return;
@@ -516,7 +531,7 @@ static void* wrapper_for_export(const char* name) {
 }
 
 EXPORT void* dlsym(void* handle, const char* name) {
-  ensure_init();
+  pthread_once(&g_dlsym_once, find_real_dlsym);
   if (g_real_dlsym == NULL) return NULL;
   void* found = g_real_dlsym(handle, name);
   if (found == NULL) return NULL;
