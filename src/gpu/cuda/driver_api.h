@@ -136,7 +136,7 @@ static inline uint64_t yonder_cuda_array_bytes(uint64_t width, uint64_t height, 
     default:
       element = 8;
   }
-  uint64_t dims[4] = {width ? width : 1, height ? height : 1, depth ? depth : 1, (uint64_t)(channels ? channels : 1)};
+  uint64_t dims[4] = {width ? width : 1, height ? height : 1, depth ? depth : 1, channels ? channels : 1u};
   uint64_t bytes = element;
   for (int i = 0; i < 4; ++i) {
     if (dims[i] != 0 && bytes > UINT64_MAX / dims[i]) return 0;
