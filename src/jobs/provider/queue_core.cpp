@@ -162,9 +162,12 @@ void plan_starts(const QueueSnapshot& s, QueuePlan& plan) {
       auto d = pick_gpus(*s.gpus, busy, job.gpus, job.vram_bytes);
       if (d.fit == Fit::kLater) {
         bool drains = false;
+        auto shared = [&](const std::string& u) {
+          return std::any_of(shares.begin(), shares.end(), [&](const ShareHolding& h) { return h.uuid == u; });
+        };
         for (const auto& u : reserve_for_whole(*s.gpus, whole, shares, reserved, job.gpus, job.vram_bytes)) {
           reserved.insert(u);
-          drains = drains || std::any_of(shares.begin(), shares.end(), [&](const ShareHolding& h) { return h.uuid == u; });
+          drains = drains || shared(u);
         }
         if (drains) d.reason += "; no new shares start on the GPU(s) it will get, so it starts as their shares end";
       }

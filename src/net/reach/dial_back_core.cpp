@@ -5,14 +5,18 @@
 #include "relay/path_hint.h"
 
 namespace yonder::reach {
+namespace {
+// One candidate more: public IPv4 only, each once, at most kMaxDialBackAddresses.
+void add_candidate(std::vector<std::string>& out, const std::string& address) {
+  if (out.size() >= kMaxDialBackAddresses || !relay::is_public_ipv4_endpoint(address)) return;
+  if (std::find(out.begin(), out.end(), address) == out.end()) out.push_back(address);
+}
+}  // namespace
 
 std::vector<std::string> dial_back_candidates(const std::vector<std::string>& advertised, const std::string& mapped,
                                               const std::vector<std::string>& observed_hosts, uint16_t link_port) {
   std::vector<std::string> out;
-  auto add = [&](const std::string& address) {
-    if (out.size() >= kMaxDialBackAddresses || !relay::is_public_ipv4_endpoint(address)) return;
-    if (std::find(out.begin(), out.end(), address) == out.end()) out.push_back(address);
-  };
+  auto add = [&](const std::string& address) { add_candidate(out, address); };
   for (const auto& a : advertised) add(a);
   if (!mapped.empty()) add(mapped);
   if (link_port != 0) {
@@ -25,10 +29,7 @@ std::vector<std::string> udp_dial_back_candidates(const std::vector<std::string>
                                                   const std::string& stun_public) {
   std::vector<std::string> out;
   if (udp_port == 0) return out;
-  auto add = [&](const std::string& address) {
-    if (out.size() >= kMaxDialBackAddresses || !relay::is_public_ipv4_endpoint(address)) return;
-    if (std::find(out.begin(), out.end(), address) == out.end()) out.push_back(address);
-  };
+  auto add = [&](const std::string& address) { add_candidate(out, address); };
   for (const auto& a : advertised) {
     auto colon = a.rfind(':');
     if (colon != std::string::npos) add(a.substr(0, colon) + ":" + std::to_string(udp_port));
