@@ -36,6 +36,9 @@ else()
 endif()
 
 install(TARGETS yonder yonderd yonder-relay RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The VRAM guard, where yonderd finds it (gpu.vram_guard): lib/yonder of
+# the prefix, never the multiarch libdir (nothing links against it).
+install(TARGETS yonder_vram_guard LIBRARY DESTINATION lib/yonder)
 # The web dashboard is compiled into yonderd (cmake/EmbedAssets.cmake): no files.
 install(FILES ${release_dir}/completions/yonder DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 install(FILES ${release_dir}/completions/_yonder DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)

@@ -2,7 +2,8 @@
 # Real-GPU check, for a machine with an NVIDIA GPU: NVML probe and
 # per-process accounting through the built gpu_nvml_device_test, the GPU
 # known-answer check's program with the real PyTorch, and what the engine
-# offers for GPU containers. Usage: scripts/gpu-check.sh (after a dev build).
+# offers for GPU containers, and the VRAM guard of GPU shares over the real
+# driver. Usage: scripts/gpu-check.sh (after a dev build).
 set -u
 T=build/dev/tests/gpu/gpu_nvml_device_test
 echo "== nvidia-smi"; timeout 20 nvidia-smi -L 2>&1 | head -5
@@ -21,3 +22,17 @@ if python3 -c 'import torch' 2>/dev/null; then
 else
   echo "== no torch: no process to hold memory"
 fi
+# GPU shares: the VRAM guard over the real driver. Two processes, each its
+# own job's ledger (1 GiB and 2 GiB, written as the provider writes them:
+# src/gpu/vram_guard/ledger.h), each refused past its budget with
+# CUDA_ERROR_OUT_OF_MEMORY (error 2) while the device has room.
+echo "== VRAM guard on the real driver (budgets of 1 GiB and 2 GiB)"
+G=build/dev/lib/yonder/libyonder-vram-guard.so; P=build/dev/tests/gpu/vram_probe
+D=$(dirname "$(ldconfig -p | grep -m1 'libcuda.so.1 ' | sed 's/.*=> //')")
+for mib in 1024 2048; do
+  L=$(mktemp /tmp/yonder-vram-ledger.XXXXXX)
+  python3 -c "import struct,sys; open(sys.argv[1],'wb').write(b'YVRAM01\0'+struct.pack('<Q',int(sys.argv[2])<<20)+bytes(128*16))" "$L" $mib
+  (LD_LIBRARY_PATH=$D YONDER_VRAM_LEDGER=$L LD_PRELOAD=$G timeout 60 $P ctx info alloc $((mib - 100)) alloc 200 info \
+     free_all alloc $((mib - 100)) 2>&1 | sed "s/^/budget $mib: /"; rm -f "$L") &
+done
+wait

@@ -82,6 +82,10 @@ struct TaskSpec {
   // device request to the engine (the task sees the UUIDs in its
   // environment only). Never set with a real inventory.
   bool simulate_gpus = false;
+  // > 0: a share of its one device (gpu_uuids), with this much VRAM. The
+  // backend preloads the VRAM guard (src/gpu/vram_guard) into the task with
+  // a ledger holding this budget, or refuses the task if it cannot.
+  uint64_t vram_budget_bytes = 0;
   bool network_egress = false;  // false: no network at all
   Isolation isolation = Isolation::kStandard;
 };

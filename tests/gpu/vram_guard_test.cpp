@@ -111,12 +111,13 @@ TEST(VramGuard, OverTheBudgetIsOutOfMemoryEveryWayInAndGetInfoReportsTheBudget) 
   TempDir dir;
   std::string ledger = dir.path() + "/ledger";
   ASSERT_EQ(yonder_vram_ledger_create(ledger.c_str(), 1024 * kMiB), 0);
-  auto r = probe({"info", "alloc", "600", "dlsym_alloc", "600", "proc_alloc", "600", "async", "600", "managed", "600",
+  auto r = probe({"ctx", "info", "alloc", "600", "dlsym_alloc", "600", "proc_alloc", "600", "async", "600", "managed", "600",
                   "create", "600", "pitch", "1048576", "600", "dlsym_alloc", "400", "info", "free_all", "info",
                   "proc_alloc", "1000", "async", "24"},
                  guarded(ledger));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out,
+            "ctx 0 ok\n"
             "info free=1024 total=1024\n"
             "alloc 600 ok\n"
             "dlsym_alloc 600 error 2\n"

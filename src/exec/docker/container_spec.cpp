@@ -14,7 +14,10 @@ constexpr int64_t kGvisorSentryThreads = 256;
 nlohmann::json build_create_body(const TaskSpec& spec, const CreateContext& ctx) {
   using nlohmann::json;
   json env = json::array();
-  for (const auto& [k, v] : spec.env) env.push_back(k + "=" + v);
+  const bool guarded = spec.vram_budget_bytes > 0 && !ctx.vram_dir.empty();
+  for (const auto& [k, v] : spec.env) {
+    if (!(guarded && k == "LD_PRELOAD")) env.push_back(k + "=" + v);
+  }
   std::string visible = "void";
   if (!spec.gpu_uuids.empty()) {
     visible.clear();
@@ -25,6 +28,13 @@ nlohmann::json build_create_body(const TaskSpec& spec, const CreateContext& ctx)
   env.push_back("NVIDIA_VISIBLE_DEVICES=" + visible);
   if (!spec.gpu_uuids.empty()) env.push_back("NVIDIA_DRIVER_CAPABILITIES=compute,utility");
   if (spec.simulate_gpus) env.push_back("YONDER_FAKE_GPUS=1");
+  if (guarded) {
+    // The guard first, then what the job preloads itself (ld.so takes
+    // spaces or colons between them).
+    auto own = spec.env.find("LD_PRELOAD");
+    env.push_back(std::string("LD_PRELOAD=") + kVramGuardPath + (own != spec.env.end() ? " " + own->second : ""));
+    env.push_back(std::string("YONDER_VRAM_LEDGER=") + kVramLedgerDir + "/" + kVramLedgerFile);
+  }
 
   const Limits& l = spec.limits;
   // Every writable tmpfs the job gets has the same bound (its pages count
@@ -57,10 +67,15 @@ nlohmann::json build_create_body(const TaskSpec& spec, const CreateContext& ctx)
     host["Tmpfs"]["/run"] = bounded_tmpfs;
     host["Tmpfs"]["/var/tmp"] = bounded_tmpfs;
   }
+  json mounts = json::array();
   if (!ctx.workspace.empty()) {
-    host["Mounts"] = json::array(
-        {{{"Type", "bind"}, {"Source", ctx.workspace}, {"Target", "/workspace"}, {"ReadOnly", false}}});
+    mounts.push_back({{"Type", "bind"}, {"Source", ctx.workspace}, {"Target", "/workspace"}, {"ReadOnly", false}});
   }
+  if (guarded) {
+    mounts.push_back({{"Type", "bind"}, {"Source", ctx.vram_dir}, {"Target", kVramLedgerDir}, {"ReadOnly", false}});
+    mounts.push_back({{"Type", "bind"}, {"Source", ctx.vram_guard}, {"Target", kVramGuardPath}, {"ReadOnly", true}});
+  }
+  if (!mounts.empty()) host["Mounts"] = mounts;
   if (spec.isolation == Isolation::kGvisor) host["Runtime"] = ctx.gvisor_runtime;
   if (!spec.gpu_uuids.empty() && !spec.simulate_gpus) {
     host["DeviceRequests"] = json::array({{{"Driver", "nvidia"},

@@ -11,7 +11,8 @@
 // capped by size and count, a size-limited tmpfs /tmp, the workspace bind
 // mount, a private IPC namespace, an init process, and
 // NVIDIA_VISIBLE_DEVICES set by us ("void" for CPU jobs, so an engine whose
-// default runtime is nvidia exposes no GPU).
+// default runtime is nvidia exposes no GPU). A share of a GPU also gets the
+// VRAM guard preloaded with its ledger (CreateContext::vram_dir).
 #pragma once
 
 #include <string>
@@ -35,7 +36,17 @@ struct CreateContext {
   // tmpfs mounts at /run and /var/tmp to a read-only container, so they
   // are given explicitly, bounded like /tmp.
   bool podman = false;
+  // A share of a GPU (TaskSpec::vram_budget_bytes): the host folder holding
+  // the job's VRAM ledger, mounted read-write at kVramLedgerDir, and the
+  // VRAM guard library, mounted read-only at kVramGuardPath and preloaded
+  // (LD_PRELOAD, ahead of any the job sets). Empty for other jobs.
+  std::string vram_dir{};
+  std::string vram_guard{};
 };
+
+inline constexpr const char* kVramLedgerDir = "/run/yonder-vram";
+inline constexpr const char* kVramLedgerFile = "ledger";
+inline constexpr const char* kVramGuardPath = "/usr/lib/yonder/libyonder-vram-guard.so";
 
 nlohmann::json build_create_body(const TaskSpec& spec, const CreateContext& ctx);
 

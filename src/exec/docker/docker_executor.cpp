@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "exec/docker/container_spec.h"
 #include "exec/docker/docker_json.h"
 #include "exec/executor_metrics.h"
+#include "gpu/vram_guard/ledger.h"
 #include "exec/docker/stream_cancel.h"
 #include "os/files.h"
 #include "os/loop_mount.h"
@@ -90,6 +92,13 @@ Status DockerExecutor::check(const TaskSpec& spec) {
   if (!spec.gpu_uuids.empty() && !spec.simulate_gpus && !fp.gpu_capable) {
     return make_error(ErrorCode::kFailedPrecondition,
                       "this job asks for " + std::to_string(spec.gpu_uuids.size()) + " GPU(s) but " + fp.gpu_detail);
+  }
+  if (spec.vram_budget_bytes > 0 && (options_.vram_guard.empty() || ::access(options_.vram_guard.c_str(), R_OK) != 0)) {
+    return make_error(ErrorCode::kFailedPrecondition,
+                      "this job asks for a share of a GPU, but this provider's VRAM guard library is missing (" +
+                          (options_.vram_guard.empty() ? std::string("gpu.vram_guard is empty") : options_.vram_guard) +
+                          "), so its VRAM budget could not be held; the provider reinstalls yonder or sets "
+                          "gpu.vram_guard to libyonder-vram-guard.so");
   }
   return isolation_support(fp, spec.isolation, options_.gvisor_runtime, options_.socket);
 }
@@ -208,6 +217,24 @@ Result<TaskHandle> DockerExecutor::start(const TaskSpec& spec) {
   }
   bool podman = cached_fingerprint().engine == "podman";
   CreateContext ctx{options_.owner, handle.workspace, options_.gvisor_runtime, options_.egress_network, podman};
+  if (spec.vram_budget_bytes > 0) {
+    // The job's VRAM ledger (gpu/vram_guard/ledger.h), in a folder of its
+    // own that the job's user may write: every process of the job charges it.
+    ctx.vram_dir = vram_dir(spec.job_id);
+    ctx.vram_guard = options_.vram_guard;
+    Status made = os::make_dirs(options_.jobs_dir + "/" + spec.job_id, 0700);
+    if (made) made = os::make_dirs_beneath(options_.jobs_dir + "/" + spec.job_id, "vram", 0700, kJobUid, kJobUid);
+    std::string ledger = ctx.vram_dir + "/" + kVramLedgerFile;
+    if (made) {
+      if (int rc = yonder_vram_ledger_create(ledger.c_str(), spec.vram_budget_bytes); rc != 0) {
+        made = make_error(ErrorCode::kInternal, "creating the job's VRAM ledger " + ledger + ": " + std::strerror(-rc));
+      }
+    }
+    if (!made) {
+      (void)destroy(handle, true);
+      return std::move(made).error().with_context("preparing the job's share of a GPU");
+    }
+  }
   auto body = build_create_body(spec, ctx).dump();
   auto create_at = std::chrono::steady_clock::now();
   auto created = api_.call("POST", "/containers/create?name=" + container_name(spec.job_id), "create the job's container", body);
@@ -395,8 +422,17 @@ Status DockerExecutor::stop(const TaskHandle& handle, int sig, std::chrono::seco
   return ok_status();
 }
 
+std::string DockerExecutor::vram_dir(const std::string& job_id) const {
+  return options_.jobs_dir + "/" + job_id + "/vram";
+}
+
 Status DockerExecutor::destroy(const TaskHandle& handle, bool remove_workspace) {
   if (!handle.task_id.empty()) YONDER_TRY(remove_task(handle.task_id));
+  if (!handle.job_id.empty() && is_hex_id(handle.job_id)) {
+    // A share's ledger: nothing reads it once the task is gone.
+    std::error_code ec;
+    std::filesystem::remove_all(vram_dir(handle.job_id), ec);
+  }
   if (!handle.workspace.empty()) {
     // The job is over: its promise of disk ends, its files stay. Best
     // effort (a file system without discard keeps the image whole).

@@ -34,6 +34,10 @@ struct DockerOptions {
   std::string gvisor_runtime = "runsc";
   std::string egress_network = "yonder-egress";
   bool workspaces = true;        // false: no workspace mount (bench of the bare engine path)
+  // The VRAM guard library preloaded into shares of a GPU
+  // (libyonder-vram-guard.so, gpu.vram_guard); "" or missing: shares are
+  // refused, saying so.
+  std::string vram_guard;
 };
 
 class DockerExecutor final : public Executor {
@@ -64,6 +68,7 @@ class DockerExecutor final : public Executor {
   // Fingerprint, cached for a few seconds (it costs two API calls).
   Fingerprint cached_fingerprint();
   Result<std::string> ensure_image(const std::string& image);  // the image's id
+  std::string vram_dir(const std::string& job_id) const;        // a share's ledger folder
   // Creates the egress network on first use: a bridge whose containers reach
   // the outside through NAT but not each other (enable_icc=false).
   Status ensure_egress_network();

@@ -175,6 +175,10 @@ Status SlurmExecutor::check(const TaskSpec& spec) {
     return make_error(ErrorCode::kFailedPrecondition,
                       "a Slurm provider runs jobs on the cluster's nodes, without gVisor; ask for standard isolation");
   }
+  if (spec.vram_budget_bytes > 0) {
+    return make_error(ErrorCode::kFailedPrecondition,
+                      "a Slurm provider's cluster lends whole GPUs only; ask for --gpus 1 instead of a share");
+  }
   for (const auto& [k, v] : spec.env) {
     if (!is_env_name(k)) return make_error(ErrorCode::kInvalidArgument, "environment name '" + k.substr(0, 64) + "' is not valid");
   }

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 namespace yonder::exec::docker {
 namespace {
 
@@ -73,6 +77,40 @@ TEST(ContainerSpec, GpuJobGetsItsLeasedDevicesByUuidOnly) {
   EXPECT_FALSE(b["HostConfig"].contains("Mounts"));
   s.simulate_gpus = true;
   EXPECT_FALSE(build_create_body(s, {"n", "", "runsc", "e"})["HostConfig"].contains("DeviceRequests"));
+}
+
+// A share of a GPU: the guard read-only at a fixed path, preloaded ahead of
+// what the job preloads itself, and its ledger's folder read-write.
+TEST(ContainerSpec, AShareOfAGpuGetsTheVramGuardPreloadedWithItsLedger) {
+  TaskSpec s = cpu_job();
+  s.gpu_uuids = {"GPU-aaa"};
+  s.vram_budget_bytes = 8ULL << 30;
+  s.env["LD_PRELOAD"] = "/usr/lib/libjemalloc.so.2";
+  CreateContext ctx{"n", "/h/jobs/abc/workspace", "runsc", "e"};
+  ctx.vram_dir = "/h/jobs/abc/vram";
+  ctx.vram_guard = "/usr/lib/yonder/libyonder-vram-guard.so";
+  auto b = build_create_body(s, ctx);
+  const auto& mounts = b["HostConfig"]["Mounts"];
+  ASSERT_EQ(mounts.size(), 3u);
+  EXPECT_EQ(mounts[1]["Source"], "/h/jobs/abc/vram");
+  EXPECT_EQ(mounts[1]["Target"], kVramLedgerDir);
+  EXPECT_EQ(mounts[1]["ReadOnly"], false);
+  EXPECT_EQ(mounts[2]["Source"], "/usr/lib/yonder/libyonder-vram-guard.so");
+  EXPECT_EQ(mounts[2]["Target"], kVramGuardPath);
+  EXPECT_EQ(mounts[2]["ReadOnly"], true);
+  std::vector<std::string> env = b["Env"].get<std::vector<std::string>>();
+  EXPECT_EQ(std::count_if(env.begin(), env.end(), [](const std::string& e) { return e.rfind("LD_PRELOAD=", 0) == 0; }), 1)
+      << "one LD_PRELOAD: the job's own is folded into ours";
+  EXPECT_NE(std::find(env.begin(), env.end(),
+                      std::string("LD_PRELOAD=") + kVramGuardPath + " /usr/lib/libjemalloc.so.2"),
+            env.end());
+  EXPECT_NE(std::find(env.begin(), env.end(), "YONDER_VRAM_LEDGER=/run/yonder-vram/ledger"), env.end());
+  // Without a share, the job's LD_PRELOAD is its own business.
+  s.vram_budget_bytes = 0;
+  auto plain = build_create_body(s, ctx);
+  EXPECT_EQ(plain["HostConfig"]["Mounts"].size(), 1u);
+  env = plain["Env"].get<std::vector<std::string>>();
+  EXPECT_NE(std::find(env.begin(), env.end(), "LD_PRELOAD=/usr/lib/libjemalloc.so.2"), env.end());
 }
 
 TEST(ContainerSpec, GvisorAndEgress) {

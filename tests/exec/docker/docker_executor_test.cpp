@@ -5,6 +5,7 @@
 // resize, TTY logs, gVisor, and the refusals that must happen before
 // anything is created.
 #include "exec/docker/docker_executor.h"
+#include "exec/docker/container_spec.h"
 #include "exec/docker/engine_contract.h"
 #include "exec/docker/small_task.h"
 
@@ -12,8 +13,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,6 +28,7 @@
 
 #include "os/process.h"
 #include "support/docker_env.h"
+#include "support/subprocess.h"
 #include "support/temp_dir.h"
 
 namespace yonder::exec::docker {
@@ -259,6 +264,69 @@ TEST_F(DockerExecutorTest, GpuJobWithoutNvidiaRuntimeFailsBeforeAnythingIsCreate
   auto h = executor_->start(s);
   ASSERT_TRUE(h.ok()) << h.error().to_string();
   EXPECT_EQ(executor_->wait(*h, {})->exit_code, 0);
+}
+
+// A share of a GPU in a real container: the guard the provider mounts
+// read-only and preloads holds the job's CUDA allocations to the budget in
+// its ledger. The driver is the TEST DOUBLE (tests/gpu/vram_guard/
+// fake_libcuda.c), brought in with the job's uploaded files as a consumer
+// would bring a program; the device is simulated.
+TEST_F(DockerExecutorTest, AShareOfAGpuRunsWithTheProvidersGuardHoldingItsBudget) {
+  // An image with a C library to preload into (the busybox test image is
+  // static): the one with this machine's Python and its shared libraries.
+  const char* src = std::getenv("YONDER_SOURCE_DIR");
+  auto built = testing::run({std::string(src != nullptr ? src : ".") + "/scripts/build-torch-double-image.sh"});
+  ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
+  testing::TempDir seed;
+  for (auto [from, to] : {std::pair{std::string(YONDER_VRAM_PROBE_PATH), "vram_probe"},
+                          std::pair{std::string(YONDER_FAKE_CUDA_DIR) + "/libcuda.so.1", "libcuda.so.1"}}) {
+    std::filesystem::copy_file(from, seed / to);
+    std::filesystem::permissions(seed / to, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                               std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                               std::filesystem::perms::others_exec);
+  }
+  DockerOptions o;
+  o.socket = testing::docker_socket();
+  o.owner = "test-" + random_hex(12);
+  o.jobs_dir = dir_.path();
+  o.images = *ImagePolicy::parse("yonder-test/*", "never");
+  o.vram_guard = YONDER_VRAM_GUARD_PATH;
+  executor_ = std::make_unique<DockerExecutor>(std::move(o));
+  auto s = spec({"sh", "-c",
+                 "echo preload=$LD_PRELOAD; /workspace/vram_probe info alloc 48 alloc 32 free_all alloc 60; "
+                 "{ echo x > " + std::string(kVramGuardPath) + "; } 2>&1; ls -lnd " + kVramLedgerDir});
+  s.image = "yonder-test/torch-double:1";
+  s.seed_dir = seed.path();
+  s.env["LD_LIBRARY_PATH"] = "/workspace";
+  s.gpu_uuids = {"GPU-fake-0000-0000-0000-000000000000"};
+  s.simulate_gpus = true;
+  s.vram_budget_bytes = 64ULL << 20;
+  auto h = executor_->start(s);
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  ASSERT_EQ(executor_->wait(*h, {})->exit_code, 0);
+  auto out = logs(*h).out;
+  EXPECT_NE(out.find(std::string("preload=") + kVramGuardPath + "\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("info free=64 total=64"), std::string::npos) << "the budget is the device's size: " << out;
+  EXPECT_NE(out.find("alloc 48 ok"), std::string::npos) << out;
+  EXPECT_NE(out.find("alloc 32 error 2"), std::string::npos) << "past the budget: CUDA_ERROR_OUT_OF_MEMORY: " << out;
+  EXPECT_NE(out.find("alloc 60 ok"), std::string::npos) << "freed memory is credited back: " << out;
+  EXPECT_NE(out.find("Read-only file system"), std::string::npos) << "the job cannot replace the guard: " << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(drwx------\s+\d+\s+65534\s+65534\s)")))
+      << "the ledger's folder is the job user's: " << out;
+  ASSERT_TRUE(executor_->destroy(*h, true).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir_ / (s.job_id + "/vram"))) << "the ledger goes with the task";
+}
+
+TEST_F(DockerExecutorTest, AShareOfAGpuIsRefusedWhenTheGuardIsMissing) {
+  auto s = spec({"true"});
+  s.gpu_uuids = {"GPU-fake-0000-0000-0000-000000000000"};
+  s.simulate_gpus = true;
+  s.vram_budget_bytes = 64ULL << 20;
+  auto st = executor_->start(s);  // this executor has no gpu.vram_guard
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(st.error().message().find("VRAM guard library is missing"), std::string::npos) << st.error().message();
+  EXPECT_TRUE(executor_->list_owned()->empty());
 }
 
 TEST_F(DockerExecutorTest, GvisorWithoutTheRuntimeNamesIt) {

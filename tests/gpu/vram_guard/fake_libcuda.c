@@ -64,6 +64,20 @@ static CUresult give(uint64_t key) {
 }
 
 EXPORT CUresult cuInit(unsigned int flags) { return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+/* One device, one context: enough for a client that makes its context
+ * current as it must on the real driver. */
+static struct CUctx_st* const kOnlyContext = (struct CUctx_st*)0x1000;
+EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (device == NULL || ordinal != 0) return CUDA_ERROR_INVALID_VALUE;
+  *device = 0;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice device) {
+  if (ctx == NULL || device != 0) return CUDA_ERROR_INVALID_VALUE;
+  *ctx = kOnlyContext;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) { return ctx == kOnlyContext ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) { return take(dptr, bytes); }
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
   (void)flags;

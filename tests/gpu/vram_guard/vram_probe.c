@@ -6,6 +6,7 @@
  * double) or the guard answered.
  *
  *   vram_probe OP [ARG...] ...
+ *     ctx               device 0's primary context made current (a real driver needs one)
  *     alloc MB          cuMemAlloc_v2, linked
  *     dlsym_alloc MB    dlsym(libcuda.so.1, "cuMemAlloc_v2")
  *     proc_alloc MB     cuGetProcAddress("cuGetProcAddress", 12000) -> _v2, then "cuMemAlloc" at 12000
@@ -30,6 +31,9 @@
 #include "gpu/cuda/driver_api.h"
 
 CUresult cuInit(unsigned int flags);
+CUresult cuDeviceGet(CUdevice* device, int ordinal);
+CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice device);
+CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes);
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags);
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int element);
@@ -78,7 +82,16 @@ int main(int argc, char** argv) {
     const char* arg = i + 1 < argc ? argv[i + 1] : "";
     uint64_t bytes = (uint64_t)strtoull(arg, NULL, 10) * MB;
     CUdeviceptr p = 0;
-    if (strcmp(op, "alloc") == 0) {
+    if (strcmp(op, "ctx") == 0) {
+      /* Device 0's primary context, current: what a real driver needs before
+       * it allocates (scripts/gpu-check.sh); the double accepts it. */
+      CUdevice dev = 0;
+      CUcontext ctx = NULL;
+      CUresult r = cuDeviceGet(&dev, 0);
+      if (r == CUDA_SUCCESS) r = cuDevicePrimaryCtxRetain(&ctx, dev);
+      if (r == CUDA_SUCCESS) r = cuCtxSetCurrent(ctx);
+      report(op, "0", r);
+    } else if (strcmp(op, "alloc") == 0) {
       CUresult r = cuMemAlloc_v2(&p, bytes);
       if (r == CUDA_SUCCESS) keep(p, 0);
       report(op, arg, r);
