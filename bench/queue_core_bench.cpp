@@ -75,8 +75,8 @@ QueueSnapshot make_snapshot(size_t queued, size_t gpus, std::mt19937_64& rng, bo
     w.disk_bytes = (rng() % 4) * kGiB;
     if (shares && rng() % 2 == 0) {
       w.gpus = 0;
-      w.share = rng() % 3 == 0 ? ShareRequest{0, static_cast<uint32_t>(100 + rng() % 600)}
-                               : ShareRequest{(2 + rng() % 15) * kGiB, 0};
+      w.share = rng() % 3 == 0 ? ShareRequest{0, static_cast<uint32_t>(100 + rng() % 600), 0}
+                               : ShareRequest{(2 + rng() % 15) * kGiB, 0, 0};
     }
     s.queue.push_back(std::move(w));
   }

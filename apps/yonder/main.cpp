@@ -177,8 +177,10 @@ int main(int argc, char** argv) {
   run->add_option("--group", run_args.group, "With --mesh: only providers that are members of this group "
                                             "(`yonder group list`)");
   run->add_option("--image", run_args.image, "Image to run (one the provider allows)");
-  run->add_option("--gpus", run_args.gpus, "Whole GPUs");
-  run->add_option("--vram", run_args.vram, "VRAM limit per GPU, e.g. 20G");
+  run->add_option("--gpus", run_args.gpus, "Whole GPUs (1, 2), or below 1 a share of one GPU: 0.5 is half its memory");
+  run->add_option("--vram", run_args.vram,
+                  "VRAM, e.g. 20G: alone, a share of one GPU with this much; with --gpus N, the least each GPU has "
+                  "(and the job's limit); with --gpus 0.N, the most the share may be");
   run->add_option("--cpus", run_args.cpus, "CPUs, e.g. 2 or 0.5");
   run->add_option("--memory", run_args.memory, "Memory, e.g. 16G");
   run->add_option("--disk", run_args.disk, "Workspace size, e.g. 50G");

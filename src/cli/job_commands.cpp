@@ -188,8 +188,16 @@ int cmd_run(const Context& ctx, const RunArgs& given) {
       return print_error(make_error(ErrorCode::kInvalidArgument, "--mesh places GPU jobs: --gpus must be 1 or more"),
                          kExitUsage);
     }
+    if (job.share_permille > 0) {
+      return print_error(make_error(ErrorCode::kInvalidArgument,
+                                    "--mesh places whole GPUs: a share of one (--gpus 0.N) goes to one provider, "
+                                    "with --on PEER"),
+                         kExitUsage);
+    }
+    // On the mesh, --vram is the memory each GPU must have (as with --gpus N).
+    if (job.share_vram_mib > 0) std::swap(job.vram_mib, job.share_vram_mib);
     MeshNeeds needs;
-    needs.gpus = a.per_task_gpus.value_or(a.gpus.value_or(1));
+    needs.gpus = a.per_task_gpus.value_or(static_cast<int>(a.gpus.value_or(1)));
     job.gpus = needs.gpus;
     needs.vram_bytes = static_cast<uint64_t>(job.vram_mib) << 20;
     needs.cuda = a.cuda;

@@ -19,7 +19,9 @@ struct RunArgs {
   std::vector<std::string> command;
   std::vector<std::string> env;  // K=V; later entries win
   std::vector<std::string> env_files;  // docker's --env-file format; -e wins over them
-  std::optional<int> gpus;
+  // --gpus: whole GPUs (1, 2), or below 1 a share of one GPU (0.5: half
+  // its memory); --vram alone is a share of that much VRAM.
+  std::optional<double> gpus;
   std::optional<std::string> vram, cpus, memory, disk, time;
   std::optional<std::string> shm;  // --shm-size: the job's /dev/shm, "2G"
   // --name: what this node calls the job, usable wherever its id is

@@ -47,8 +47,10 @@ std::string offer_text(const nlohmann::json& offer) {
                   report->cuda_driver_version.empty() ? "-" : terminal_safe(report->cuda_driver_version).c_str(),
                   report->source == "fake" ? " (FAKE inventory for tests: these GPUs do not exist)" : "");
     out += line;
-    const nlohmann::json leased = offer.contains("leased") && offer["leased"].is_object() ? offer["leased"]
-                                                                                          : nlohmann::json::object();
+    auto object = [&](const char* key) {
+      return offer.contains(key) && offer[key].is_object() ? offer[key] : nlohmann::json::object();
+    };
+    const nlohmann::json leased = object("leased"), shared = object("shared"), shareable = object("shareable");
     std::snprintf(line, sizeof line, "%-4s %-28s %-20s %-5s %s\n", "GPU", "MODEL", "VRAM FREE / TOTAL", "UTIL",
                   "NOW");
     out += line;
@@ -56,9 +58,20 @@ std::string offer_text(const nlohmann::json& offer) {
       uint64_t free_bytes = d.memory_total_bytes > d.memory_used_bytes ? d.memory_total_bytes - d.memory_used_bytes : 0;
       std::string vram = gib(free_bytes) + " / " + gib(d.memory_total_bytes) + " GiB";
       std::string util = d.utilization_percent < 0 ? "-" : std::to_string(d.utilization_percent) + "%";
-      bool held = leased.contains(d.uuid);
+      std::string now = leased.contains(d.uuid) ? "in use by a job" : "free";
+      if (shareable.contains(d.uuid) && shareable[d.uuid].is_object()) {
+        // gpu.share: what shares may take, and what they hold now.
+        const auto& lent = shareable[d.uuid];
+        uint64_t taken = 0, jobs = 0;
+        if (shared.contains(d.uuid) && shared[d.uuid].is_object()) {
+          taken = static_cast<uint64_t>(number(shared[d.uuid], "vram_bytes"));
+          jobs = static_cast<uint64_t>(number(shared[d.uuid], "jobs"));
+        }
+        now = "shared: " + std::to_string(jobs) + " of " + std::to_string(number(lent, "max_jobs")) + " jobs, " +
+              gib(taken) + " of " + gib(static_cast<uint64_t>(number(lent, "vram_bytes"))) + " GiB (--vram SIZE)";
+      }
       std::snprintf(line, sizeof line, "%-4d %-28s %-20s %-5s %s\n", d.index, terminal_safe(d.name).c_str(),
-                    vram.c_str(), util.c_str(), held ? "in use by a job" : "free");
+                    vram.c_str(), util.c_str(), now.c_str());
       out += line;
     }
   }

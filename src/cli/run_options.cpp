@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 #include <cerrno>
+#include <cmath>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -109,9 +110,13 @@ class JobFileReader {
                                        "[\"sh\", \"-c\", \"...\"])"));
       if (a.command.empty()) return bad(n, key, "a non-empty array (leave it out to give the command after --)");
     } else if (key == "gpus") {
-      auto i = n.as_integer();
-      if (i == nullptr || i->get() < 0 || i->get() > 1024) return bad(n, key, "a whole number of GPUs");
-      a.gpus = static_cast<int>(i->get());
+      if (auto i = n.as_integer(); i != nullptr && i->get() >= 0 && i->get() <= 1024) {
+        a.gpus = static_cast<double>(i->get());
+      } else if (auto f = n.as_floating_point(); f != nullptr && f->get() > 0 && f->get() < 1) {
+        a.gpus = f->get();
+      } else {
+        return bad(n, key, "a whole number of GPUs, or a fraction below 1 for a share of one (0.5)");
+      }
     } else if (key == "cpus") {
       if (auto i = n.as_integer()) {
         a.cpus = std::to_string(i->get());
@@ -428,7 +433,22 @@ Result<jobs::protocol::JobRequest> job_request_of(const RunArgs& a) {
   job.after = a.after;
   job.after_ok = a.after_ok;
   job.hold = a.hold;
-  if (a.gpus) job.gpus = *a.gpus;
+  if (a.gpus) {
+    // Whole GPUs, or a share of one: a fraction of its memory.
+    double g = *a.gpus;
+    if (g > 0 && g < 1) {
+      job.share_permille = static_cast<int32_t>(std::lround(g * 1000));
+      if (job.share_permille < 1 || job.share_permille > 999) {
+        return make_error(ErrorCode::kInvalidArgument, "--gpus " + std::to_string(g) +
+                                                           " is too small a share: give at least 0.001 (or --vram SIZE)");
+      }
+    } else if (g >= 0 && g <= 64 && g == std::floor(g)) {
+      job.gpus = static_cast<int>(g);
+    } else {
+      return make_error(ErrorCode::kInvalidArgument,
+                        "--gpus takes a whole number of GPUs (1, 2), or a fraction below 1 for a share of one (0.5)");
+    }
+  }
   auto mib = [](const std::optional<std::string>& v, int64_t& out, const char* flag) -> Status {
     if (!v) return ok_status();
     auto n = parse_resource_size(*v, flag);
@@ -436,7 +456,8 @@ Result<jobs::protocol::JobRequest> job_request_of(const RunArgs& a) {
     out = static_cast<int64_t>(*n >> 20);
     return ok_status();
   };
-  YONDER_TRY(mib(a.vram, job.vram_mib, "--vram"));
+  // --vram: per whole GPU; the cap of a fraction; alone, a share of that much.
+  YONDER_TRY(mib(a.vram, !a.gpus && a.vram ? job.share_vram_mib : job.vram_mib, "--vram"));
   YONDER_TRY(mib(a.memory, job.memory_mib, "--memory"));
   YONDER_TRY(mib(a.disk, job.disk_mib, "--disk"));
   YONDER_TRY(mib(a.shm, job.shm_mib, "--shm-size"));

@@ -173,6 +173,14 @@ constexpr std::array kSettings = {
                 "A benchmark job still running after this many seconds is stopped and counts as a failed check."},
     SettingSpec{"gpu.vram_check_interval_ms", T::kInt, "2000", "2000", "", "",
                 "How often running jobs' GPU memory is sampled (NVML per-process accounting) against their VRAM limit."},
+    SettingSpec{"gpu.share", T::kString, "", "none", "YONDER_GPU_SHARE", "",
+                "GPUs lent as shares to jobs that ask for `--vram SIZE` or `--gpus 0.N` instead of whole GPUs: "
+                "comma-separated DEVICE:JOBS[:RESERVE], DEVICE `all`, an index or a GPU-... uuid, JOBS the shares "
+                "at once (0 to 64), RESERVE the VRAM kept back from shares (e.g. `all:4:2G`; a later entry wins). "
+                "Each share's VRAM is held by the VRAM guard and the VRAM watch."},
+    SettingSpec{"gpu.vram_guard", T::kString, "", "lib/yonder/libyonder-vram-guard.so beside yonderd's folder",
+                "YONDER_GPU_VRAM_GUARD", "",
+                "The VRAM guard library preloaded into shares of a GPU; without it, shares are refused."},
     SettingSpec{"gpu.fake_without_runtime", T::kBool, "false", "false", "YONDER_GPU_FAKE_WITHOUT_RUNTIME", "",
                 "Tests only, with a `fake:N` inventory: run GPU jobs on the fake GPUs without asking Docker for devices."},
     SettingSpec{"link.listen", T::kString, "0.0.0.0:7850", "0.0.0.0:7850", "YONDER_LINK_LISTEN", "",

@@ -59,6 +59,17 @@ TEST(OfferText, ShowsEachGpuWithFreeVramAndWhetherAJobHoldsIt) {
       << text;
 }
 
+TEST(OfferText, ASharedGpuSaysWhatItsSharesHoldOfWhatTheyMayTake) {
+  auto offer = offer_with(two_gpus());
+  offer["shareable"] = {{"GPU-a", {{"max_jobs", 4}, {"vram_bytes", 22ULL << 30}}}};
+  offer["shared"] = {{"GPU-a", {{"jobs", 2}, {"vram_bytes", 12ULL << 30}}}};
+  std::string text = offer_text(offer);
+  EXPECT_NE(text.find("3%    shared: 2 of 4 jobs, 12.0 of 22.0 GiB (--vram SIZE)"), std::string::npos) << text;
+  offer.erase("shared");  // none placed yet
+  text = offer_text(offer);
+  EXPECT_NE(text.find("shared: 0 of 4 jobs, 0.0 of 22.0 GiB"), std::string::npos) << text;
+}
+
 TEST(OfferText, SaysWhatWeMayDoThePerJobMaximaTheImagesAndTheQueue) {
   std::string text = offer_text(offer_with(two_gpus()));
   EXPECT_NE(text.find("We may:   run,exec; 1 GPU, 20 GiB VRAM, 2h, 1 job, no egress"), std::string::npos) << text;

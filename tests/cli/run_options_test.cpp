@@ -331,6 +331,44 @@ TEST(JobRequestOf, TheFlagsBecomeTheOneRequestThatTravels) {
   EXPECT_EQ(p->gpus, 0);
 }
 
+TEST(JobRequestOf, AFractionOfAGpuOrVramAloneIsAShareOfOneGpu) {
+  RunArgs a;
+  a.image = "python";
+  a.gpus = 0.5;
+  auto half = job_request_of(a);
+  ASSERT_TRUE(half.ok()) << half.error().to_string();
+  EXPECT_EQ(half->share_permille, 500);
+  EXPECT_EQ(half->gpus, 0);
+  a.vram = "12G";  // with a fraction: its cap
+  auto capped = job_request_of(a);
+  ASSERT_TRUE(capped.ok());
+  EXPECT_EQ(capped->share_permille, 500);
+  EXPECT_EQ(capped->vram_mib, 12288);
+  EXPECT_TRUE(jobs::protocol::parse_job_request(capped->to_json()).ok());
+  RunArgs v;
+  v.image = "python";
+  v.vram = "8G";  // alone: a share of that much
+  auto share = job_request_of(v);
+  ASSERT_TRUE(share.ok());
+  EXPECT_EQ(share->share_vram_mib, 8192);
+  EXPECT_EQ(share->vram_mib, 0);
+  EXPECT_EQ(share->gpus, 0);
+  v.gpus = 1;  // with whole GPUs: the least each has, as before
+  auto whole = job_request_of(v);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->vram_mib, 8192);
+  EXPECT_EQ(whole->share_vram_mib, 0);
+  EXPECT_FALSE(whole->share());
+  for (double bad : {1.5, -1.0, 0.0001, 65.0}) {
+    RunArgs b;
+    b.image = "python";
+    b.gpus = bad;
+    auto r = job_request_of(b);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message().find("--gpus"), std::string::npos) << r.error().message();
+  }
+}
+
 TEST(JobRequestOf, ABadFlagIsNamed) {
   struct Case {
     void (*set)(RunArgs&);

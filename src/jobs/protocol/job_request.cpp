@@ -93,6 +93,8 @@ json JobRequest::to_json() const {
   if (!after_ok.empty()) j["after_ok"] = after_ok;
   if (hold) j["hold"] = true;
   if (shm_mib > 0) j["shm_mib"] = shm_mib;
+  if (share_vram_mib > 0) j["share_vram_mib"] = share_vram_mib;
+  if (share_permille > 0) j["share_permille"] = share_permille;
   return j;
 }
 
@@ -100,7 +102,8 @@ Result<JobRequest> parse_job_request(const json& j) {
   if (!j.is_object()) return make_error(ErrorCode::kInvalidArgument, "job request must be a JSON object");
   static const std::set<std::string> known = {"image", "command", "env", "gpus", "vram_mib", "cpus", "memory_mib",
                                               "disk_mib", "wall_time_s", "isolation", "network", "peer_id",
-                                              "workdir", "tty", "after", "after_ok", "hold", "shm_mib"};
+                                              "workdir", "tty", "after", "after_ok", "hold", "shm_mib",
+                                              "share_vram_mib", "share_permille"};
   for (const auto& [key, _] : j.items()) {
     if (!known.count(key)) return bad(key.substr(0, 64), "is not a known field (check the spelling)");
   }
@@ -139,17 +142,28 @@ Result<JobRequest> parse_job_request(const json& j) {
     int64_t max;
     int64_t* out;
   };
-  int64_t gpus = 0;
+  int64_t gpus = 0, permille = 0;
   for (auto f : {IntField{"gpus", 64, &gpus}, IntField{"vram_mib", 16 << 20, &r.vram_mib},
                  IntField{"memory_mib", 16 << 20, &r.memory_mib}, IntField{"disk_mib", 64 << 20, &r.disk_mib},
                  IntField{"wall_time_s", 365LL * 86400, &r.wall_time_s},
-                 IntField{"shm_mib", 16 << 20, &r.shm_mib}}) {
+                 IntField{"shm_mib", 16 << 20, &r.shm_mib}, IntField{"share_vram_mib", 16 << 20, &r.share_vram_mib},
+                 IntField{"share_permille", 999, &permille}}) {
     if (!j.contains(f.key)) continue;
     auto v = read_int(j, f.key, 0, f.max);
     if (!v) return std::move(v).error();
     *f.out = *v;
   }
   r.gpus = static_cast<int>(gpus);
+  r.share_permille = static_cast<int32_t>(permille);
+  if (r.share_vram_mib > 0 && r.share_permille > 0) {
+    return bad("share_vram_mib", "and 'share_permille' both ask for a share: give one (--vram 8G or --gpus 0.5)");
+  }
+  if (r.share() && r.gpus > 0) {
+    return bad("gpus", "must be 0 for a share of a GPU (--gpus 0.5 or --vram alone): ask for whole GPUs or a share");
+  }
+  if (r.share_vram_mib > 0 && r.vram_mib > 0) {
+    return bad("vram_mib", "goes with whole GPUs or a fraction (its cap), not with 'share_vram_mib'");
+  }
   if (auto c = j.find("cpus"); c != j.end()) {
     if (!c->is_number()) return bad("cpus", "must be a number");
     double v = c->get<double>();

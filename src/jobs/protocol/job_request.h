@@ -31,6 +31,14 @@ struct JobRequest {
   std::map<std::string, std::string> env;
   int gpus = 0;
   int64_t vram_mib = 0;       // per GPU: leases only devices this big, and stops the job past it; 0: no limit
+  // A share of one GPU instead of whole ones (gpus is then 0), at most one
+  // of the two: `--vram 8G` alone (share_vram_mib) or `--gpus 0.5`
+  // (share_permille, 1 to 999: that part of the memory of the GPU it lands
+  // on, but no more than vram_mib when that is set: `--gpus 0.5 --vram 12G`,
+  // or the cap of the peer's scope). The provider holds the job to it
+  // (jobs/provider/gpu_shares.h).
+  int64_t share_vram_mib = 0;
+  int32_t share_permille = 0;
   double cpus = 0;            // 0: provider default
   int64_t memory_mib = 0;     // 0: provider default
   int64_t disk_mib = 0;       // 0: provider default
@@ -53,6 +61,7 @@ struct JobRequest {
   // What a PyTorch DataLoader's workers hand their batches through.
   int64_t shm_mib = 0;
 
+  bool share() const { return share_vram_mib > 0 || share_permille > 0; }
   nlohmann::json to_json() const;
 };
 

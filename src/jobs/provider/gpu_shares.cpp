@@ -5,6 +5,8 @@
 #include <optional>
 #include <tuple>
 
+#include "crypto/scope.h"  // parse_resource_size
+
 namespace yonder::jobs::provider {
 namespace {
 
@@ -46,7 +48,76 @@ uint64_t share_bytes(const ShareRequest& request, const GpuSlot& device) {
   uint64_t permille = std::min<uint64_t>(request.permille, 1000);
   // memory * permille / 1000 without overflow, rounded up to a MiB.
   uint64_t bytes = device.memory_total_bytes / 1000 * permille + device.memory_total_bytes % 1000 * permille / 1000;
-  return (bytes + kMiB - 1) / kMiB * kMiB;
+  bytes = (bytes + kMiB - 1) / kMiB * kMiB;
+  return request.max_bytes > 0 ? std::min(bytes, request.max_bytes) : bytes;
+}
+
+Result<std::vector<ShareRule>> parse_share_setting(std::string_view text) {
+  std::vector<ShareRule> rules;
+  auto bad = [](std::string_view entry, const std::string& why) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "gpu.share: \"" + std::string(entry.substr(0, 80)) + "\" " + why +
+                          "; write DEVICE:JOBS[:RESERVE] entries separated by commas, e.g. all:4:2G or 0:2,1:4");
+  };
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view entry = text.substr(start, comma - start);
+    start = comma + 1;
+    while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
+    while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
+    if (entry.empty()) continue;
+    if (rules.size() >= 64) return bad(entry, "is past the 64th entry");
+    size_t c1 = entry.find(':');
+    if (c1 == std::string_view::npos || c1 == 0) return bad(entry, "has no DEVICE:JOBS");
+    size_t c2 = entry.find(':', c1 + 1);
+    ShareRule rule;
+    rule.device = std::string(entry.substr(0, c1));
+    bool uuid = rule.device.rfind("GPU-", 0) == 0 && rule.device.size() <= 96;
+    bool index = rule.device.size() <= 3 &&
+                 std::all_of(rule.device.begin(), rule.device.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (rule.device != "all" && !uuid && !index) return bad(entry, "names no device (all, an index, or GPU-...)");
+    std::string_view jobs = entry.substr(c1 + 1, (c2 == std::string_view::npos ? entry.size() : c2) - c1 - 1);
+    if (jobs.empty() || jobs.size() > 2 ||
+        !std::all_of(jobs.begin(), jobs.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      return bad(entry, "has no number of jobs (0 to 64)");
+    }
+    rule.max_jobs = std::stoi(std::string(jobs));
+    if (rule.max_jobs > 64) return bad(entry, "shares a device more than 64 ways");
+    if (c2 != std::string_view::npos) {
+      auto reserve = parse_resource_size(entry.substr(c2 + 1), "gpu.share's RESERVE");
+      if (!reserve) return bad(entry, reserve.error().message());
+      rule.reserve_bytes = *reserve;
+    }
+    rules.push_back(std::move(rule));
+  }
+  return rules;
+}
+
+std::vector<ShareConfig> share_configs(const std::vector<ShareRule>& rules, const GpuView& gpus) {
+  std::vector<ShareConfig> out;
+  for (size_t i = 0; i < gpus.devices.size(); ++i) {
+    const GpuSlot& dev = gpus.devices[i];
+    ShareConfig c{dev.uuid, 0, 0};
+    for (const auto& r : rules) {
+      if (r.device == "all" || r.device == dev.uuid || r.device == std::to_string(i)) {
+        c.max_jobs = r.max_jobs;
+        c.reserve_bytes = r.reserve_bytes;
+      }
+    }
+    if (c.max_jobs > 0) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+uint32_t share_permille_of(uint64_t bytes, const GpuSlot& device) {
+  if (device.memory_total_bytes == 0) return 1000;
+  // bytes * 1000 / total, rounded up, without overflow (bytes < 2^54 in practice; clamp anyway).
+  uint64_t b = std::min(bytes, device.memory_total_bytes);
+  uint64_t permille = (b / device.memory_total_bytes) * 1000 +
+                      ((b % device.memory_total_bytes) * 1000 + device.memory_total_bytes - 1) / device.memory_total_bytes;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(permille, 1, 1000));
 }
 
 uint64_t share_capacity(const ShareConfig& config, const GpuSlot& device) {

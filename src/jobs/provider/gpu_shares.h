@@ -35,8 +35,10 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "base/error.h"
 #include "jobs/provider/gpu_leases.h"
 
 namespace yonder::jobs::provider {
@@ -50,12 +52,34 @@ struct ShareConfig {
 };
 
 // What a share job asks for: `vram_bytes` when set, else `permille` of the
-// device's memory (500: half).
+// device's memory (500: half), but never more than `max_bytes` when that is
+// set (the VRAM cap of the peer's scope, `yonder scope PEER --vram`).
 struct ShareRequest {
   uint64_t vram_bytes = 0;
   uint32_t permille = 0;
+  uint64_t max_bytes = 0;
   bool operator==(const ShareRequest&) const = default;
 };
+
+// One entry of the gpu.share setting, as the operator wrote it.
+struct ShareRule {
+  std::string device;          // "all", an index ("0") or a uuid ("GPU-...")
+  int max_jobs = 0;            // 0: this device is not shared
+  uint64_t reserve_bytes = 0;
+  bool operator==(const ShareRule&) const = default;
+};
+
+// gpu.share: comma-separated DEVICE:JOBS[:RESERVE]. DEVICE is `all`, an
+// index (`0`) or a uuid (`GPU-...`); JOBS, 0 to 64, how many shares at
+// once (0: not shared); RESERVE, VRAM kept back from shares with its unit
+// (`2G`, `512M`; none by default). A later entry for a device wins over an
+// earlier one: `all:2,1:4` shares device 1 four ways and the others two.
+// "" shares nothing. kInvalidArgument names the entry and the form.
+Result<std::vector<ShareRule>> parse_share_setting(std::string_view text);
+
+// The rules applied to the devices as probed (rules naming no device here
+// are ignored: a GPU may be missing today).
+std::vector<ShareConfig> share_configs(const std::vector<ShareRule>& rules, const GpuView& gpus);
 
 // A share placed: its job, its device, its budget.
 struct ShareHolding {
@@ -67,6 +91,10 @@ struct ShareHolding {
 
 // The VRAM a request needs on `device` (its fraction rounded up to a MiB).
 uint64_t share_bytes(const ShareRequest& request, const GpuSlot& device);
+
+// What part of `device` a budget of `bytes` is, in thousandths rounded up
+// (1 to 1000): how a share's time is metered (a receipt's GPU-seconds).
+uint32_t share_permille_of(uint64_t bytes, const GpuSlot& device);
 
 // What a device offers to shares: its memory less what is kept back (0: not
 // shared, or all of it kept back).

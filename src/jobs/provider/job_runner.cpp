@@ -94,6 +94,10 @@ void ProviderJobs::run(LivePtr job, bool recovered) {
         task = resolved->task;
         task.job_id = job->rec.job_id;
         task.gpu_uuids = job->rec.gpu_uuids;
+        if (auto share = held_share(job->rec)) {
+          task.gpu_uuids = {share->uuid};
+          task.vram_budget_bytes = share->vram_bytes;
+        }
         task.simulate_gpus = job->rec.terms.simulate_gpus;
         task.seed_dir = job->rec.terms.workspace_seed;
       } else {
@@ -349,8 +353,14 @@ void ProviderJobs::check_vram() {
     vram_watch_error_.clear();
     for (auto& [_, job] : jobs_) {
       uint64_t limit = job->rec.terms.vram_bytes;
-      if (job->rec.state == JobState::kRunning && job->rec.handle && limit > 0 && !job->rec.gpu_uuids.empty()) {
-        watched.push_back({job, *job->rec.handle, job->rec.gpu_uuids, limit});
+      std::vector<std::string> uuids = job->rec.gpu_uuids;
+      if (auto share = held_share(job->rec)) {
+        // The last line behind the guard in the container (gpu_shares.h).
+        limit = share->vram_bytes;
+        uuids = {share->uuid};
+      }
+      if (job->rec.state == JobState::kRunning && job->rec.handle && limit > 0 && !uuids.empty()) {
+        watched.push_back({job, *job->rec.handle, std::move(uuids), limit});
       }
     }
   }

@@ -4,6 +4,8 @@
 #include <type_traits>
 #include <nlohmann/json.hpp>
 
+#include "crypto/scope.h"
+
 namespace yonder::jobs::provider {
 namespace {
 
@@ -12,7 +14,55 @@ Error over(const std::string& what, const std::string& asked, const std::string&
                                                       max + " (" + setting + ")");
 }
 
+constexpr int64_t kMiB = 1 << 20;
+
+Error over_scope(const std::string& what, const std::string& asked, const std::string& allowed, const std::string& flag) {
+  return make_error(ErrorCode::kPermissionDenied, "this job asks for " + asked + " " + what +
+                                                      " but your scope on this provider allows at most " + allowed +
+                                                      "; ask the provider to raise it (yonder scope PEER " + flag + ")");
+}
+
 }  // namespace
+
+Status apply_scope(JobRequest& r, const Scope& s, const ProviderLimits& l) {
+  if (r.egress && !s.egress) {
+    return make_error(ErrorCode::kPermissionDenied, "this job asks for network egress but your scope on this provider "
+                                                    "does not allow it; ask the provider (yonder scope PEER --egress)");
+  }
+  if (s.gpus > 0 && r.gpus > s.gpus) {
+    return over_scope("GPU(s)", std::to_string(r.gpus), std::to_string(s.gpus), "--gpus N");
+  }
+  if (s.vram_bytes > 0 && (r.gpus > 0 || r.share_permille > 0)) {
+    // Per whole GPU, or the most a fraction of one may come to.
+    int64_t cap = static_cast<int64_t>(s.vram_bytes / kMiB);
+    if (r.vram_mib == 0) r.vram_mib = cap;
+    if (r.vram_mib > cap) return over_scope("of VRAM", format_size(r.vram_mib * kMiB), format_size(s.vram_bytes), "--vram SIZE");
+  }
+  if (s.vram_bytes > 0 && r.share_vram_mib > 0 && r.share_vram_mib > static_cast<int64_t>(s.vram_bytes / kMiB)) {
+    return over_scope("of VRAM", format_size(r.share_vram_mib * kMiB), format_size(s.vram_bytes), "--vram SIZE");
+  }
+  if (s.max_time_s > 0) {
+    int64_t cap = s.max_time_s;
+    if (r.wall_time_s == 0) r.wall_time_s = std::min(cap, l.default_wall_time_s);
+    if (r.wall_time_s > cap) return over_scope("of wall time", format_duration(r.wall_time_s), format_duration(cap), "--max-time T");
+  }
+  if (s.cpus_milli > 0) {
+    double cap = s.cpus_milli / 1000.0;
+    if (r.cpus == 0) r.cpus = std::min(cap, l.default_cpus);
+    if (r.cpus > cap + 1e-9) return over_scope("CPUs", std::to_string(r.cpus), std::to_string(cap), "--cpus N");
+  }
+  if (s.memory_bytes > 0) {
+    int64_t cap = static_cast<int64_t>(s.memory_bytes / kMiB);
+    if (r.memory_mib == 0) r.memory_mib = std::min(cap, l.default_memory_mib);
+    if (r.memory_mib > cap) return over_scope("of memory", format_size(r.memory_mib * kMiB), format_size(s.memory_bytes), "--memory SIZE");
+  }
+  if (s.disk_bytes > 0) {
+    int64_t cap = static_cast<int64_t>(s.disk_bytes / kMiB);
+    if (r.disk_mib == 0) r.disk_mib = std::min(cap, l.default_disk_mib);
+    if (r.disk_mib > cap) return over_scope("of disk", format_size(r.disk_mib * kMiB), format_size(s.disk_bytes), "--disk SIZE");
+  }
+  return ok_status();
+}
 
 Result<ResolvedJob> resolve(const JobRequest& request, const ProviderLimits& limits) {
   ResolvedJob out;
@@ -73,9 +123,19 @@ Result<ResolvedJob> resolve(const JobRequest& request, const ProviderLimits& lim
   t.network_egress = request.egress;
   t.isolation = request.isolation;
   out.wall_time = std::chrono::seconds(wall);
+  out.share = share_request(request);
   out.gpus = request.gpus;
-  out.vram_bytes = static_cast<uint64_t>(request.vram_mib) << 20;
+  out.vram_bytes = out.share ? 0 : static_cast<uint64_t>(request.vram_mib) << 20;
   return out;
+}
+
+std::optional<ShareRequest> share_request(const JobRequest& request) {
+  if (!request.share()) return std::nullopt;
+  ShareRequest share;
+  share.vram_bytes = static_cast<uint64_t>(request.share_vram_mib) << 20;
+  share.permille = static_cast<uint32_t>(request.share_permille);
+  if (share.vram_bytes == 0) share.max_bytes = static_cast<uint64_t>(request.vram_mib) << 20;
+  return share;
 }
 
 JobTerms job_terms(const JobRequest& request, const ResolvedJob& resolved, bool simulate_gpus,
@@ -86,7 +146,7 @@ JobTerms job_terms(const JobRequest& request, const ResolvedJob& resolved, bool 
   t.vram_bytes = resolved.vram_bytes;
   t.gpus = resolved.gpus;
   t.disk_bytes = static_cast<uint64_t>(resolved.task.limits.disk_bytes);
-  t.simulate_gpus = simulate_gpus && resolved.gpus > 0;
+  t.simulate_gpus = simulate_gpus && (resolved.gpus > 0 || resolved.share);
   t.workspace_seed = std::move(workspace_seed);
   return t;
 }

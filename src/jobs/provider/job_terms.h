@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -16,6 +17,11 @@
 #include "base/error.h"
 #include "exec/executor.h"
 #include "jobs/protocol/job_request.h"
+#include "jobs/provider/gpu_shares.h"
+
+namespace yonder {
+struct Scope;
+}
 
 namespace yonder::jobs::provider {
 
@@ -43,7 +49,18 @@ struct ResolvedJob {
   std::chrono::seconds wall_time{0};
   int gpus = 0;
   uint64_t vram_bytes = 0;           // per GPU, 0 = no limit
+  std::optional<ShareRequest> share; // a share of one GPU instead (gpus 0, vram_bytes 0)
 };
+
+// The share a request asks for, if any (its fraction capped by vram_mib).
+std::optional<ShareRequest> share_request(const JobRequest& request);
+
+// Holds the request to the caller's scope; fills unset fields from it where
+// the scope is tighter than the provider's default (a fraction of a GPU
+// gets the scope's VRAM cap as its own). The scope's jobs at once
+// (--max-jobs) is not a refusal: past it a job waits in the queue
+// (queue_core.h), so it goes to ProviderJobs::submit instead.
+Status apply_scope(JobRequest& request, const Scope& scope, const ProviderLimits& limits);
 
 // Applies defaults and checks ceilings; the error names the setting to raise.
 Result<ResolvedJob> resolve(const JobRequest& request, const ProviderLimits& limits);

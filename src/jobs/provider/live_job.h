@@ -18,6 +18,12 @@
 
 namespace yonder::jobs::provider {
 
+// The share of a GPU a started job holds (its record's "share": the
+// device and the VRAM budget), if it holds one. A share is not a lease:
+// several jobs hold one device, so it is kept in the record's result, not
+// in the store's lease rows.
+std::optional<ShareHolding> held_share(const JobRecord& r);
+
 struct Watcher {
   uint64_t offset = 0;
   std::function<void()> ready;

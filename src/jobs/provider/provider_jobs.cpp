@@ -43,6 +43,15 @@ std::string new_job_id() {
 
 }  // namespace
 
+std::optional<ShareHolding> held_share(const JobRecord& r) {
+  auto it = r.result.find("share");
+  if (it == r.result.end() || !it->is_object()) return std::nullopt;
+  auto gpu = it->find("gpu");
+  auto bytes = it->find("vram_bytes");
+  if (gpu == it->end() || !gpu->is_string() || bytes == it->end() || !bytes->is_number_unsigned()) return std::nullopt;
+  return ShareHolding{r.job_id, gpu->get<std::string>(), bytes->get<uint64_t>()};
+}
+
 ProviderJobs::ProviderJobs(std::unique_ptr<JobStore> store, exec::Executor& executor, gpu::GpuInventory& inventory,
                            ProviderOptions options, WaitableClock& clock)
     : store_(std::move(store)),
@@ -74,6 +83,18 @@ nlohmann::json ProviderJobs::view(const Live& job) const {
       {"created_at", r.created_at},
       {"updated_at", r.updated_at},
   };
+  if (auto share = share_request(r.terms.request)) {
+    // What it asked for, and once started, where it runs and its budget.
+    nlohmann::json asked = {{"vram_bytes", share->vram_bytes}, {"permille", share->permille}};
+    if (share->max_bytes > 0) asked["max_bytes"] = share->max_bytes;
+    v["share"] = {{"asked", asked}};
+    if (auto held = held_share(r)) {
+      v["share"]["gpu"] = held->uuid;
+      v["share"]["vram_bytes"] = held->vram_bytes;
+      // What part of the GPU that is: its receipt meters that much of the GPU's time.
+      v["share"]["permille"] = r.result["share"].value("permille", 1000);
+    }
+  }
   for (const char* key : {"reason", "message", "oom_killed", "started_at", "finished_at", "waiting_for", "gpu_model",
                           "output_sha256", "log_lost", "outputs_fetched_at", "workspace_removed_at",
                           "log_removed_at"}) {
@@ -117,10 +138,17 @@ Result<nlohmann::json> ProviderJobs::submit(const PeerId& peer_id, const JobRequ
     auto decision = pick_gpus(inventory_.probe(), {}, resolved->gpus, resolved->vram_bytes);
     if (decision.fit == Fit::kNever) return make_error(ErrorCode::kFailedPrecondition, decision.reason);
   }
-  // Image policy, GPU runtime, gVisor: refused here, before anything exists.
+  if (resolved->share) {
+    GpuView view = gpu_view(inventory_.probe());
+    auto decision = pick_share(view, share_configs(options_.gpu_shares, view), {}, {}, {}, *resolved->share);
+    if (decision.fit == Fit::kNever) return make_error(ErrorCode::kFailedPrecondition, decision.reason);
+  }
+  // Image policy, GPU runtime, the VRAM guard, gVisor: refused here, before
+  // anything exists.
   exec::TaskSpec probe_spec = resolved->task;
   probe_spec.job_id = "submit-check";
-  probe_spec.gpu_uuids.assign(static_cast<size_t>(resolved->gpus), "GPU-check");
+  probe_spec.gpu_uuids.assign(static_cast<size_t>(resolved->share ? 1 : resolved->gpus), "GPU-check");
+  if (resolved->share) probe_spec.vram_budget_bytes = 1 << 20;
   probe_spec.simulate_gpus = options_.simulate_gpus;
   YONDER_TRY(executor_.check(probe_spec));
 
@@ -183,6 +211,7 @@ Result<nlohmann::json> ProviderJobs::stats(const JobId& job_id) {
   exec::TaskHandle handle;
   std::vector<std::string> uuids;
   JobTerms terms;
+  std::optional<ShareHolding> share;
   // The job as it is now: running with a task, or why there are no stats.
   auto running = [&]() -> Status {
     std::lock_guard lock(mutex_);
@@ -197,9 +226,15 @@ Result<nlohmann::json> ProviderJobs::stats(const JobId& job_id) {
     handle = *r.handle;
     uuids = r.gpu_uuids;
     terms = r.terms;
+    share = held_share(r);
     return ok_status();
   };
   YONDER_TRY(running());
+  uint64_t vram_limit = terms.vram_bytes;
+  if (share) {
+    uuids = {share->uuid};
+    vram_limit = share->vram_bytes;
+  }
   auto used = executor_.stats(handle);
   if (!used) {
     // It may have ended meanwhile (the task gone before its end is
@@ -226,7 +261,7 @@ Result<nlohmann::json> ProviderJobs::stats(const JobId& job_id) {
   auto processes = inventory_.processes();
   for (const auto& uuid : uuids) {
     nlohmann::json g = {{"uuid", uuid}, {"utilization_percent", -1}, {"vram_total_bytes", 0},
-                        {"vram_limit_bytes", terms.vram_bytes}, {"vram_used_bytes", nullptr}};
+                        {"vram_limit_bytes", vram_limit}, {"vram_used_bytes", nullptr}};
     for (const auto& d : report.devices) {
       if (d.uuid != uuid) continue;
       g["utilization_percent"] = d.utilization_percent;
@@ -470,19 +505,36 @@ nlohmann::json ProviderJobs::executor_status() {
           {"gpu_detail", fp.gpu_detail},    {"detail", fp.detail},         {"running", running},
           {"queued", queue_.size()},        {"leases", leases_},           {"fake_gpus", options_.simulate_gpus},
           {"max_concurrent", options_.max_concurrent}, {"max_per_peer", options_.max_per_peer},
-          {"vram_watch_error", vram_watch_error_}};
+          {"vram_watch_error", vram_watch_error_}, {"shares", shares_locked()}};
 }
 
 nlohmann::json ProviderJobs::offer() {
-  nlohmann::json inventory = gpu::to_json(inventory_.probe());  // outside the lock: NVML may block
+  gpu::InventoryReport report = inventory_.probe();  // outside the lock: NVML may block
+  nlohmann::json inventory = gpu::to_json(report);
+  nlohmann::json shareable = nlohmann::json::object();
+  GpuView view = gpu_view(report);
+  for (const auto& c : share_configs(options_.gpu_shares, view)) {
+    for (const auto& d : view.devices) {
+      if (d.uuid == c.uuid) shareable[c.uuid] = {{"max_jobs", c.max_jobs}, {"vram_bytes", share_capacity(c, d)}};
+    }
+  }
   std::lock_guard lock(mutex_);
   int running = 0;
   for (const auto& [_, job] : jobs_) running += job->rec.state == JobState::kRunning || job->rec.state == JobState::kStarting;
   nlohmann::json leased = nlohmann::json::object();
   for (const auto& [uuid, _] : leases_) leased[uuid] = true;
+  nlohmann::json shared = nlohmann::json::object();
+  const nlohmann::json shares = shares_locked();
+  for (const auto& [uuid, held] : shares.items()) {
+    uint64_t bytes = 0;
+    for (const auto& h : held) bytes += h.value("vram_bytes", uint64_t{0});
+    shared[uuid] = {{"jobs", held.size()}, {"vram_bytes", bytes}};
+  }
   const ProviderLimits& l = options_.limits;
   return {{"inventory", std::move(inventory)},
           {"leased", std::move(leased)},
+          {"shared", std::move(shared)},
+          {"shareable", std::move(shareable)},
           {"limits",
            {{"max_cpus", l.max_cpus},
             {"max_memory_mib", l.max_memory_mib},
@@ -494,6 +546,17 @@ nlohmann::json ProviderJobs::offer() {
           {"queued", queue_.size()},
           {"max_concurrent", options_.max_concurrent},
           {"max_per_peer", options_.max_per_peer}};
+}
+
+nlohmann::json ProviderJobs::shares_locked() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [_, job] : jobs_) {
+    if (job->rec.state != JobState::kStarting && job->rec.state != JobState::kRunning) continue;
+    if (auto share = held_share(job->rec)) {
+      out[share->uuid].push_back({{"job_id", share->job_id}, {"vram_bytes", share->vram_bytes}});
+    }
+  }
+  return out;
 }
 
 void ProviderJobs::schedule() {
@@ -526,6 +589,11 @@ QueueSnapshot ProviderJobs::snapshot_locked(MonoTime now, bool queue) {
     a.wall_time_s = r.terms.wall_time_s;
     a.gpu_uuids = r.gpu_uuids;
     a.vram_limited = r.terms.vram_bytes > 0;
+    if (auto share = held_share(r)) {
+      a.gpu_uuids = {share->uuid};
+      a.share_vram_bytes = share->vram_bytes;
+      a.vram_limited = true;
+    }
     s.active.push_back(std::move(a));
   }
   if (!queue) return s;
@@ -533,8 +601,8 @@ QueueSnapshot ProviderJobs::snapshot_locked(MonoTime now, bool queue) {
   for (const auto& id : queue_) {
     const JobRecord& r = jobs_.at(id)->rec;
     s.queue.push_back({r.job_id, r.peer_id, r.terms.gpus, r.terms.vram_bytes, disk_promise(r), r.terms.max_running,
-                       r.result.value("held", false), dependencies_locked(r), std::nullopt});
-    gpu_jobs = gpu_jobs || s.queue.back().gpus > 0;
+                       r.result.value("held", false), dependencies_locked(r), share_request(r.terms.request)});
+    gpu_jobs = gpu_jobs || s.queue.back().gpus > 0 || s.queue.back().share;
   }
   if (queue_order_ && queue_.size() > 1) {
     std::vector<QueuedJob> waiting;
@@ -548,7 +616,10 @@ QueueSnapshot ProviderJobs::snapshot_locked(MonoTime now, bool queue) {
   // the pass may start something; the core keeps them current as it
   // promises devices and disk.
   bool room = !queue_.empty() && static_cast<int>(s.active.size()) < options_.max_concurrent;
-  if (room && gpu_jobs) s.gpus = gpu_view(inventory_.probe());
+  if (room && gpu_jobs) {
+    s.gpus = gpu_view(inventory_.probe());
+    s.gpu_shares = share_configs(options_.gpu_shares, *s.gpus);
+  }
   if (room && options_.account_disk) s.disk = disk_snapshot_locked();
   return s;
 }
@@ -619,10 +690,18 @@ bool ProviderJobs::apply_locked(const QueuePlan& plan) {
       if (!start->gpu_uuids.empty()) r.result["gpu_model"] = start->gpu_model;
       leave_queue(r.job_id);
       r.state = JobState::kStarting;
-      r.gpu_uuids = start->gpu_uuids;
+      if (start->share_vram_bytes > 0) {
+        // A share is not a lease (live_job.h: held_share): kept in the record.
+        r.result["share"] = {{"gpu", start->gpu_uuids.front()},
+                             {"vram_bytes", start->share_vram_bytes},
+                             {"permille", start->share_permille}};
+      } else {
+        r.gpu_uuids = start->gpu_uuids;
+      }
       r.result.erase("waiting_for");
       if (auto saved = save_locked(*job); !saved) {
         r.gpu_uuids.clear();
+        r.result.erase("share");
         finish_locked(job, JobState::kFailed, "start_failed", saved.error().to_string(), std::nullopt);
         return false;
       }

@@ -68,6 +68,7 @@ struct ProviderOptions {
   std::chrono::seconds stop_grace{10};
   std::chrono::milliseconds vram_interval{2000};
   bool simulate_gpus = false;    // fake inventory without an NVIDIA runtime (tests only)
+  std::vector<ShareRule> gpu_shares;  // gpu.share: the devices lent as shares (gpu_shares.h)
   // Workspace disk (disk_budget.h): promised only when the volume has it,
   // minus the reserve the node keeps for its own state; ended workspaces
   // are taken back after the retention or past the cap.
@@ -151,9 +152,12 @@ class ProviderJobs {
   nlohmann::json executor_status();
   // What a consumer may see before it asks for a job (`yonder gpu PEER`):
   // {"inventory": gpu::to_json of the GPUs jobs are placed on, "leased":
-  // {uuid: true} for those a job holds now, "limits": the per-job maxima,
-  // "running", "queued", "max_concurrent", "max_per_peer"}; never a job
-  // id or another peer's name. Blocking (NVML).
+  // {uuid: true} for those a job holds now, "shared": {uuid: {"jobs",
+  // "vram_bytes"}} for those with shares on them, "shareable": {uuid:
+  // {"max_jobs", "vram_bytes"}} for those gpu.share lends (the VRAM shares
+  // may take in all), "limits": the per-job
+  // maxima, "running", "queued", "max_concurrent", "max_per_peer"}; never
+  // a job id or another peer's name. Blocking (NVML).
   nlohmann::json offer();
   const ProviderOptions& options() const { return options_; }
   // Called with the job's final view each time a job ends (for the audit
@@ -206,6 +210,8 @@ class ProviderJobs {
   void notify_watchers_locked(Live& job);
   void watchdog(MonoTime started);
   void check_vram();
+  // The shares placed now: {uuid: [{"job_id", "vram_bytes"}]}.
+  nlohmann::json shares_locked() const;
   void recover_locked(const std::vector<JobRecord>& records, const std::vector<exec::OwnedTask>& owned);
   void reap_locked();
   // nullopt when the volume cannot be read (nothing is refused for it).

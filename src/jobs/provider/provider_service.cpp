@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "exec/docker/docker_executor.h"
@@ -10,6 +11,19 @@
 #include "store/database.h"
 
 namespace yonder::jobs::provider {
+namespace {
+
+// Where the package and the build tree put the VRAM guard: lib/yonder
+// beside the folder yonderd is in (/usr/bin -> /usr/lib/yonder;
+// build/dev/apps -> build/dev/lib/yonder).
+std::string default_vram_guard() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  return (exe.parent_path().parent_path() / "lib" / "yonder" / "libyonder-vram-guard.so").string();
+}
+
+}  // namespace
 
 ProviderService::~ProviderService() { shutdown(); }
 
@@ -52,6 +66,8 @@ Result<std::unique_ptr<ProviderService>> ProviderService::create(const config::C
     docker.images = std::move(*images);
     docker.gvisor_runtime = cfg.get("executor.gvisor_runtime");
     docker.egress_network = cfg.get("executor.egress_network");
+    docker.vram_guard = cfg.get("gpu.vram_guard");
+    if (docker.vram_guard.empty()) docker.vram_guard = default_vram_guard();
     service->executor_ = std::make_unique<exec::docker::DockerExecutor>(std::move(docker));
   }
 
@@ -88,6 +104,10 @@ Result<std::unique_ptr<ProviderService>> ProviderService::create(const config::C
   options.vram_interval = std::chrono::milliseconds(std::max<int64_t>(100, cfg.get_int("gpu.vram_check_interval_ms")));
   options.simulate_gpus = backend == "docker" && cfg.get("gpu.inventory").rfind("fake:", 0) == 0 &&
                           cfg.get_bool("gpu.fake_without_runtime");
+  auto shares = parse_share_setting(cfg.get("gpu.share"));
+  if (!shares) return std::move(shares).error();
+  // A cluster schedules its own GPUs, whole (sbatch --gpus).
+  if (backend == "docker") options.gpu_shares = std::move(*shares);
   if (options.max_concurrent < 1 || options.max_per_peer < 1) {
     return make_error(ErrorCode::kInvalidArgument, "jobs.max_concurrent and jobs.max_per_peer must be at least 1");
   }

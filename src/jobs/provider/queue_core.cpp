@@ -155,6 +155,9 @@ void plan_starts(const QueueSnapshot& s, QueuePlan& plan) {
       start.gpu_uuids = {d.uuid};
       start.gpu_model = models_of(*s.gpus, start.gpu_uuids);
       start.share_vram_bytes = d.vram_bytes;
+      for (const auto& dev : s.gpus->devices) {
+        if (dev.uuid == d.uuid) start.share_permille = share_permille_of(d.vram_bytes, dev);
+      }
       shares.push_back(ShareHolding{id, d.uuid, d.vram_bytes});
     } else if (job.gpus > 0) {
       LeaseMap busy = whole;  // a device with shares on it is not free for a whole-GPU job

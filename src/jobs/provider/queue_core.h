@@ -162,6 +162,7 @@ struct StartJob {
   std::vector<std::string> gpu_uuids;  // in inventory order
   std::string gpu_model;               // the devices' distinct models, "+"-joined, at most 64 bytes
   uint64_t share_vram_bytes = 0;       // > 0: a share of its one device, with this VRAM budget
+  uint32_t share_permille = 0;         // with a share: what part of the device it is (metering)
   bool operator==(const StartJob&) const = default;
 };
 // It stays in the queue, for this reason (shown as "waiting_for").

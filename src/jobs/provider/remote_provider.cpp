@@ -25,7 +25,6 @@ using jobs::provider::ProviderLimits;
 
 namespace {
 
-constexpr int64_t kMiB = 1 << 20;
 constexpr size_t kLogReadBytes = 64 * 1024;      // payload per run.logs reply
 constexpr size_t kLogReplyBudget = 160 * 1024;   // JSON per reply, well under the link's message limit
 constexpr int64_t kRemoteProviderMaxWaitMs = 20000;            // under the caller's request timeout
@@ -36,52 +35,6 @@ void append_audit(audit::AuditLog& audit, int64_t at, const std::string& peer_id
   if (auto r = audit.append(at, peer_id.empty() ? "local" : peer_id, action, subject, detail); !r) {
     spdlog::error("audit log: cannot record {} by {}: {}", action, peer_id, r.error().to_string());
   }
-}
-
-Error over_scope(const std::string& what, const std::string& asked, const std::string& allowed, const std::string& flag) {
-  return make_error(ErrorCode::kPermissionDenied, "this job asks for " + asked + " " + what +
-                                                      " but your scope on this provider allows at most " + allowed +
-                                                      "; ask the provider to raise it (yonder scope PEER " + flag + ")");
-}
-
-// Holds the request to the caller's scope; fills unset fields from it where
-// the scope is tighter than the provider's default. The scope's jobs at
-// once (--max-jobs) is not a refusal: past it a job waits in the queue
-// (queue_core.h), so it goes to submit() instead.
-Status apply_scope(JobRequest& r, const Scope& s, const ProviderLimits& l) {
-  if (r.egress && !s.egress) {
-    return make_error(ErrorCode::kPermissionDenied, "this job asks for network egress but your scope on this provider "
-                                                    "does not allow it; ask the provider (yonder scope PEER --egress)");
-  }
-  if (s.gpus > 0 && r.gpus > s.gpus) {
-    return over_scope("GPU(s)", std::to_string(r.gpus), std::to_string(s.gpus), "--gpus N");
-  }
-  if (s.vram_bytes > 0 && r.gpus > 0) {
-    int64_t cap = static_cast<int64_t>(s.vram_bytes / kMiB);
-    if (r.vram_mib == 0) r.vram_mib = cap;
-    if (r.vram_mib > cap) return over_scope("of VRAM", format_size(r.vram_mib * kMiB), format_size(s.vram_bytes), "--vram SIZE");
-  }
-  if (s.max_time_s > 0) {
-    int64_t cap = s.max_time_s;
-    if (r.wall_time_s == 0) r.wall_time_s = std::min(cap, l.default_wall_time_s);
-    if (r.wall_time_s > cap) return over_scope("of wall time", format_duration(r.wall_time_s), format_duration(cap), "--max-time T");
-  }
-  if (s.cpus_milli > 0) {
-    double cap = s.cpus_milli / 1000.0;
-    if (r.cpus == 0) r.cpus = std::min(cap, l.default_cpus);
-    if (r.cpus > cap + 1e-9) return over_scope("CPUs", std::to_string(r.cpus), std::to_string(cap), "--cpus N");
-  }
-  if (s.memory_bytes > 0) {
-    int64_t cap = static_cast<int64_t>(s.memory_bytes / kMiB);
-    if (r.memory_mib == 0) r.memory_mib = std::min(cap, l.default_memory_mib);
-    if (r.memory_mib > cap) return over_scope("of memory", format_size(r.memory_mib * kMiB), format_size(s.memory_bytes), "--memory SIZE");
-  }
-  if (s.disk_bytes > 0) {
-    int64_t cap = static_cast<int64_t>(s.disk_bytes / kMiB);
-    if (r.disk_mib == 0) r.disk_mib = std::min(cap, l.default_disk_mib);
-    if (r.disk_mib > cap) return over_scope("of disk", format_size(r.disk_mib * kMiB), format_size(s.disk_bytes), "--disk SIZE");
-  }
-  return ok_status();
 }
 
 Result<std::string> job_id_param(const nlohmann::json& p) {

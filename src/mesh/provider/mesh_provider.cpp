@@ -113,8 +113,10 @@ void MeshProvider::with_devices(std::function<void(Result<Devices>)> then) {
       gpu::InventoryReport report = shown->probe();
       nlohmann::json status = (*jobs)->executor_status();
       std::set<std::string> held;
-      if (status.contains("leases") && status["leases"].is_object()) {
-        for (auto it = status["leases"].begin(); it != status["leases"].end(); ++it) held.insert(it.key());
+      // Leased whole, or shared: either way not free for a whole-GPU job.
+      for (const char* key : {"leases", "shares"}) {
+        if (!status.contains(key) || !status[key].is_object()) continue;
+        for (auto it = status[key].begin(); it != status[key].end(); ++it) held.insert(it.key());
       }
       Devices d;
       d.queued = status.value("queued", uint32_t{0});

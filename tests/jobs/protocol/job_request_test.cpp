@@ -75,5 +75,40 @@ TEST(JobRequest, EveryFieldSurvivesItsOwnEncoding) {
   EXPECT_FALSE(parse_job_request({{"image", "x"}, {"shm_mib", "1G"}}).ok());
 }
 
+TEST(JobRequest, AShareOfAGpuIsVramOrAFractionNeverBothNorWithWholeGpus) {
+  JobRequest r;
+  r.image = "python";
+  r.share_vram_mib = 8192;
+  auto again = parse_job_request(r.to_json());
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  EXPECT_EQ(again->share_vram_mib, 8192);
+  EXPECT_TRUE(again->share());
+  r.share_vram_mib = 0;
+  r.share_permille = 500;
+  again = parse_job_request(r.to_json());
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  EXPECT_EQ(again->share_permille, 500);
+  r.vram_mib = 12288;  // a fraction with a cap
+  EXPECT_TRUE(parse_job_request(r.to_json()).ok());
+  // Unset, neither is sent: an older provider never sees them.
+  EXPECT_FALSE(JobRequest{}.to_json().contains("share_permille"));
+  EXPECT_FALSE(JobRequest{}.to_json().contains("share_vram_mib"));
+  EXPECT_FALSE(JobRequest{}.share());
+  struct Case {
+    const char* body;
+    const char* says;
+  };
+  for (auto c : {Case{R"({"image":"x","share_vram_mib":8,"share_permille":500})", "give one"},
+                 Case{R"({"image":"x","share_permille":500,"gpus":1})", "must be 0 for a share"},
+                 Case{R"({"image":"x","share_vram_mib":8,"vram_mib":8})", "not with 'share_vram_mib'"},
+                 Case{R"({"image":"x","share_permille":1000})", "'share_permille'"},
+                 Case{R"({"image":"x","share_permille":-5})", "'share_permille'"},
+                 Case{R"({"image":"x","share_vram_mib":0.5})", "'share_vram_mib'"}}) {
+    auto bad = parse_job_request(json::parse(c.body));
+    ASSERT_FALSE(bad.ok()) << c.body;
+    EXPECT_NE(bad.error().to_string().find(c.says), std::string::npos) << c.body << " -> " << bad.error().to_string();
+  }
+}
+
 }  // namespace
 }  // namespace yonder::jobs::protocol

@@ -35,8 +35,8 @@ std::vector<ShareConfig> shared(const GpuView& v, int max_jobs, uint64_t reserve
   return out;
 }
 
-ShareRequest vram(uint64_t bytes) { return {bytes, 0}; }
-ShareRequest fraction(uint32_t permille) { return {0, permille}; }
+ShareRequest vram(uint64_t bytes) { return {bytes, 0, 0}; }
+ShareRequest fraction(uint32_t permille) { return {0, permille, 0}; }
 
 TEST(ShareBytes, BytesAsAskedOrTheFractionOfTheDeviceRoundedUpToAMiB) {
   GpuSlot dev{"GPU-0", "FAKE GPU", 24 * kGiB};
@@ -50,6 +50,48 @@ TEST(ShareBytes, BytesAsAskedOrTheFractionOfTheDeviceRoundedUpToAMiB) {
   EXPECT_EQ(share_capacity({"GPU-0", 2, 4 * kGiB}, dev), 20 * kGiB);
   EXPECT_EQ(share_capacity({"GPU-0", 0, 0}, dev), 0u);          // not shared
   EXPECT_EQ(share_capacity({"GPU-0", 2, 30 * kGiB}, dev), 0u);  // all kept back
+}
+
+TEST(ShareBytes, AFractionUnderACapGetsNoMoreThanTheCap) {
+  GpuSlot dev{"GPU-0", "FAKE GPU", 80 * kGiB};
+  EXPECT_EQ(share_bytes({0, 500, 12 * kGiB}, dev), 12 * kGiB);
+  EXPECT_EQ(share_bytes({0, 100, 12 * kGiB}, dev), 8 * kGiB);  // under the cap: the fraction
+  EXPECT_EQ(share_bytes({4 * kGiB, 0, 0}, dev), 4 * kGiB);
+}
+
+TEST(ShareBytes, APartOfADeviceInThousandthsRoundedUp) {
+  GpuSlot dev{"GPU-0", "FAKE GPU", 24 * kGiB};
+  EXPECT_EQ(share_permille_of(12 * kGiB, dev), 500u);
+  EXPECT_EQ(share_permille_of(8 * kGiB, dev), 334u);  // 333.3
+  EXPECT_EQ(share_permille_of(1, dev), 1u);
+  EXPECT_EQ(share_permille_of(48 * kGiB, dev), 1000u);
+  EXPECT_EQ(share_permille_of(kGiB, GpuSlot{"GPU-x", "", 0}), 1000u);
+}
+
+TEST(ShareSetting, EntriesApplyInOrderToEveryDeviceByIndexOrUuid) {
+  auto rules = parse_share_setting("all:2:1G, 1:4, GPU-2:0");
+  ASSERT_TRUE(rules.ok()) << rules.error().to_string();
+  ASSERT_EQ(rules->size(), 3u);
+  EXPECT_EQ((*rules)[0], (ShareRule{"all", 2, kGiB}));
+  auto cfg = share_configs(*rules, devices({24 * kGiB, 24 * kGiB, 24 * kGiB, 24 * kGiB}));
+  ASSERT_EQ(cfg.size(), 3u);  // GPU-2 is not shared
+  EXPECT_EQ(cfg[0], (ShareConfig{"GPU-0", 2, kGiB}));
+  EXPECT_EQ(cfg[1], (ShareConfig{"GPU-1", 4, 0}));  // the later entry wins, reserve and all
+  EXPECT_EQ(cfg[2], (ShareConfig{"GPU-3", 2, kGiB}));
+  EXPECT_TRUE(parse_share_setting("")->empty());
+  EXPECT_TRUE(share_configs(*parse_share_setting("GPU-gone:4"), devices({kGiB})).empty());
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  for (auto c : {Case{"all", "has no DEVICE:JOBS"}, Case{"all:x", "no number of jobs"}, Case{"all:65", "64 ways"},
+                 Case{"gpu0:2", "names no device"}, Case{"all:2:2", "has no unit"}, Case{":2", "has no DEVICE:JOBS"},
+                 Case{"all:2:lots", "size"}}) {
+    auto r = parse_share_setting(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_NE(r.error().message().find(c.says), std::string::npos) << c.text << " -> " << r.error().message();
+    EXPECT_NE(r.error().message().find("DEVICE:JOBS[:RESERVE]"), std::string::npos) << "the form, for the fix";
+  }
 }
 
 TEST(PickShare, BestFitByVramNeverOnADeviceLeasedWholeOrPastItsCapacityOrCount) {

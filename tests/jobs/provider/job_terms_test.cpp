@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "crypto/scope.h"
+
 namespace yonder::jobs::provider {
 namespace {
 
@@ -62,6 +64,50 @@ TEST(JobTerms, ResolveAppliesDefaultsAndNamesTheCeiling) {
   r.egress = false;
   r.wall_time_s = 999999;
   EXPECT_NE(resolve(r, limits).error().message().find("jobs.max_wall_time_s"), std::string::npos);
+}
+
+TEST(JobTerms, AShareIsItsVramOrItsFractionCappedAndNoWholeGpu) {
+  auto vram = parse_job_request({{"image", "python"}, {"share_vram_mib", 8192}});
+  ASSERT_TRUE(vram.ok()) << vram.error().to_string();
+  auto resolved = resolve(*vram, ProviderLimits{});
+  ASSERT_TRUE(resolved.ok());
+  ASSERT_TRUE(resolved->share);
+  EXPECT_EQ(resolved->share->vram_bytes, 8ULL << 30);
+  EXPECT_EQ(resolved->gpus, 0);
+  EXPECT_EQ(resolved->vram_bytes, 0u);  // the whole-GPU limit does not apply
+  auto half = parse_job_request({{"image", "python"}, {"share_permille", 500}, {"vram_mib", 12288}});
+  ASSERT_TRUE(half.ok()) << half.error().to_string();
+  resolved = resolve(*half, ProviderLimits{});
+  ASSERT_TRUE(resolved.ok() && resolved->share);
+  EXPECT_EQ(resolved->share->permille, 500u);
+  EXPECT_EQ(resolved->share->max_bytes, 12ULL << 30);
+  EXPECT_EQ(share_bytes(*resolved->share, GpuSlot{"GPU-a", "x", 80ULL << 30}), 12ULL << 30);  // capped
+  EXPECT_EQ(share_bytes(*resolved->share, GpuSlot{"GPU-b", "x", 16ULL << 30}), 8ULL << 30);   // half
+  auto whole = parse_job_request({{"image", "python"}, {"gpus", 1}, {"vram_mib", 8192}});
+  ASSERT_TRUE(whole.ok());
+  EXPECT_FALSE(resolve(*whole, ProviderLimits{})->share);
+  EXPECT_TRUE(job_terms(*half, *resolve(*half, ProviderLimits{}), true, "").simulate_gpus);
+}
+
+// `yonder share --vram 12G`: the scope caps a peer's share as it caps a
+// whole GPU's limit; a fraction gets the cap as its own.
+TEST(JobTerms, TheScopesVramCapHoldsSharesToo) {
+  Scope scope;
+  scope.vram_bytes = 12ULL << 30;
+  auto half = *parse_job_request({{"image", "python"}, {"share_permille", 500}});
+  ASSERT_TRUE(apply_scope(half, scope, ProviderLimits{}).ok());
+  EXPECT_EQ(half.vram_mib, 12288);
+  EXPECT_EQ(share_request(half)->max_bytes, 12ULL << 30);
+  auto small = *parse_job_request({{"image", "python"}, {"share_vram_mib", 8192}});
+  EXPECT_TRUE(apply_scope(small, scope, ProviderLimits{}).ok());
+  auto big = *parse_job_request({{"image", "python"}, {"share_vram_mib", 16384}});
+  auto refused = apply_scope(big, scope, ProviderLimits{});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("your scope on this provider allows at most 12"), std::string::npos)
+      << refused.error().message();
+  EXPECT_NE(refused.error().message().find("yonder scope PEER --vram SIZE"), std::string::npos);
+  auto over_cap = *parse_job_request({{"image", "python"}, {"share_permille", 500}, {"vram_mib", 16384}});
+  EXPECT_FALSE(apply_scope(over_cap, scope, ProviderLimits{}).ok());
 }
 
 TEST(JobTerms, DevShmIsHalfTheMemoryByDefaultAndNeverMore) {

@@ -547,6 +547,91 @@ TEST_F(ProviderJobsFakeTest, VramOverTheLimitStopsTheJobWithTheReason) {
       << end.dump();
 }
 
+// gpu.share (gpu_shares.h): shares pack onto one device with their VRAM
+// budgets, the task gets its device and budget (the executor preloads the
+// guard with it), a whole-GPU job takes the other device, and the next one
+// waits until the shares end.
+TEST_F(ProviderJobsFakeTest, SharesOfAGpuRunTogetherWithTheirBudgetsAndAWholeGpuJobWaitsForTheirDevice) {
+  start_manager([](ProviderOptions& o) { o.gpu_shares = *parse_share_setting("all:2:4G"); });
+  std::string a = submit("p1", {{"share_vram_mib", 8192}});
+  std::string b = submit("p2", {{"share_permille", 250}});  // a quarter of 24 GiB: 6 GiB
+  await_parked(4);
+  json va = view(a), vb = view(b);
+  ASSERT_EQ(va["state"], "running") << va.dump();
+  ASSERT_EQ(vb["state"], "running") << vb.dump();
+  EXPECT_EQ(va["share"]["gpu"], vb["share"]["gpu"]) << "best fit: the second share packs onto the first's device";
+  EXPECT_EQ(va["share"]["vram_bytes"], 8ULL << 30);
+  EXPECT_EQ(vb["share"]["vram_bytes"], 6ULL << 30);
+  EXPECT_EQ(va["share"]["permille"], 334) << "8 of 24 GiB, rounded up: what its receipt meters";
+  EXPECT_EQ(vb["share"]["permille"], 250);
+  EXPECT_TRUE(va["gpus"].empty()) << "a share leases no whole GPU";
+  EXPECT_EQ(leases(), 0u);
+  std::string shared_gpu = va["share"]["gpu"];
+  EXPECT_EQ(jobs_->executor_status()["shares"][shared_gpu].size(), 2u);
+  json offered = jobs_->offer()["shared"][shared_gpu];
+  EXPECT_EQ(offered["jobs"], 2);
+  EXPECT_EQ(offered["vram_bytes"], 14ULL << 30);
+  EXPECT_FALSE(offered.contains("job_id")) << "an offer names no job";
+  for (const auto& spec : fake_.started()) {
+    EXPECT_EQ(spec.gpu_uuids, std::vector<std::string>{va["share"]["gpu"].get<std::string>()});
+    EXPECT_EQ(spec.vram_budget_bytes, view(spec.job_id)["share"]["vram_bytes"].get<uint64_t>());
+  }
+  // A third share: two at once per device, so it takes the other device.
+  std::string c = submit("p3", {{"share_vram_mib", 1024}});
+  await_parked(6);
+  EXPECT_NE(view(c)["share"]["gpu"], va["share"]["gpu"]);
+  // A whole-GPU job: both devices have shares, so it waits, and holds one
+  // back from new shares.
+  std::string whole = submit("p4", {{"gpus", 1}});
+  json w = view(whole);
+  EXPECT_EQ(w["state"], "pending");
+  EXPECT_NE(w.value("waiting_for", "").find("no new shares start on the GPU(s) it will get"), std::string::npos)
+      << w.dump();
+  ASSERT_TRUE(jobs_->stop(JobId(c)).ok());
+  await_end(c);
+  await_parked(6);  // a, b and the whole-GPU job
+  EXPECT_EQ(state(whole), "running");
+  EXPECT_EQ(view(whole)["gpus"][0], view(c)["share"]["gpu"]) << "it got the device the share left";
+  EXPECT_EQ(leases(), 1u);
+}
+
+TEST_F(ProviderJobsFakeTest, AShareIsRefusedAtSubmitWhenNoGpuIsSharedOrNoneCouldHoldIt) {
+  start_manager();  // no gpu.share
+  auto none = jobs_->submit(PeerId("p"), *parse_job_request({{"image", kImage}, {"share_vram_mib", 1024}}));
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message().find("shares none of its GPUs (the provider sets gpu.share)"), std::string::npos)
+      << none.error().message();
+  stop_manager();
+  start_manager([](ProviderOptions& o) { o.gpu_shares = *parse_share_setting("all:4:20G"); });
+  auto big = jobs_->submit(PeerId("p"), *parse_job_request({{"image", kImage}, {"share_vram_mib", 8192}}));
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.error().message().find("the most a shared GPU here holds is 4096 MiB"), std::string::npos)
+      << big.error().message();
+  EXPECT_TRUE(jobs_->list()->empty()) << "nothing was queued";
+}
+
+// The VRAM watch is the last line behind the guard: a share whose
+// processes hold more than its budget (a job that dropped the guard) is
+// stopped like a whole-GPU job over its limit.
+TEST_F(ProviderJobsFakeTest, AShareOverItsBudgetIsStoppedByTheVramWatch) {
+  start_manager([](ProviderOptions& o) { o.gpu_shares = *parse_share_setting("all:2"); });
+  std::string id = submit("p", {{"share_vram_mib", 1024}});
+  await_parked(2);
+  std::string uuid = view(id)["share"]["gpu"];
+  auto st = fake_.inspect(task_of(id).handle);
+  ASSERT_TRUE(st.ok() && st->pid > 0);
+  gpus_.simulate_process(uuid, 999999, 8ULL << 30);  // another tenant's use is not the job's
+  gpus_.simulate_process(uuid, st->pid, 3ULL << 30);
+  advance(2s);
+  json end = await_end(id);
+  EXPECT_EQ(end["reason"], "vram_exceeded");
+  EXPECT_NE(end["message"].get<std::string>().find("used 3072 MiB of GPU memory on " + uuid +
+                                                   ", over its limit of 1024 MiB"),
+            std::string::npos)
+      << end.dump();
+  EXPECT_EQ(end["share"]["gpu"], uuid) << "an ended share still says where it ran";
+}
+
 TEST_F(ProviderJobsFakeTest, StatsAreARunningJobsUseWithItsOwnProcessesVramOnly) {
   start_manager();
   std::string id =
