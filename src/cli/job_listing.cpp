@@ -128,9 +128,16 @@ int64_t gpu_seconds(const json& job, int64_t now_s) {
   if (auto g = job.find("gpus"); g != job.end()) {  // the provider's view: the leased GPUs' ids
     gpus = g->is_array() ? static_cast<int64_t>(g->size()) : g->is_number_integer() ? g->get<int64_t>() : 0;
   }
+  // A share of one GPU: its part of the device (the provider's "share" view), as its receipt meters it.
+  int64_t permille = 1000;
+  if (auto sh = job.find("share"); gpus <= 0 && sh != job.end() && sh->is_object() && sh->contains("gpu")) {
+    gpus = 1;
+    auto p = sh->find("permille");
+    if (p != sh->end() && p->is_number_integer()) permille = std::clamp<int64_t>(p->get<int64_t>(), 1, 1000);
+  }
   if (gpus <= 0) return 0;
   int64_t s = run_seconds(job, now_s);
-  return s < 0 ? -1 : gpus * s;
+  return s < 0 ? -1 : (gpus * s * permille + 999) / 1000;
 }
 
 std::string span_text(int64_t s) {
@@ -154,7 +161,7 @@ nlohmann::ordered_json inspect_view(const json& job) {
   if (ended_badly) {
     for (const char* k : {"reason", "message", "oom_killed", "log_lost"}) first.push_back(k);
   }
-  for (const char* k : {"image", "image_id", "command", "provider_name", "provider", "provider_reachable", "gpus",
+  for (const char* k : {"image", "image_id", "command", "provider_name", "provider", "provider_reachable", "gpus", "share",
                         "gpu_model", "fake_gpus", "submitted_at", "created_at", "started_at", "finished_at",
                         "updated_at", "wall_time_s", "log_bytes", "log_truncated", "queue_position", "waiting_for"}) {
     first.push_back(k);

@@ -121,6 +121,12 @@ TEST(GpuSeconds, AreTheLeasedGpusTimesTheRunTime) {
   EXPECT_EQ(gpu_seconds(j, 1000), -1);  // ended, not known when
   j = {{"state", "pending"}, {"gpus", json::array()}};
   EXPECT_EQ(run_seconds(j, 1000), -1);
+  // A share of one GPU: its part of the device's time, rounded up.
+  j = {{"state", "exited"}, {"started_at", 100}, {"finished_at", 400}, {"gpus", json::array()},
+       {"share", {{"gpu", "GPU-a"}, {"vram_bytes", 8ULL << 30}, {"permille", 334}}}};
+  EXPECT_EQ(gpu_seconds(j, 1000), 101);  // 300 s x 0.334 = 100.2
+  j["share"].erase("gpu");               // asked for, never placed
+  EXPECT_EQ(gpu_seconds(j, 1000), 0);
   EXPECT_EQ(span_text(2 * 3600 + 7 * 60), "2h07m");
 }
 

@@ -131,6 +131,11 @@ void ReceiptsConsumer::process(const reach::Peers::Target& t, const std::string&
         facts.provider = t.key;
         const nlohmann::json& request = cj->spec.contains("request") ? cj->spec["request"] : nlohmann::json();
         facts.gpus_requested = request.is_object() ? request.value("gpus", 0) : 0;
+        // A share of one GPU (--gpus 0.5, --vram alone) is bounded as one GPU.
+        if (facts.gpus_requested == 0 && request.is_object() &&
+            (request.value("share_permille", 0) > 0 || request.value("share_vram_mib", 0) > 0)) {
+          facts.gpus_requested = 1;
+        }
         // Only what this node saw itself: the first ended view's exit code,
         // not a later view a provider could have rewritten.
         facts.exit_code = cj->observed.exit_code;

@@ -65,6 +65,15 @@ Result<StoredReceipt> ReceiptsProvider::ensure(const nlohmann::json& view) {
   end.job_id = job_id;
   end.consumer = consumer->public_key();
   end.devices = view.contains("gpus") && view["gpus"].is_array() ? static_cast<int>(view["gpus"].size()) : 0;
+  if (view.contains("share") && view["share"].is_object() && view["share"].contains("gpu")) {
+    // A share of one GPU: that part of its time (mesh/core/metering.h).
+    end.devices = 1;
+    const auto& share = view["share"];
+    auto p = share.find("permille");
+    end.share_permille = p != share.end() && p->is_number_unsigned()
+                             ? static_cast<uint32_t>(std::min<uint64_t>(p->get<uint64_t>(), 1000))
+                             : 1000;
+  }
   end.gpu_model = view.value("gpu_model", std::string(end.devices > 0 ? "unknown" : mesh::kNoGpuModel));
   if (end.gpu_model.empty()) end.gpu_model = "unknown";
   end.start_s = view.value("started_at", int64_t{0});

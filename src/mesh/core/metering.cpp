@@ -54,7 +54,12 @@ Receipt receipt_for_job_end(const JobEnd& end) {
   int64_t start = end.start_s > 0 && end.start_s <= end.end_s ? end.start_s : end.end_s;
   r.start_ms = start * 1000;
   r.end_ms = end.end_s * 1000;
-  r.gpu_seconds = static_cast<uint64_t>(std::max(0, end.devices)) * static_cast<uint64_t>(end.end_s - start);
+  uint64_t wall_s = static_cast<uint64_t>(end.end_s - start);
+  r.gpu_seconds = static_cast<uint64_t>(std::max(0, end.devices)) * wall_s;
+  if (end.share_permille > 0 && end.devices == 1) {
+    uint64_t permille = std::min<uint64_t>(end.share_permille, 1000);
+    r.gpu_seconds = (permille * wall_s + 999) / 1000;
+  }
   r.exit_status = end.exit_code.value_or(-1);
   r.output_hash = end.output_hash;
   return r;

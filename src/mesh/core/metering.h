@@ -5,7 +5,11 @@
 //
 // GPU-seconds are whole devices x whole wall seconds: the provider's job
 // record keeps start and end in Unix seconds, so start_ms and end_ms are
-// multiples of 1000 and gpu_seconds = devices * (end - start) / 1000.
+// multiples of 1000 and gpu_seconds = devices * (end - start) / 1000. A
+// share of one GPU (jobs/provider/gpu_shares.h) counts its part of the
+// device: ceil(share_permille * (end - start) / 1000), so a half share for
+// an hour is 1,800 GPU-seconds of that model. The consumer bounds a share
+// as one GPU.
 #pragma once
 
 #include <map>
@@ -32,7 +36,8 @@ struct JobEnd {
   std::string job_id;
   PeerKey consumer{};
   std::string gpu_model = kNoGpuModel;  // "none" when devices == 0
-  int devices = 0;                      // GPUs the job held
+  int devices = 0;                      // GPUs the job held (1 for a share)
+  uint32_t share_permille = 0;          // > 0: a share of its one device, this part of it (1..1000)
   int64_t start_s = 0;                  // 0: never started (then start = end, no GPU-seconds)
   int64_t end_s = 0;
   std::optional<int> exit_code;  // nullopt: no exit code (stopped while queued, failed to start, lost) -> -1
@@ -48,7 +53,7 @@ struct ConsumerJobFacts {
   std::string job_id;
   PeerKey self{};      // the consumer
   PeerKey provider{};  // whom the job was submitted to
-  int gpus_requested = 0;
+  int gpus_requested = 0;  // a share of one GPU counts as 1
   std::optional<int> exit_code;  // the one the consumer saw (following, or a view); nullopt: none seen
   UnixMs submitted_ms = 0;
   // The first view in which the job was running: recorded, but no bound (a

@@ -68,6 +68,29 @@ TEST(Metering, AJobEndBecomesAReceiptInWholeDeviceSeconds) {
   EXPECT_EQ(receipt_for_job_end(cpu).gpu_seconds, 0u);
 }
 
+// A share of one GPU (jobs/provider/gpu_shares.h) meters its part of the
+// device's time, rounded up, and the consumer bounds it as one GPU.
+TEST(Metering, AShareOfAGpuCountsItsPartOfTheDevicesTime) {
+  auto consumer = identity(1), provider = identity(2);
+  JobEnd half = sample_end(consumer);
+  half.devices = 1;
+  half.share_permille = 500;
+  Receipt r = receipt_for_job_end(half);
+  EXPECT_EQ(r.gpu_seconds, 50u);  // half of 1 device x 100 s
+  EXPECT_EQ(r.gpu_model, "NVIDIA GeForce RTX 4090");
+  half.share_permille = 333;
+  EXPECT_EQ(receipt_for_job_end(half).gpu_seconds, 34u);  // 33.3, rounded up
+  half.share_permille = 5000;                             // never more than the device
+  EXPECT_EQ(receipt_for_job_end(half).gpu_seconds, 100u);
+  half.share_permille = 250;
+  r = receipt_for_job_end(half);
+  sign_receipt_as_provider(r, provider);
+  ConsumerJobFacts f = facts_for(r, consumer, provider);
+  f.gpus_requested = 1;  // what the consumer's side makes of a share
+  ASSERT_TRUE(check_receipt_for_job(r, f).ok());
+  EXPECT_EQ(judge_receipt(r, f).kind, MeteringVerdict::Kind::kAsIs);
+}
+
 TEST(Metering, TheConsumerAcceptsAnHonestReceiptAndCountersignsIt) {
   auto consumer = identity(1), provider = identity(2);
   Receipt r = receipt_for_job_end(sample_end(consumer));
