@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <regex>
 
@@ -56,13 +57,16 @@ class DockerExecutorTest : public ::testing::Test {
       for (auto& t : *owned) EXPECT_TRUE(executor_->destroy(t.handle, true).ok());
     }
   }
+  // `tweak`: changes to the options before the executor is made.
   std::unique_ptr<DockerExecutor> make(const std::string& owner, const std::string& allow = "yonder-test/*",
-                                       const std::string& pull = "never") {
+                                       const std::string& pull = "never",
+                                       const std::function<void(DockerOptions&)>& tweak = {}) {
     DockerOptions o;
     o.socket = testing::docker_socket();
     o.owner = owner;
     o.jobs_dir = dir_.path();
     o.images = *ImagePolicy::parse(allow, pull);
+    if (tweak) tweak(o);
     return std::make_unique<DockerExecutor>(std::move(o));
   }
   TaskSpec spec(std::vector<std::string> cmd) { return small_task(std::move(cmd)); }
@@ -87,13 +91,8 @@ class DockerExecutorTest : public ::testing::Test {
 // network's gateway, and a job without egress cannot.
 TEST_F(DockerExecutorTest, EgressJobsUseTheDedicatedNetwork) {
   std::string network = "yonder-egress-test-" + random_hex(8);
-  DockerOptions o;
-  o.socket = testing::docker_socket();
-  o.owner = "test-" + random_hex(12);
-  o.jobs_dir = dir_.path();
-  o.images = *ImagePolicy::parse("yonder-test/*", "never");
-  o.egress_network = network;
-  auto egress_executor = std::make_unique<DockerExecutor>(std::move(o));
+  auto egress_executor =
+      make("test-" + random_hex(12), "yonder-test/*", "never", [&](DockerOptions& o) { o.egress_network = network; });
   int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -285,13 +284,8 @@ TEST_F(DockerExecutorTest, AShareOfAGpuRunsWithTheProvidersGuardHoldingItsBudget
                                                std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
                                                std::filesystem::perms::others_exec);
   }
-  DockerOptions o;
-  o.socket = testing::docker_socket();
-  o.owner = "test-" + random_hex(12);
-  o.jobs_dir = dir_.path();
-  o.images = *ImagePolicy::parse("yonder-test/*", "never");
-  o.vram_guard = YONDER_VRAM_GUARD_PATH;
-  executor_ = std::make_unique<DockerExecutor>(std::move(o));
+  executor_ = make("test-" + random_hex(12), "yonder-test/*", "never",
+                   [](DockerOptions& o) { o.vram_guard = YONDER_VRAM_GUARD_PATH; });
   auto s = spec({"sh", "-c",
                  "echo preload=$LD_PRELOAD; /workspace/vram_probe info alloc 48 alloc 32 free_all alloc 60; "
                  "{ echo x > " + std::string(kVramGuardPath) + "; } 2>&1; ls -lnd " + kVramLedgerDir});
