@@ -182,7 +182,8 @@ constexpr std::array kSettings = {
                 "YONDER_GPU_VRAM_GUARD", "",
                 "The VRAM guard library preloaded into shares of a GPU; without it, shares are refused."},
     SettingSpec{"gpu.fake_without_runtime", T::kBool, "false", "false", "YONDER_GPU_FAKE_WITHOUT_RUNTIME", "",
-                "Tests only, with a `fake:N` inventory: run GPU jobs on the fake GPUs without asking Docker for devices."},
+                "Tests only, with a `fake:N` inventory or an NVML test double (`nvml:PATH`): run GPU jobs on those GPUs "
+                "without asking Docker for devices; never with the system's NVML."},
     SettingSpec{"link.listen", T::kString, "0.0.0.0:7850", "0.0.0.0:7850", "YONDER_LINK_LISTEN", "",
                 "Address and port for peer links (TLS 1.3, pinned keys); port 0 picks a free one; empty: do not "
                 "listen (a consumer-only node)."},

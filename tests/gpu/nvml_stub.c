@@ -11,6 +11,8 @@
  * Signatures and struct layouts follow the NVML API reference; the error
  * strings are the ones the real nvmlErrorString returns. Not thread-safe,
  * which is fine: the inventory serialises its calls. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if !defined(NVML_STUB_NO_DRIVER) && !defined(NVML_STUB_NO_DEVICES) && \
@@ -191,7 +193,10 @@ STUB_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device,
 #if defined(NVML_STUB_TWO_GPUS)
 /* Per-process accounting: two processes on the first GPU, one of
  * whose memory NVML cannot tell (NVML_VALUE_NOT_AVAILABLE), none on the
- * second. The layout is nvmlProcessInfo_t v2/v3. */
+ * second. Or, when YONDER_NVML_STUB_PROCESSES names a file, the processes
+ * its lines give ("DEVICE_INDEX HOST_PID BYTES"; at most 16 a device), read
+ * at each call: how a daemon-level test makes a job's process hold GPU
+ * memory. The layout is nvmlProcessInfo_t v2/v3. */
 typedef struct {
   unsigned int pid;
   unsigned long long usedGpuMemory;
@@ -201,6 +206,30 @@ typedef struct {
 
 STUB_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
                                                                  nvmlProcessInfo_t* infos) {
+  const char* listed = getenv("YONDER_NVML_STUB_PROCESSES");
+  if (listed != NULL) {
+    nvmlProcessInfo_t found[16];
+    unsigned int n = 0;
+    FILE* f = fopen(listed, "r");
+    unsigned int index = 0, pid = 0;
+    unsigned long long bytes = 0;
+    while (f != NULL && n < 16 && fscanf(f, "%u %u %llu", &index, &pid, &bytes) == 3) {
+      if (index < 2 && device == &kStubGpus[index]) {
+        found[n].pid = pid;
+        found[n].usedGpuMemory = bytes;
+        found[n].gpuInstanceId = found[n].computeInstanceId = 0;
+        ++n;
+      }
+    }
+    if (f != NULL) fclose(f);
+    if (*count < n) {
+      *count = n;
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    *count = n;
+    memcpy(infos, found, n * sizeof found[0]);
+    return NVML_SUCCESS;
+  }
   unsigned int n = device == &kStubGpus[0] ? 2 : 0;
   if (*count < n) {
     *count = n;

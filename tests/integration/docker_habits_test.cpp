@@ -428,6 +428,47 @@ TEST(SharedGpu, TwoFourGigabyteSharesRunAtOnceOnOneGpuAThirdWaitsAndAllocationsP
   for (const char* name : {"two", "three"}) EXPECT_EQ(laptop.yonder({"stop", name}).exit_code, 0);
 }
 
+// The last line: a job that gets past the guard (here a static program,
+// which ld.so never preloads into) and holds more GPU memory than its share
+// is stopped by the VRAM watch. NVML is its TEST DOUBLE (tests/gpu/
+// nvml_stub.c), told through a file which host process holds what, as the
+// real one would report the job's process.
+TEST(SharedGpu, AShareThatGetsPastTheGuardIsStoppedByTheVramWatch) {
+  YONDER_REQUIRE_DOCKER_OR_SKIP();
+  TempDir dir;
+  std::string held = dir / "nvml-processes";
+  std::ofstream(held) << "";
+  Node studio(dir, "studio", true,
+              Env{{"YONDER_GPU_INVENTORY", std::string("nvml:") + YONDER_NVML_STUB_PATH},
+                  {"YONDER_GPU_FAKE_WITHOUT_RUNTIME", "true"},
+                  {"YONDER_GPU_SHARE", "0:2"},
+                  {"YONDER_NVML_STUB_PROCESSES", held}},
+              "[gpu]\nvram_check_interval_ms = 200\n");
+  Node laptop(dir, "laptop", false);
+  laptop.pair_with(studio, {"--max-jobs", "2", "--scope", "run"});
+  auto d = laptop.yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--vram", "1G", "-d", "--",
+                          "sleep", "120"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::string id = d.out.substr(0, d.out.find('\n'));
+  auto view = [&] { return json::parse(laptop.yonder({"inspect", id}).out, nullptr, false); };
+  ASSERT_TRUE(wait_until([&] { return view().value("state", "") == "running"; })) << view().dump();
+  // The job's container is yonder-<id>; its first process, as the host sees it.
+  auto pid = run({"/usr/bin/env", "docker", "inspect", "-f", "{{.State.Pid}}", "yonder-" + id});
+  ASSERT_EQ(pid.exit_code, 0) << pid.err;
+  std::ofstream(held) << "0 99999 8589934592\n"                                    // another tenant's 8 GiB
+                      << "0 " << pid.out.substr(0, pid.out.find('\n')) << " 3221225472\n";  // the job's 3 GiB
+  json ended;
+  ASSERT_TRUE(wait_until([&] {
+    ended = view();
+    return ended.value("state", "") == "stopped";
+  })) << ended.dump();
+  EXPECT_EQ(ended["reason"], "vram_exceeded") << ended.dump();
+  EXPECT_NE(ended.value("message", "").find("used 3072 MiB of GPU memory on GPU-5a1b0000-0000-4000-8000-000000000001, "
+                                            "over its limit of 1024 MiB"),
+            std::string::npos)
+      << ended.dump();
+}
+
 TEST_F(DockerHabits, ShmSizeSetsTheJobsDevShmUpToHalfItsMemory) {
   // busybox df -k: "Filesystem 1K-blocks Used Available Use% Mounted on", then /dev/shm's line.
   auto r = laptop().yonder({"run", "--on", "studio", "--image", kImage, "--no-upload", "--memory", "64M",

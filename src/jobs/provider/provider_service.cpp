@@ -102,7 +102,8 @@ Result<std::unique_ptr<ProviderService>> ProviderService::create(const config::C
   options.workspaces_max_bytes = static_cast<uint64_t>(std::max<int64_t>(0, cfg.get_int("jobs.workspaces_max_mib"))) << 20;
   options.stop_grace = std::chrono::seconds(std::max<int64_t>(0, cfg.get_int("jobs.stop_grace_s")));
   options.vram_interval = std::chrono::milliseconds(std::max<int64_t>(100, cfg.get_int("gpu.vram_check_interval_ms")));
-  options.simulate_gpus = backend == "docker" && cfg.get("gpu.inventory").rfind("fake:", 0) == 0 &&
+  // Tests only: a fake inventory, or NVML's test double (tests/gpu/nvml_stub.c).
+  options.simulate_gpus = backend == "docker" && cfg.get("gpu.inventory") != "nvml" &&
                           cfg.get_bool("gpu.fake_without_runtime");
   auto shares = parse_share_setting(cfg.get("gpu.share"));
   if (!shares) return std::move(shares).error();
