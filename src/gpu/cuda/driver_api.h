@@ -39,7 +39,17 @@ enum {
   CUDA_ERROR_INVALID_VALUE = 1,
   CUDA_ERROR_OUT_OF_MEMORY = 2,
   CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_IMAGE = 200,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_LAUNCH_FAILED = 719,
+  CUDA_ERROR_NOT_PERMITTED = 800,
+  CUDA_ERROR_NOT_SUPPORTED = 801,
+  CUDA_ERROR_UNKNOWN = 999,
 };
 
 typedef uint64_t CUdeviceptr;
@@ -88,6 +98,75 @@ typedef enum {
   CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
   CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
 } CUdriverProcAddressQueryResult;
+
+/* Contexts, devices, streams, events, modules and launches, from the
+ * reference's sections Device Management, Primary Context Management,
+ * Context Management, Stream Management, Event Management, Module
+ * Management, Execution Control and Occupancy: what the remote-CUDA stand-in
+ * (src/gpu/remote) forwards. Handles are opaque pointers the driver hands
+ * out; CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD (0x2) are the two
+ * documented stream values that are not handles. cuFuncGetParamInfo is CUDA
+ * 12.4. cuLaunchKernel's `extra` is a list of (key, value) pointers ended by
+ * CU_LAUNCH_PARAM_END; with CU_LAUNCH_PARAM_BUFFER_POINTER and
+ * CU_LAUNCH_PARAM_BUFFER_SIZE the arguments come as one packed buffer. */
+typedef struct CUmod_st* CUmodule;
+typedef struct CUfunc_st* CUfunction;
+typedef struct CUevent_st* CUevent;
+typedef int CUdevice_attribute;
+typedef int CUfunction_attribute;
+/* The stream values that are not handles, and the keys of cuLaunchKernel's
+ * `extra`, as the numbers they are (the driver's header casts them to
+ * CUstream and void*). */
+enum { YONDER_CU_STREAM_LEGACY = 0x1, YONDER_CU_STREAM_PER_THREAD = 0x2 };
+enum {
+  YONDER_CU_LAUNCH_PARAM_END = 0x00,
+  YONDER_CU_LAUNCH_PARAM_BUFFER_POINTER = 0x01,
+  YONDER_CU_LAUNCH_PARAM_BUFFER_SIZE = 0x02,
+};
+
+typedef CUresult (*PFN_cuDriverGetVersion)(int* version);
+typedef CUresult (*PFN_cuDeviceGetCount)(int* count);
+typedef CUresult (*PFN_cuDeviceGet)(CUdevice* device, int ordinal);
+typedef CUresult (*PFN_cuDeviceGetName)(char* name, int length, CUdevice device);
+typedef CUresult (*PFN_cuDeviceTotalMem_v2)(size_t* bytes, CUdevice device);
+typedef CUresult (*PFN_cuDeviceGetAttribute)(int* value, CUdevice_attribute attribute, CUdevice device);
+typedef CUresult (*PFN_cuDevicePrimaryCtxRetain)(CUcontext* ctx, CUdevice device);
+typedef CUresult (*PFN_cuDevicePrimaryCtxRelease_v2)(CUdevice device);
+typedef CUresult (*PFN_cuCtxSetCurrent)(CUcontext ctx);
+typedef CUresult (*PFN_cuCtxGetCurrent)(CUcontext* ctx);
+typedef CUresult (*PFN_cuCtxGetDevice)(CUdevice* device);
+typedef CUresult (*PFN_cuCtxSynchronize)(void);
+typedef CUresult (*PFN_cuMemcpyHtoD_v2)(CUdeviceptr dst, const void* src, size_t bytes);
+typedef CUresult (*PFN_cuMemcpyDtoH_v2)(void* dst, CUdeviceptr src, size_t bytes);
+typedef CUresult (*PFN_cuMemcpyDtoD_v2)(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+typedef CUresult (*PFN_cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);
+typedef CUresult (*PFN_cuMemcpyDtoHAsync_v2)(void* dst, CUdeviceptr src, size_t bytes, CUstream stream);
+typedef CUresult (*PFN_cuMemsetD8_v2)(CUdeviceptr dst, unsigned char value, size_t count);
+typedef CUresult (*PFN_cuMemsetD32_v2)(CUdeviceptr dst, unsigned int value, size_t count);
+typedef CUresult (*PFN_cuStreamCreate)(CUstream* stream, unsigned int flags);
+typedef CUresult (*PFN_cuStreamDestroy_v2)(CUstream stream);
+typedef CUresult (*PFN_cuStreamSynchronize)(CUstream stream);
+typedef CUresult (*PFN_cuStreamQuery)(CUstream stream);
+typedef CUresult (*PFN_cuStreamWaitEvent)(CUstream stream, CUevent event, unsigned int flags);
+typedef CUresult (*PFN_cuEventCreate)(CUevent* event, unsigned int flags);
+typedef CUresult (*PFN_cuEventRecord)(CUevent event, CUstream stream);
+typedef CUresult (*PFN_cuEventSynchronize)(CUevent event);
+typedef CUresult (*PFN_cuEventQuery)(CUevent event);
+typedef CUresult (*PFN_cuEventElapsedTime)(float* milliseconds, CUevent start, CUevent end);
+typedef CUresult (*PFN_cuEventDestroy_v2)(CUevent event);
+typedef CUresult (*PFN_cuModuleLoadData)(CUmodule* module, const void* image);
+typedef CUresult (*PFN_cuModuleUnload)(CUmodule module);
+typedef CUresult (*PFN_cuModuleGetFunction)(CUfunction* function, CUmodule module, const char* name);
+typedef CUresult (*PFN_cuFuncGetAttribute)(int* value, CUfunction_attribute attribute, CUfunction function);
+typedef CUresult (*PFN_cuFuncGetParamInfo)(CUfunction function, size_t index, size_t* offset, size_t* size);
+typedef CUresult (*PFN_cuLaunchKernel)(CUfunction function, unsigned int grid_x, unsigned int grid_y,
+                                       unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+                                       unsigned int block_z, unsigned int shared_bytes, CUstream stream,
+                                       void** params, void** extra);
+typedef CUresult (*PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor)(int* blocks, CUfunction function,
+                                                                    int block_size, size_t dynamic_shared_bytes);
+typedef CUresult (*PFN_cuGetErrorName)(CUresult error, const char** name);
+typedef CUresult (*PFN_cuGetErrorString)(CUresult error, const char** text);
 
 /* The CUDA version from which a base name means its _v2 entry point. */
 #define YONDER_CUDA_V2_SINCE 3020

@@ -1,0 +1,532 @@
+// The stand-in driver, libcuda.so.1 on the consumer's machine: a program
+// (or the CUDA runtime inside it) loads it in place of NVIDIA's driver, and
+// each driver call it makes is sent to a worker next to a real GPU
+// (worker.h) and answered from there.
+//
+// Built from the call table: every row of origin kGenerated becomes an
+// exported function of the driver's own name and signature; the rows of
+// origin kWritten are written below (the current context, chunked copies,
+// launches); a few calls are answered here without the worker
+// (cuCtxGetCurrent, cuGetErrorName/String, cuGetProcAddress).
+//
+// The session: one connection per process to the socket named by
+// YONDER_CUDA_SOCKET, opened at the first call, guarded by one mutex (the
+// driver is thread-safe; replies come back in order). Fire-and-forget calls
+// are buffered and sent in batches, before the next synchronous call or
+// when kFlushBytes have gathered. The current context is per thread, as on
+// the driver: the stand-in keeps it per thread and tells the worker (whose
+// one thread runs every call) before a call from a thread whose context
+// differs from the last one sent.
+//
+// Built without sanitizers and with its symbols bound to itself
+// (-Bsymbolic): it is loaded into programs that are not ours.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "gpu/cuda/driver_api.h"
+#include "gpu/remote/call_codec.h"
+#include "gpu/remote/call_table.h"
+#include "gpu/remote/param_lists.h"
+#include "gpu/remote/wire.h"
+
+#define YONDER_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace yonder::gpu::remote {
+namespace {
+
+constexpr CUresult kLinkLost = 46;  // CUDA_ERROR_DEVICE_UNAVAILABLE
+constexpr size_t kFlushBytes = 256 * 1024;
+
+void say(const char* format, ...) __attribute__((format(printf, 1, 2)));
+void say(const char* format, ...) {
+  std::fputs("yonder cuda: ", stderr);
+  va_list args;
+  va_start(args, format);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
+  std::fputc('\n', stderr);
+}
+
+thread_local CUcontext t_current = nullptr;
+
+class Session {
+ public:
+  std::mutex mu;
+
+  // Connects and greets once; then makes the worker's current context this
+  // thread's. CUDA_SUCCESS, or the error every call returns from now on.
+  CUresult ready_locked() {
+    if (broken_ != CUDA_SUCCESS) return broken_;
+    if (fd_ < 0) {
+      if (CUresult r = connect_locked(); r != CUDA_SUCCESS) return broken_ = r;
+    }
+    if (t_current != worker_current_) {
+      auto args = std::make_tuple(t_current);
+      client::encode_request<InHandle<CUcontext>>(out_, CallId::cuCtxSetCurrent, args);
+      worker_current_ = t_current;
+    }
+    return CUDA_SUCCESS;
+  }
+
+  std::vector<uint8_t>& out() { return out_; }
+
+  CUresult after_async_locked() {
+    if (out_.size() < kFlushBytes) return CUDA_SUCCESS;
+    return flush_locked() ? CUDA_SUCCESS : lost_locked("sending");
+  }
+
+  // Sends what is buffered and reads the next reply's body into `reply`.
+  CUresult round_trip_locked(std::vector<uint8_t>& reply) {
+    if (!flush_locked()) return lost_locked("sending");
+    if (!read_frame_locked(reply)) return lost_locked("waiting for the reply");
+    return CUDA_SUCCESS;
+  }
+
+  // Takes a reply's fixed part; returns the call's result, or an earlier
+  // fire-and-forget call's failure that the reply reports.
+  CUresult result_of(Reader& r, CallId id) {
+    int32_t result = 0;
+    uint16_t deferred_call = 0;
+    int32_t deferred_result = 0;
+    if (!r.take(result) || !r.take(deferred_call) || !r.take(deferred_result)) {
+      return broken("a reply too short to read");
+    }
+    if (deferred_result != CUDA_SUCCESS) {
+      const CallInfo* failed = find_call(deferred_call);
+      const CallInfo* here = find_call(static_cast<uint16_t>(id));
+      say("an earlier %s failed on the GPU with error %d; reported at %s, the next call that waits",
+          failed != nullptr ? failed->name : "call", deferred_result, here != nullptr ? here->name : "a call");
+      if (result == CUDA_SUCCESS) return deferred_result;
+    }
+    return result;
+  }
+
+  CUresult broken(const char* what) {
+    say("the GPU's worker sent %s; the session is over: run the program again", what);
+    close_locked();
+    return broken_ = kLinkLost;
+  }
+
+ private:
+  CUresult connect_locked() {
+    const char* path = std::getenv("YONDER_CUDA_SOCKET");
+    if (path == nullptr || *path == '\0') {
+      say("YONDER_CUDA_SOCKET is not set, so there is no GPU to reach: run the program under "
+          "`yonder cuda --on PEER -- PROGRAM`");
+      return CUDA_ERROR_NO_DEVICE;
+    }
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    if (std::strlen(path) >= sizeof(address.sun_path)) {
+      say("YONDER_CUDA_SOCKET is longer than a socket path may be: %s", path);
+      return CUDA_ERROR_NO_DEVICE;
+    }
+    std::strcpy(address.sun_path, path);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+      say("cannot reach the GPU's worker at %s (%s): is `yonder cuda` still running?", path, std::strerror(errno));
+      if (fd >= 0) ::close(fd);
+      return CUDA_ERROR_NO_DEVICE;
+    }
+    fd_ = fd;
+    size_t at = begin_frame(out_);
+    Writer w(out_);
+    w.put(static_cast<uint16_t>(CallId::kHello));
+    w.put(kHelloMagic);
+    w.put(kProtocolVersion);
+    finish_frame(out_, at);
+    std::vector<uint8_t> reply;
+    if (CUresult r = round_trip_locked(reply); r != CUDA_SUCCESS) return r;
+    Reader r(reply.data(), reply.size());
+    int32_t result = 0;
+    uint16_t ignored_call = 0;
+    int32_t ignored_result = 0;
+    uint16_t version = 0;
+    uint32_t max_frame = 0;
+    if (!r.take(result) || !r.take(ignored_call) || !r.take(ignored_result) || !r.take(version) || !r.take(max_frame)) {
+      return broken("a hello too short to read");
+    }
+    if (result != CUDA_SUCCESS) {
+      say("the GPU's worker speaks version %u of the call protocol, this stand-in %u: install the same Yonder "
+          "release on both machines",
+          version, kProtocolVersion);
+      close_locked();
+      return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return CUDA_SUCCESS;
+  }
+
+  bool flush_locked() {
+    size_t at = 0;
+    while (at < out_.size()) {
+      ssize_t n = ::send(fd_, out_.data() + at, out_.size() - at, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      at += static_cast<size_t>(n);
+    }
+    out_.clear();
+    return true;
+  }
+
+  bool read_exact(uint8_t* data, size_t size) {
+    while (size > 0) {
+      ssize_t n = ::recv(fd_, data, size, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      data += n;
+      size -= static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  bool read_frame_locked(std::vector<uint8_t>& body) {
+    uint8_t prefix[4];
+    if (!read_exact(prefix, 4)) return false;
+    uint32_t length;
+    std::memcpy(&length, prefix, 4);
+    if (length < kReplyHeaderBytes || length > kMaxFrameBytes) return false;
+    body.resize(length);
+    return read_exact(body.data(), length);
+  }
+
+  CUresult lost_locked(const char* when) {
+    say("the link to the GPU's worker closed while %s; this program's GPU state is gone: run it again", when);
+    close_locked();
+    return broken_ = kLinkLost;
+  }
+
+  void close_locked() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    out_.clear();
+  }
+
+  int fd_ = -1;
+  CUresult broken_ = CUDA_SUCCESS;
+  CUcontext worker_current_ = nullptr;
+  std::vector<uint8_t> out_;
+};
+
+Session& session() {
+  static Session* s = new Session();  // never destroyed: calls may come during exit
+  return *s;
+}
+
+// One call through the session: checks, encodes, and for a synchronous call
+// waits for the reply and fills the outputs.
+template <Mode M, class... P>
+CUresult remote_call(CallId id, ArgOf<P>... a) {
+  std::tuple<ArgOf<P>...> args(a...);
+  if (!client::valid<P...>(args)) return CUDA_ERROR_INVALID_VALUE;
+  Session& s = session();
+  std::lock_guard lock(s.mu);
+  if (CUresult r = s.ready_locked(); r != CUDA_SUCCESS) return r;
+  client::encode_request<P...>(s.out(), id, args);
+  if constexpr (M == Mode::kAsync) {
+    return s.after_async_locked();
+  } else {
+    std::vector<uint8_t> reply;
+    if (CUresult r = s.round_trip_locked(reply); r != CUDA_SUCCESS) return r;
+    Reader r(reply.data(), reply.size());
+    CUresult result = s.result_of(r, id);
+    if (result == CUDA_SUCCESS && !client::decode_outputs<P...>(r, args)) {
+      return s.broken("a reply that does not match its call");
+    }
+    return result;
+  }
+}
+
+}  // namespace
+}  // namespace yonder::gpu::remote
+
+using namespace yonder::gpu::remote;  // NOLINT: the exports below are the table's rows
+
+// ---- Generated: one export per kGenerated row ----
+#define YONDER_REMOTE_EXPORT_kGenerated(name, mode, ...)                                                     \
+  YONDER_EXPORT CUresult name(YONDER_REMOTE_PARAMS(__VA_ARGS__)) {                                           \
+    return remote_call<Mode::mode __VA_OPT__(, ) __VA_ARGS__>(CallId::name YONDER_REMOTE_ARGS(__VA_ARGS__)); \
+  }
+#define YONDER_REMOTE_EXPORT_kWritten(name, mode, ...)
+#define YONDER_REMOTE_EXPORT_kOurs(name, mode, ...)
+#define YONDER_REMOTE_EXPORT(id, name, mode, origin, ...) \
+  YONDER_REMOTE_EXPORT_##origin(name, mode __VA_OPT__(, ) __VA_ARGS__)
+YONDER_REMOTE_CUDA_CALLS(YONDER_REMOTE_EXPORT)
+#undef YONDER_REMOTE_EXPORT
+
+// ---- Written ----
+
+YONDER_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  t_current = ctx;
+  return CUDA_SUCCESS;
+}
+
+YONDER_EXPORT CUresult cuCtxGetCurrent(CUcontext* ctx) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *ctx = t_current;
+  return CUDA_SUCCESS;
+}
+
+YONDER_EXPORT CUresult cuCtxSynchronize(void) {
+  return remote_call<Mode::kSync>(CallId::cuCtxSynchronize);
+}
+
+namespace {
+
+// Copies to the device go in chunks, fire-and-forget: the driver, too,
+// returns from a copy out of pageable memory once the bytes are staged.
+template <class... Extra>
+CUresult copy_to_device(CallId id, CUdeviceptr dst, const void* src, size_t bytes, Extra... extra) {
+  if (src == nullptr && bytes != 0) return CUDA_ERROR_INVALID_VALUE;
+  const auto* from = static_cast<const uint8_t*>(src);
+  size_t done = 0;
+  do {
+    size_t n = std::min<size_t>(bytes - done, kCopyChunkBytes);
+    CUresult r = remote_call<Mode::kAsync, In<CUdeviceptr>, InBytes<2>, In<size_t>, InHandle<Extra>...>(
+        id, dst + done, from + done, n, extra...);
+    if (r != CUDA_SUCCESS) return r;
+    done += n;
+  } while (done < bytes);
+  return CUDA_SUCCESS;
+}
+
+// Copies from the device wait for their bytes, a chunk at a time.
+template <class... Extra>
+CUresult copy_from_device(CallId id, void* dst, CUdeviceptr src, size_t bytes, Extra... extra) {
+  if (dst == nullptr && bytes != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto* to = static_cast<uint8_t*>(dst);
+  size_t done = 0;
+  do {
+    size_t n = std::min<size_t>(bytes - done, kCopyChunkBytes);
+    CUresult r = remote_call<Mode::kSync, OutBytes<2>, In<CUdeviceptr>, In<size_t>, InHandle<Extra>...>(
+        id, to + done, src + done, n, extra...);
+    if (r != CUDA_SUCCESS) return r;
+    done += n;
+  } while (done < bytes);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+YONDER_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  return copy_to_device(CallId::cuMemcpyHtoD_v2, dst, src, bytes);
+}
+YONDER_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
+  return copy_to_device(CallId::cuMemcpyHtoDAsync_v2, dst, src, bytes, stream);
+}
+YONDER_EXPORT CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  return copy_from_device(CallId::cuMemcpyDtoH_v2, dst, src, bytes);
+}
+// Waits for its bytes: the caller may only read them after synchronising,
+// and having them sooner is allowed.
+YONDER_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  return copy_from_device(CallId::cuMemcpyDtoHAsync_v2, dst, src, bytes, stream);
+}
+
+namespace {
+
+// Each function's parameter layout, asked of the worker at its first launch.
+std::mutex g_layouts_mu;
+std::unordered_map<CUfunction, std::vector<std::pair<uint64_t, uint64_t>>> g_layouts;
+
+CUresult layout_of(CUfunction function, std::vector<std::pair<uint64_t, uint64_t>>& layout) {
+  {
+    std::lock_guard lock(g_layouts_mu);
+    auto it = g_layouts.find(function);
+    if (it != g_layouts.end()) {
+      layout = it->second;
+      return CUDA_SUCCESS;
+    }
+  }
+  uint32_t count = 0;
+  uint64_t capacity = uint64_t{kMaxKernelParams} * 16;
+  std::vector<uint8_t> pairs(capacity);
+  CUresult r = remote_call<Mode::kSync, InHandle<CUfunction>, Out<uint32_t>, OutBytes<3>, In<uint64_t>>(
+      CallId::ycFuncParamLayout, function, &count, pairs.data(), capacity);
+  if (r != CUDA_SUCCESS) return r;
+  if (count > kMaxKernelParams) return CUDA_ERROR_INVALID_VALUE;
+  layout.clear();
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t offset;
+    uint64_t size;
+    std::memcpy(&offset, pairs.data() + 16 * i, 8);
+    std::memcpy(&size, pairs.data() + 16 * i + 8, 8);
+    if (size > 4096 || offset > 65536) return CUDA_ERROR_INVALID_VALUE;
+    layout.emplace_back(offset, size);
+  }
+  std::lock_guard lock(g_layouts_mu);
+  g_layouts[function] = layout;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+YONDER_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned int grid_x, unsigned int grid_y,
+                                      unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+                                      unsigned int block_z, unsigned int shared_bytes, CUstream stream, void** params,
+                                      void** extra) {
+  std::vector<uint8_t> packed;
+  uint32_t form = kLaunchByLayout;
+  if (params != nullptr) {
+    std::vector<std::pair<uint64_t, uint64_t>> layout;
+    if (CUresult r = layout_of(function, layout); r != CUDA_SUCCESS) return r;
+    uint64_t total = 0;
+    for (const auto& [offset, size] : layout) total = std::max(total, offset + size);
+    packed.assign(total, 0);
+    for (size_t i = 0; i < layout.size(); ++i) {
+      if (params[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      std::memcpy(packed.data() + layout[i].first, params[i], layout[i].second);
+    }
+  } else if (extra != nullptr) {
+    // (key, value) pairs to CU_LAUNCH_PARAM_END: the buffer and its size.
+    const void* buffer = nullptr;
+    const size_t* size = nullptr;
+    for (size_t i = 0; extra[i] != launch_key(YONDER_CU_LAUNCH_PARAM_END) && i < 16; i += 2) {
+      if (extra[i] == launch_key(YONDER_CU_LAUNCH_PARAM_BUFFER_POINTER)) buffer = extra[i + 1];
+      if (extra[i] == launch_key(YONDER_CU_LAUNCH_PARAM_BUFFER_SIZE)) size = static_cast<const size_t*>(extra[i + 1]);
+    }
+    if (buffer == nullptr || size == nullptr || *size > 65536) return CUDA_ERROR_INVALID_VALUE;
+    const auto* bytes = static_cast<const uint8_t*>(buffer);
+    packed.assign(bytes, bytes + *size);
+    form = kLaunchPackedBuffer;
+  }
+  return remote_call<Mode::kAsync, InHandle<CUfunction>, In<unsigned int>, In<unsigned int>, In<unsigned int>,
+                     In<unsigned int>, In<unsigned int>, In<unsigned int>, In<unsigned int>, InHandle<CUstream>,
+                     In<uint32_t>, InBytes<11>, In<uint64_t>>(CallId::ycLaunchKernel, function, grid_x, grid_y, grid_z,
+                                                              block_x, block_y, block_z, shared_bytes, stream, form,
+                                                              packed.data(), uint64_t{packed.size()});
+}
+
+// ---- Answered here ----
+
+namespace {
+
+struct ErrorText {
+  CUresult code;
+  const char* name;
+  const char* text;
+};
+constexpr ErrorText kErrors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {kLinkLost, "CUDA_ERROR_DEVICE_UNAVAILABLE", "the link to the remote GPU is gone"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no remote GPU: run under `yonder cuda`"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported by the remote GPU"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+const ErrorText* error_text(CUresult code) {
+  for (const auto& e : kErrors) {
+    if (e.code == code) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+YONDER_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const ErrorText* e = error_text(error);
+  *name = e != nullptr ? e->name : nullptr;
+  return e != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+YONDER_EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
+  if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const ErrorText* e = error_text(error);
+  *text = e != nullptr ? e->text : nullptr;
+  return e != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+YONDER_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
+                                           CUdriverProcAddressQueryResult* status);
+YONDER_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags);
+
+namespace {
+
+struct Entry {
+  const char* name;
+  void* fn;
+};
+
+// Every function this stand-in exports, by its exported name.
+const Entry kEntries[] = {
+#define YONDER_REMOTE_ENTRY_kGenerated(name) {#name, reinterpret_cast<void*>(&::name)},
+#define YONDER_REMOTE_ENTRY_kWritten(name) {#name, reinterpret_cast<void*>(&::name)},
+#define YONDER_REMOTE_ENTRY_kOurs(name)
+#define YONDER_REMOTE_ENTRY(id, name, mode, origin, ...) YONDER_REMOTE_ENTRY_##origin(name)
+    YONDER_REMOTE_CUDA_CALLS(YONDER_REMOTE_ENTRY)
+#undef YONDER_REMOTE_ENTRY
+        {"cuCtxGetCurrent", reinterpret_cast<void*>(&cuCtxGetCurrent)},
+    {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
+    {"cuGetErrorName", reinterpret_cast<void*>(&cuGetErrorName)},
+    {"cuGetErrorString", reinterpret_cast<void*>(&cuGetErrorString)},
+    {"cuGetProcAddress", reinterpret_cast<void*>(&cuGetProcAddress)},
+    {"cuGetProcAddress_v2", reinterpret_cast<void*>(&cuGetProcAddress_v2)},
+};
+
+void* find_entry(const std::string& name) {
+  for (const auto& e : kEntries) {
+    if (name == e.name) return e.fn;
+  }
+  return nullptr;
+}
+
+bool tracing() {
+  static const bool on = [] {
+    const char* v = std::getenv("YONDER_CUDA_TRACE");
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+}  // namespace
+
+// A base name resolves to its versioned entry point the way the driver's
+// does: "cuMemAlloc" is cuMemAlloc_v2 for CUDA 3.2 on, "cuGetProcAddress"
+// is cuGetProcAddress_v2 for 12.0 on. The per-thread default stream
+// variants (_ptsz, _ptds) resolve to the same functions: the worker runs
+// every call on one thread, where the two default streams coincide.
+// Unknown names are CUDA_ERROR_NOT_FOUND, as on a driver that lacks them,
+// so the runtime takes its fallbacks; YONDER_CUDA_TRACE=1 lists them.
+YONDER_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t,
+                                           CUdriverProcAddressQueryResult* status) {
+  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::string name(symbol);
+  void* fn = nullptr;
+  if (name == "cuGetProcAddress" && cuda_version >= YONDER_CUDA_PROC_ADDRESS_V2_SINCE) {
+    fn = find_entry("cuGetProcAddress_v2");
+  }
+  if (fn == nullptr && cuda_version >= YONDER_CUDA_V2_SINCE) fn = find_entry(name + "_v2");
+  if (fn == nullptr) fn = find_entry(name);
+  *pfn = fn;
+  if (status != nullptr) *status = fn != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (fn == nullptr && tracing())
+    say("%s is not carried to the remote GPU (asked for through cuGetProcAddress)", symbol);
+  return fn != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+YONDER_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags) {
+  return cuGetProcAddress_v2(symbol, pfn, cuda_version, flags, nullptr);
+}
