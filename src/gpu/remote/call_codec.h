@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -408,29 +409,34 @@ struct Slot<InBytes<L>> {
   void encode(Writer&) const {}
 };
 
-template <size_t L, class C, uint64_t Bound>
+// A buffer the driver fills, sent back whole. Copies' buffers are not
+// zeroed first (the driver writes every byte of a copy that succeeds, and
+// a failed call's buffer is not sent); names' are.
+template <size_t L, class C, uint64_t Bound, bool Zeroed>
 struct BytesOutSlot {
-  std::vector<uint8_t> buffer;
+  std::unique_ptr<uint8_t[]> buffer;
+  size_t size = 0;
   bool decode(Reader&, const HandleTable&) { return true; }
   template <class Slots>
   Check prepare(const Slots& slots, const HandleTable&) {
     uint64_t n = std::get<L>(slots).length();
     if (n > Bound) return Check::kBadValue;
-    buffer.assign(static_cast<size_t>(n), 0);
+    size = static_cast<size_t>(n);
+    buffer.reset(Zeroed ? new uint8_t[size]() : new uint8_t[size]);
     return Check::kOk;
   }
-  C* arg() { return reinterpret_cast<C*>(buffer.data()); }
+  C* arg() { return reinterpret_cast<C*>(buffer.get()); }
   template <class Slots>
   void commit(const Slots&, HandleTable&) {}
   void encode(Writer& w) const {
-    w.put(static_cast<uint32_t>(buffer.size()));
-    w.put_bytes(buffer.data(), buffer.size());
+    w.put(static_cast<uint32_t>(size));
+    w.put_bytes(buffer.get(), size);
   }
 };
 template <size_t L>
-struct Slot<OutBytes<L>> : BytesOutSlot<L, void, kCopyChunkBytes> {};
+struct Slot<OutBytes<L>> : BytesOutSlot<L, void, kCopyChunkBytes, false> {};
 template <size_t L>
-struct Slot<OutChars<L>> : BytesOutSlot<L, char, kMaxNameBytes> {};
+struct Slot<OutChars<L>> : BytesOutSlot<L, char, kMaxNameBytes, true> {};
 
 template <>
 struct Slot<InName> {

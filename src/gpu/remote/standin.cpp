@@ -24,6 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -48,6 +49,8 @@ namespace {
 
 constexpr CUresult kLinkLost = 46;  // CUDA_ERROR_DEVICE_UNAVAILABLE
 constexpr size_t kFlushBytes = 256 * 1024;
+// Chunks of a copy from the device requested before the first is read.
+constexpr size_t kCopyWindow = 8;
 
 void say(const char* format, ...) __attribute__((format(printf, 1, 2)));
 void say(const char* format, ...) {
@@ -111,6 +114,49 @@ class Session {
       if (result == CUDA_SUCCESS) return deferred_result;
     }
     return result;
+  }
+
+  // Requests `bytes` from the device at `src` in chunks, at most
+  // kCopyWindow in flight, and reads each reply's bytes into `dst`.
+  template <class... Extra>
+  CUresult copy_from_device_locked(CallId id, uint8_t* dst, CUdeviceptr src, size_t bytes, Extra... extra) {
+    size_t chunks = bytes == 0 ? 1 : (bytes + kCopyChunkBytes - 1) / kCopyChunkBytes;
+    size_t asked = 0;  // chunks requested
+    size_t read = 0;   // chunks answered
+    CUresult first = CUDA_SUCCESS;
+    while (read < asked || (first == CUDA_SUCCESS && asked < chunks)) {
+      // After a failure nothing more is asked; what is in flight is read.
+      while (first == CUDA_SUCCESS && asked < chunks && asked - read < kCopyWindow) {
+        size_t at = asked * kCopyChunkBytes;
+        size_t n = std::min<size_t>(bytes - at, kCopyChunkBytes);
+        auto args = std::make_tuple(static_cast<void*>(dst + at), src + at, n, extra...);
+        client::encode_request<OutBytes<2>, In<CUdeviceptr>, In<size_t>, InHandle<Extra>...>(out_, id, args);
+        ++asked;
+      }
+      if (!flush_locked()) return lost_locked("sending");
+      uint32_t length = 0;
+      uint8_t header[kReplyHeaderBytes];
+      if (!read_exact(reinterpret_cast<uint8_t*>(&length), 4) || length < kReplyHeaderBytes ||
+          !read_exact(header, kReplyHeaderBytes)) {
+        return lost_locked("waiting for the reply");
+      }
+      Reader r(header, kReplyHeaderBytes);
+      CUresult result = result_of(r, id);
+      size_t at = read * kCopyChunkBytes;
+      size_t n = std::min<size_t>(bytes - at, kCopyChunkBytes);
+      ++read;
+      if (result != CUDA_SUCCESS) {
+        if (length != kReplyHeaderBytes) return broken("a reply that does not match its call");
+        if (first == CUDA_SUCCESS) first = result;
+        continue;
+      }
+      uint32_t sent = 0;
+      if (length != kReplyHeaderBytes + 4 + n || !read_exact(reinterpret_cast<uint8_t*>(&sent), 4) || sent != n ||
+          !read_exact(dst + at, n)) {
+        return broken("a reply that does not match its call");
+      }
+    }
+    return first;
   }
 
   CUresult broken(const char* what) {
@@ -301,20 +347,15 @@ CUresult copy_to_device(CallId id, CUdeviceptr dst, const void* src, size_t byte
   return CUDA_SUCCESS;
 }
 
-// Copies from the device wait for their bytes, a chunk at a time.
+// Copies from the device wait for their bytes: chunks requested kCopyWindow
+// at a time, each reply's bytes read straight into the caller's buffer.
 template <class... Extra>
 CUresult copy_from_device(CallId id, void* dst, CUdeviceptr src, size_t bytes, Extra... extra) {
   if (dst == nullptr && bytes != 0) return CUDA_ERROR_INVALID_VALUE;
-  auto* to = static_cast<uint8_t*>(dst);
-  size_t done = 0;
-  do {
-    size_t n = std::min<size_t>(bytes - done, kCopyChunkBytes);
-    CUresult r = remote_call<Mode::kSync, OutBytes<2>, In<CUdeviceptr>, In<size_t>, InHandle<Extra>...>(
-        id, to + done, src + done, n, extra...);
-    if (r != CUDA_SUCCESS) return r;
-    done += n;
-  } while (done < bytes);
-  return CUDA_SUCCESS;
+  Session& s = session();
+  std::lock_guard lock(s.mu);
+  if (CUresult r = s.ready_locked(); r != CUDA_SUCCESS) return r;
+  return s.copy_from_device_locked(id, static_cast<uint8_t*>(dst), src, bytes, extra...);
 }
 
 }  // namespace

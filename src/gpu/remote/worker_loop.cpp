@@ -3,8 +3,10 @@
 // is one client's calls, in order.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "gpu/remote/worker.h"
@@ -27,19 +29,33 @@ bool write_all(int fd, const uint8_t* data, size_t size) {
 }  // namespace
 
 int serve_connection(int fd, CallWorker& worker) {
-  std::vector<uint8_t> in;
+  // Received bytes are read straight into `in`; [start, end) is what is not
+  // handled yet. It grows to hold the largest frame seen (at most
+  // kMaxFrameBytes, as complete_frame refuses more).
+  std::vector<uint8_t> in(1u << 20);
+  size_t start = 0;
+  size_t end = 0;
   std::vector<uint8_t> out;
-  size_t start = 0;  // where the unconsumed bytes of `in` begin
-  std::vector<uint8_t> chunk(256 * 1024);
   for (;;) {
-    ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (end == in.size()) {
+      if (start > 0) {
+        std::memmove(in.data(), in.data() + start, end - start);
+        end -= start;
+        start = 0;
+      } else {
+        in.resize(std::min<size_t>(in.size() * 2, size_t{kMaxFrameBytes} + 4));
+      }
+    }
+    ssize_t n = ::read(fd, in.data() + end, in.size() - end);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return 0;  // the client closed the session (or the socket broke)
-    in.insert(in.end(), chunk.begin(), chunk.begin() + n);
+    end += static_cast<size_t>(n);
     for (;;) {
-      int64_t body = complete_frame(in.data() + start, in.size() - start);
+      int64_t body = complete_frame(in.data() + start, end - start);
       if (body < 0) {
-        std::fprintf(stderr, "yonder-cuda-worker: the client sent a frame longer than %u bytes; session ended\n",
+        std::fprintf(stderr,
+                     "yonder-cuda-worker: the client sent an empty frame or one longer than %u bytes; "
+                     "session ended\n",
                      kMaxFrameBytes);
         return 1;
       }
@@ -52,14 +68,13 @@ int serve_connection(int fd, CallWorker& worker) {
         return 1;
       }
     }
+    if (start == end) start = end = 0;
     // Answer every whole request read so far before reading more: a client
     // waits for its synchronous calls' replies.
     if (!out.empty()) {
       if (!write_all(fd, out.data(), out.size())) return 0;
       out.clear();
     }
-    in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(start));
-    start = 0;
   }
 }
 
