@@ -17,7 +17,9 @@
 // The goals (not tests): launches >= 50k/s on loopback; copies >=
 // 0.5x the link's own throughput. The unix socket stands in for the link
 // until sessions ride the peer link; injected RTT (tc netem) applies then.
-// Usage: cuda_remote_bench [--calls=20000] [--launches=200000] [--bytes=256M] [--pairs=3]
+// With --driver=libcuda.so.1 on a GPU machine, both sides use the real
+// driver instead (the kernels are PTX; scripts/gpu-check.sh).
+// Usage: cuda_remote_bench [--calls=20000] [--launches=200000] [--bytes=256M] [--pairs=3] [--driver=PATH]
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "gpu/cuda/driver_api.h"
+#include "gpu/remote/test_kernels_ptx.h"
 
 namespace {
 
@@ -106,11 +109,10 @@ double calls_per_second(Driver& d, long calls) {
 }
 
 double launches_per_second(Driver& d, long launches) {
-  static const char image[] = "yonder-test-module";
   CUmodule module = nullptr;
   CUfunction add_one = nullptr;
   CUdeviceptr data = 0;
-  Driver::must(d.load(&module, image), "cuModuleLoadData");
+  Driver::must(d.load(&module, kTestKernelsPtx), "cuModuleLoadData");
   Driver::must(d.function(&add_one, module, "add_one"), "cuModuleGetFunction");
   Driver::must(d.alloc(&data, 4), "cuMemAlloc_v2");
   unsigned int n = 1;
@@ -198,6 +200,14 @@ double socket_ping_us(long rounds) {
   return us;
 }
 
+std::string text_flag(int argc, char** argv, const char* name, const std::string& fallback) {
+  std::string prefix = std::string("--") + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
+  }
+  return fallback;
+}
+
 long flag(int argc, char** argv, const char* name, long fallback) {
   std::string prefix = std::string("--") + name + "=";
   for (int i = 1; i < argc; ++i) {
@@ -226,12 +236,12 @@ int main(int argc, char** argv) {
   long launches = flag(argc, argv, "launches", 200000);
   auto bytes = static_cast<size_t>(flag(argc, argv, "bytes", 256L << 20));
   long pairs = flag(argc, argv, "pairs", 3);
+  std::string driver = text_flag(argc, argv, "driver", std::string(YONDER_FAKE_CUDA_DIR) + "/libcuda.so.1");
 
   // The worker, on the test double, in a process of its own.
   std::string socket = "/tmp/yonder-cuda-bench-" + std::to_string(::getpid()) + ".sock";
   pid_t worker = ::fork();
   if (worker == 0) {
-    std::string driver = std::string(YONDER_FAKE_CUDA_DIR) + "/libcuda.so.1";
     ::execl(YONDER_CUDA_WORKER_PATH, YONDER_CUDA_WORKER_PATH, "--listen", socket.c_str(), "--driver", driver.c_str(),
             static_cast<char*>(nullptr));
     _exit(127);
@@ -239,10 +249,10 @@ int main(int argc, char** argv) {
   struct stat st {};
   for (int i = 0; i < 500 && ::stat(socket.c_str(), &st) != 0; ++i) ::usleep(10000);  // a bench, not a test
   ::setenv("YONDER_CUDA_SOCKET", socket.c_str(), 1);
-  Driver local(std::string(YONDER_FAKE_CUDA_DIR) + "/libcuda.so.1");
+  Driver local(driver);
   Driver remote(std::string(YONDER_CUDA_STANDIN_DIR) + "/libcuda.so.1");
 
-  std::printf("remote CUDA over a unix socket vs the same test double in process, %ld pairs\n", pairs);
+  std::printf("remote CUDA over a unix socket vs the same driver in process (%s), %ld pairs\n", driver.c_str(), pairs);
   std::printf("%-5s %14s %14s %7s %14s %14s %7s %11s %11s %11s %7s\n", "pair", "local calls/s", "remote calls/s",
               "ratio", "local launch/s", "remote launch/s", "ratio", "local MB/s", "socket MB/s", "remote MB/s",
               "/socket");

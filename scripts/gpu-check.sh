@@ -3,7 +3,8 @@
 # per-process accounting through the built gpu_nvml_device_test, the GPU
 # known-answer check's program with the real PyTorch, and what the engine
 # offers for GPU containers, and the VRAM guard of GPU shares over the real
-# driver. Usage: scripts/gpu-check.sh (after a dev build).
+# driver, and remote CUDA (src/gpu/remote) over the real driver.
+# Usage: scripts/gpu-check.sh (after a dev build).
 set -u
 T=build/dev/tests/gpu/gpu_nvml_device_test
 echo "== nvidia-smi"; timeout 20 nvidia-smi -L 2>&1 | head -5
@@ -36,3 +37,18 @@ for mib in 1024 2048; do
      free_all alloc $((mib - 100)) 2>&1 | sed "s/^/budget $mib: /"; rm -f "$L") &
 done
 wait
+# Remote CUDA: an unmodified driver-API program (its kernels as PTX text)
+# through the stand-in libcuda.so.1 and yonder-cuda-worker, the worker on
+# the real driver; then the bench with the real driver on both sides.
+echo "== remote CUDA: cuda_program through the stand-in and the worker on the real driver"
+W=build/dev/lib/yonder/yonder-cuda-worker
+for scenario in session threads "launches 100000"; do
+  S=$(mktemp -u /tmp/yonder-cuda.XXXXXX)
+  $W --listen "$S" --driver libcuda.so.1 & WP=$!
+  for _ in $(seq 100); do [ -S "$S" ] && break; sleep 0.1; done
+  ( time LD_LIBRARY_PATH=build/dev/lib/yonder/cuda YONDER_CUDA_SOCKET=$S timeout 120 \
+      build/dev/tests/gpu/remote/cuda_program $scenario ) 2>&1 | grep -vE ' ok \(|^$|^user|^sys' | sed "s/^/$scenario: /"
+  wait $WP; echo "$scenario: worker exit $?"
+done
+echo "== remote CUDA bench, real driver both sides"
+timeout 300 build/dev/bench/cuda_remote_bench --driver=libcuda.so.1 --bytes=256M --pairs=3 2>&1 | tail -8

@@ -11,15 +11,18 @@
  *                             a packed buffer), a stream and events, frees
  *   cuda_program deferred     a launch that faults is accepted; the next synchronise reports it
  *   cuda_program bad_handle   a stream the worker never handed out
+ *   cuda_program threads      four threads, each with the context made current itself, launching on its own data
  *   cuda_program alloc MB     one allocation: prints "alloc MB ok" or "alloc MB error CODE"
  *   cuda_program init         cuInit only: prints its result
  *   cuda_program launches N   N fire-and-forget launches, then a synchronise (for the bench) */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpu/cuda/driver_api.h"
+#include "gpu/remote/test_kernels_ptx.h"
 
 CUresult cuInit(unsigned int flags);
 CUresult cuDeviceGetCount(int* count);
@@ -56,9 +59,11 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
 
 static int g_failures;
 
+
+
 static void check(int ok, const char* what, CUresult r) {
   printf("%s %s (%d)\n", what, ok ? "ok" : "FAILED", r);
-  if (!ok) ++g_failures;
+  if (!ok) __atomic_fetch_add(&g_failures, 1, __ATOMIC_RELAXED);
 }
 #define EXPECT_OK(call) \
   do {                  \
@@ -86,13 +91,19 @@ static int session(void) {
   check(count == 1, "one device", count);
   char name[64] = {0};
   EXPECT_OK(cuDeviceGetName(name, sizeof name, 0));
-  check(strstr(name, "FAKE") != NULL, name, 0);
+  int fake = strstr(name, "FAKE") != NULL;
+  printf("device: %s\n", name);
   size_t total = 0;
   EXPECT_OK(cuDeviceTotalMem_v2(&total, 0));
-  check(total == (16ULL << 30), "total memory 16 GiB", 0);
   int sms = 0;
   EXPECT_OK(cuDeviceGetAttribute(&sms, 16, 0));
-  check(sms == 4, "4 multiprocessors", sms);
+  printf("memory: %zu MiB, multiprocessors: %d\n", total >> 20, sms);
+  if (fake) {
+    check(total == (16ULL << 30), "the test double's 16 GiB", 0);
+    check(sms == 4, "the test double's 4 multiprocessors", sms);
+  } else {
+    check(total > 0 && sms > 0, "a device with memory and multiprocessors", sms);
+  }
 
   /* Copies both ways, content checked. */
   enum { N = 1000 };
@@ -107,11 +118,10 @@ static int session(void) {
   check(memcmp(host, back, sizeof host) == 0, "the bytes come back as sent", 0);
 
   /* A module and a launch with arguments by pointer: add_one(data, n). */
-  static const char image[] = "yonder-test-module\n.entry add_one\n.entry saxpy\n";
   CUmodule module = NULL;
   CUfunction add_one = NULL;
   CUfunction saxpy = NULL;
-  EXPECT_OK(cuModuleLoadData(&module, image));
+  EXPECT_OK(cuModuleLoadData(&module, kTestKernelsPtx));
   EXPECT_OK(cuModuleGetFunction(&add_one, module, "add_one"));
   EXPECT_OK(cuModuleGetFunction(&saxpy, module, "saxpy"));
   unsigned int n = N;
@@ -178,7 +188,9 @@ static int session(void) {
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   EXPECT_OK(cuMemGetInfo_v2(&free_bytes, &total_bytes));
-  check(total_bytes - free_bytes == 2 * sizeof host + big, "cuMemGetInfo counts what is held", 0);
+  /* Exact on the test double; a real GPU's context holds memory too. */
+  if (fake) check(total_bytes - free_bytes == 2 * sizeof host + big, "cuMemGetInfo counts what is held", 0);
+  size_t held = total_bytes - free_bytes;
   EXPECT_OK(cuMemFree_v2(large));
   EXPECT_OK(cuMemFree_v2(y));
   EXPECT_OK(cuMemFree_v2(data));
@@ -187,7 +199,8 @@ static int session(void) {
   EXPECT_OK(cuStreamDestroy_v2(stream));
   EXPECT_OK(cuModuleUnload(module));
   EXPECT_OK(cuMemGetInfo_v2(&free_bytes, &total_bytes));
-  check(free_bytes == total_bytes, "everything freed", 0);
+  check(total_bytes - free_bytes <= held - big, "the frees gave the memory back", 0);
+  if (fake) check(free_bytes == total_bytes, "everything freed", 0);
   /* The module's functions went with it: the launch is sent without
    * waiting, its refusal comes with the next call that waits. */
   EXPECT_OK(cuLaunchKernel(add_one, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
@@ -228,13 +241,49 @@ static int bad_handle(void) {
   return g_failures == 0 ? 0 : 1;
 }
 
+/* Threads sharing the session: each makes the context current itself (the
+ * current context is per thread), and their calls interleave. */
+enum { kThreads = 4, kThreadFloats = 4096, kThreadLaunches = 20 };
+static CUcontext g_ctx;
+static CUfunction g_add_one;
+static void* thread_body(void* arg) {
+  long id = (long)arg;
+  CUcontext current = (CUcontext)1;
+  EXPECT_OK(cuCtxGetCurrent(&current));
+  check(current == NULL, "a new thread has no current context", 0);
+  EXPECT_OK(cuCtxSetCurrent(g_ctx));
+  static __thread float values[kThreadFloats];
+  for (int i = 0; i < kThreadFloats; ++i) values[i] = (float)(id * 1000 + i);
+  CUdeviceptr data = 0;
+  EXPECT_OK(cuMemAlloc_v2(&data, sizeof values));
+  EXPECT_OK(cuMemcpyHtoD_v2(data, values, sizeof values));
+  unsigned int n = kThreadFloats;
+  void* args[] = {&data, &n};
+  for (int k = 0; k < kThreadLaunches; ++k) EXPECT_OK(cuLaunchKernel(g_add_one, 16, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+  EXPECT_OK(cuMemcpyDtoH_v2(values, data, sizeof values));
+  int ok = 1;
+  for (int i = 0; i < kThreadFloats; ++i) ok &= values[i] == (float)(id * 1000 + i + kThreadLaunches);
+  check(ok, "a thread's launches ran on its own data", (CUresult)id);
+  EXPECT_OK(cuMemFree_v2(data));
+  return NULL;
+}
+static int threads(void) {
+  g_ctx = start();
+  CUmodule module = NULL;
+  EXPECT_OK(cuModuleLoadData(&module, kTestKernelsPtx));
+  EXPECT_OK(cuModuleGetFunction(&g_add_one, module, "add_one"));
+  pthread_t t[kThreads];
+  for (long i = 0; i < kThreads; ++i) pthread_create(&t[i], NULL, thread_body, (void*)i);
+  for (int i = 0; i < kThreads; ++i) pthread_join(t[i], NULL);
+  return g_failures == 0 ? 0 : 1;
+}
+
 static int launches(long count) {
   start();
-  static const char image[] = "yonder-test-module";
   CUmodule module = NULL;
   CUfunction add_one = NULL;
   CUdeviceptr data = 0;
-  EXPECT_OK(cuModuleLoadData(&module, image));
+  EXPECT_OK(cuModuleLoadData(&module, kTestKernelsPtx));
   EXPECT_OK(cuModuleGetFunction(&add_one, module, "add_one"));
   EXPECT_OK(cuMemAlloc_v2(&data, 4));
   unsigned int n = 1;
@@ -255,6 +304,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && strcmp(argv[1], "session") == 0) return session();
   if (argc >= 2 && strcmp(argv[1], "deferred") == 0) return deferred();
   if (argc >= 2 && strcmp(argv[1], "bad_handle") == 0) return bad_handle();
+  if (argc >= 2 && strcmp(argv[1], "threads") == 0) return threads();
   if (argc >= 3 && strcmp(argv[1], "launches") == 0) return launches(atol(argv[2]));
   if (argc >= 2 && strcmp(argv[1], "init") == 0) {
     CUresult r = cuInit(0);
@@ -272,6 +322,6 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  fprintf(stderr, "usage: cuda_program session|deferred|bad_handle|init|alloc MB|launches N\n");
+  fprintf(stderr, "usage: cuda_program session|deferred|bad_handle|threads|init|alloc MB|launches N\n");
   return 2;
 }

@@ -11,7 +11,8 @@
  *     allocations, as the driver checks them), streams and events (work
  *     runs at once, so every stream is always done; events keep the time
  *     they were recorded), and modules of TEST KERNELS: an image whose
- *     text begins "yonder-test-module" holds the kernels below, host
+ *     text begins "yonder-test-module" (or PTX text, ".version") holds
+ *     the kernels below, host
  *     functions run at launch. A kernel that touches memory no allocation
  *     holds fails its context's next synchronise with
  *     CUDA_ERROR_LAUNCH_FAILED, as a faulting kernel does (here the error
@@ -449,7 +450,11 @@ static int known_kernel(CUfunction f) {
 }
 EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   if (module == NULL || image == NULL) return CUDA_ERROR_INVALID_VALUE;
-  if (strncmp((const char*)image, kModuleText, sizeof(kModuleText) - 1) != 0) return CUDA_ERROR_INVALID_IMAGE;
+  /* Our marker, or PTX text (whose entries name the kernels above). */
+  if (strncmp((const char*)image, kModuleText, sizeof(kModuleText) - 1) != 0 &&
+      strncmp((const char*)image, ".version", 8) != 0) {
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
   POOL_TAKE(g_modules, module);
   return *module != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
