@@ -39,6 +39,10 @@ install(TARGETS yonder yonderd yonder-relay RUNTIME DESTINATION ${CMAKE_INSTALL_
 # The VRAM guard, where yonderd finds it (gpu.vram_guard): lib/yonder of
 # the prefix, never the multiarch libdir (nothing links against it).
 install(TARGETS yonder_vram_guard LIBRARY DESTINATION lib/yonder)
+# Remote CUDA: the worker yonderd starts per session, and the stand-in
+# driver `yonder cuda` puts first on a program's library path.
+install(TARGETS yonder-cuda-worker RUNTIME DESTINATION lib/yonder)
+install(TARGETS yonder_cuda_standin LIBRARY DESTINATION lib/yonder/cuda NAMELINK_SKIP)
 # The web dashboard is compiled into yonderd (cmake/EmbedAssets.cmake): no files.
 install(FILES ${release_dir}/completions/yonder DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 install(FILES ${release_dir}/completions/_yonder DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)

@@ -1,6 +1,8 @@
 // yonder-cuda-worker: executes one remote-CUDA session's driver calls
-// against this machine's driver (src/gpu/remote/worker.h). Listens on a
-// unix socket, serves the first client until it closes, and exits.
+// against this machine's driver (src/gpu/remote/worker.h), serves its one
+// client until it closes, and exits. The client is either already
+// connected (--fd: yonderd hands it one end of a socket pair) or the first
+// to connect to a unix socket (--listen: tests, the bench, gpu-check).
 #include <dlfcn.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -17,8 +19,10 @@
 int main(int argc, char** argv) {
   CLI::App app{"Executes a remote-CUDA session's driver calls on this machine's GPU"};
   std::string listen;
+  int fd = -1;
   std::string driver = "libcuda.so.1";
-  app.add_option("--listen", listen, "unix socket to accept the session on")->required();
+  auto* listen_opt = app.add_option("--listen", listen, "unix socket to accept the session on");
+  app.add_option("--fd", fd, "a connected socket to serve the session on")->excludes(listen_opt);
   app.add_option("--driver", driver, "the CUDA driver library to load");
   CLI11_PARSE(app, argc, argv);
 
@@ -26,6 +30,16 @@ int main(int argc, char** argv) {
   if (library == nullptr) {
     std::fprintf(stderr, "yonder-cuda-worker: cannot load the CUDA driver (%s): install the NVIDIA driver\n",
                  dlerror());
+    return 2;
+  }
+  yonder::gpu::remote::CallWorker worker(yonder::gpu::remote::load_driver(library));
+  if (fd >= 0) {
+    int rc = yonder::gpu::remote::serve_connection(fd, worker);
+    ::close(fd);
+    return rc;
+  }
+  if (listen.empty()) {
+    std::fprintf(stderr, "yonder-cuda-worker: give --listen SOCKET or --fd N\n");
     return 2;
   }
   sockaddr_un address{};
@@ -52,7 +66,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "yonder-cuda-worker: accept failed: %s\n", std::strerror(errno));
     return 2;
   }
-  yonder::gpu::remote::CallWorker worker(yonder::gpu::remote::load_driver(library));
   int rc = yonder::gpu::remote::serve_connection(client, worker);
   ::close(client);
   return rc;

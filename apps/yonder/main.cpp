@@ -10,6 +10,7 @@
 #include "cli/doctor.h"
 #include "cli/exec_command.h"
 #include "cli/exit_codes.h"
+#include "cli/cuda_command.h"
 #include "cli/forward_commands.h"
 #include "cli/group_commands.h"
 #include "cli/job_commands.h"
@@ -74,7 +75,7 @@ int main(int argc, char** argv) {
   share->add_flag("--wait", share_args.wait,
                   "Wait until the link is used, then print who paired and the pairing's check digits (to compare "
                   "with the ones `yonder pair` printed on their side)");
-  share->add_option("--scope", share_args.scope, "What the holder may do: run,exec,forward,files (default run)");
+  share->add_option("--scope", share_args.scope, "What the holder may do: run,exec,forward,files (also mesh, cuda; default run)");
   share->add_option("--gpus", share_args.gpus, "GPUs per job (default 1)");
   share->add_option("--vram", share_args.vram, "VRAM limit per job, e.g. 20G");
   share->add_option("--max-time", share_args.max_time, "Wall time limit per job, e.g. 2h (default 2h)");
@@ -115,10 +116,10 @@ int main(int argc, char** argv) {
   std::string allow_caps;
   auto* allow = app.add_subcommand("allow", "Lift a deny, or let a peer do more: yonder allow PEER [exec,files]");
   allow->add_option("peer", peer, "Peer name or node id")->required();
-  allow->add_option("capabilities", allow_caps, "run,exec,forward,files (added to its grant)");
+  allow->add_option("capabilities", allow_caps, "run,exec,forward,files,mesh,cuda (added to its grant)");
   auto* scope = app.add_subcommand("scope", "Change what a peer may do here (from its next request)");
   scope->add_option("peer", peer, "Peer name or node id")->required();
-  scope->add_option("--capabilities", scope_args.capabilities, "Replace capabilities: run,exec,forward,files");
+  scope->add_option("--capabilities", scope_args.capabilities, "Replace capabilities: run,exec,forward,files,mesh,cuda");
   scope->add_option("--add", scope_args.add, "Add capabilities");
   scope->add_option("--remove", scope_args.remove, "Remove capabilities");
   scope->add_option("--gpus", scope_args.gpus, "GPUs per job");
@@ -277,6 +278,11 @@ int main(int argc, char** argv) {
   exec->add_flag("-t,--tty", exec_args.tty, "Give the command a terminal (a PTY; resizes follow ours)");
   exec->add_option("job", exec_args.job, "Job id, name (run --name) or a unique id prefix")->required();
   exec->add_option("command", exec_args.command, "The command and its arguments (default sh)");
+  CudaArgs cuda_args;
+  auto* cuda = app.add_subcommand("cuda", "Run a program here on a provider's GPU (remote CUDA): yonder cuda --on PEER "
+                                          "-- PROGRAM [ARGS...]");
+  cuda->add_option("--on", cuda_args.on, "The provider (peer name or id); its scope for you needs `cuda`")->required();
+  cuda->add_option("command", cuda_args.command, "The program and its arguments, after --")->required();
   std::string forward_ports, forward_stop;
   bool forward_list = false;
   auto* forward = app.add_subcommand("forward", "Forward a local TCP port to a port inside a running job, or on a "
@@ -367,7 +373,7 @@ int main(int argc, char** argv) {
   group_invite->add_option("name", group_args.group, "Group name or id")->required();
   group_invite->add_option("--expires", group_args.expires, "How long the link works (default 1h)");
   group_invite->add_option("--uses", group_args.uses, "How many nodes it may add (default 1)");
-  group_invite->add_option("--scope", group_args.scope, "What holders may do here: run,exec,forward,files (default run)");
+  group_invite->add_option("--scope", group_args.scope, "What holders may do here: run,exec,forward,files (also mesh, cuda; default run)");
   auto* group_join = group->add_subcommand("join", "Redeem a group invite link: pair with the inviter and join");
   group_join->add_option("link", group_args.link, "The yonder://... invite")->required();
   auto* group_members = group->add_subcommand("members", "Members of a group: id, name, role, labels, online");
@@ -467,6 +473,7 @@ int main(int argc, char** argv) {
   if (*hold) return cmd_hold(*ctx, hold_jobs, true);
   if (*release) return cmd_hold(*ctx, hold_jobs, false);
   if (*exec) return cmd_exec(*ctx, exec_args);
+  if (*cuda) return cmd_cuda(*ctx, cuda_args);
   if (*forward) {
     if (forward_list) return cmd_forward_list(*ctx);
     if (!forward_stop.empty()) return cmd_forward_stop(*ctx, forward_stop);

@@ -181,6 +181,9 @@ constexpr std::array kSettings = {
     SettingSpec{"gpu.vram_guard", T::kString, "", "lib/yonder/libyonder-vram-guard.so beside yonderd's folder",
                 "YONDER_GPU_VRAM_GUARD", "",
                 "The VRAM guard library preloaded into shares of a GPU; without it, shares are refused."},
+    SettingSpec{"gpu.cuda_driver", T::kString, "libcuda.so.1", "libcuda.so.1", "YONDER_GPU_CUDA_DRIVER", "",
+                "The CUDA driver library that remote CUDA sessions' workers load (peers with `cuda` in their scope; "
+                "src/gpu/remote). Tests name the driver's test double here."},
     SettingSpec{"gpu.fake_without_runtime", T::kBool, "false", "false", "YONDER_GPU_FAKE_WITHOUT_RUNTIME", "",
                 "Tests only, with a `fake:N` inventory or an NVML test double (`nvml:PATH`): run GPU jobs on those GPUs "
                 "without asking Docker for devices; never with the system's NVML."},

@@ -16,7 +16,8 @@ constexpr CapName kCapNames[] = {{Capability::kRun, "run"},
                                  {Capability::kExec, "exec"},
                                  {Capability::kForward, "forward"},
                                  {Capability::kFiles, "files"},
-                                 {Capability::kMesh, "mesh"}};
+                                 {Capability::kMesh, "mesh"},
+                                 {Capability::kCuda, "cuda"}};
 
 Result<uint64_t> parse_number_with_suffix(std::string_view text, std::string_view what,
                                           std::initializer_list<std::pair<char, uint64_t>> units, uint64_t plain) {
@@ -82,7 +83,7 @@ Result<uint8_t> parse_capabilities(std::string_view text) {
     }
     if (!found) {
       return make_error(ErrorCode::kInvalidArgument, "unknown capability \"" + std::string(name.substr(0, 32)) +
-                                                         "\"; use any of run, exec, forward, files, mesh");
+                                                         "\"; use any of run, exec, forward, files, mesh, cuda");
     }
   }
   return caps;

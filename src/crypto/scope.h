@@ -20,6 +20,9 @@ enum class Capability : uint8_t {
   kForward = 1 << 2,
   kFiles = 1 << 3,
   kMesh = 1 << 4,
+  // Remote CUDA sessions: the peer's program drives this provider's GPU
+  // through driver calls (src/gpu/remote). Off unless granted.
+  kCuda = 1 << 5,
 };
 
 struct Scope {
@@ -47,7 +50,7 @@ struct Scope {
 // (0, "the provider's maximum", counts as the larger), egress only if both.
 Scope narrower_of(const Scope& a, const Scope& b);
 
-// Parses "run,exec,forward,files" (also "mesh"); unknown names are errors
+// Parses "run,exec,forward,files" (also "mesh", "cuda"); unknown names are errors
 // listing the known ones.
 Result<uint8_t> parse_capabilities(std::string_view text);
 // "20G", "512M", "1T", "1024" (bytes); binary units.

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -41,6 +42,7 @@
 #include "jobs/provider/provider_service.h"
 #include "jobs/provider/remote_provider.h"
 #include "jobs/receipts/receipt_store.h"
+#include "jobs/sessions/cuda_sessions.h"
 #include "jobs/sessions/forward_consumer.h"
 #include "jobs/sessions/forward_provider.h"
 #include "jobs/sessions/host_forward.h"
@@ -56,6 +58,7 @@
 #include "node/metrics_routes.h"
 #include "os/asio_loop_timers.h"
 #include "os/files.h"
+#include "os/process.h"
 #include "os/terminal.h"
 #include "release/version.h"
 #include "state/node_state.h"
@@ -218,6 +221,15 @@ int run_daemon(const DaemonOptions& options) {
   if (!host_ports) return fail_running(host_ports.error());
   jobs::sessions::HostForward host_forward(io, *peer_link, remote_provider, std::move(*host_ports));
   jobs::sessions::ForwardConsumer forward_consumer(io, pool, *peer_link, remote_consumer.store());
+  // Remote CUDA: cuda.session tunnels to a worker per session (provider side), /v1/cuda/sessions (consumer side).
+  jobs::sessions::CudaSessionOptions cuda_options;
+  cuda_options.worker = os::private_lib_path("yonder-cuda-worker");
+  cuda_options.driver = cfg->get("gpu.cuda_driver");
+  cuda_options.vram_guard = cfg->get("gpu.vram_guard");
+  if (cuda_options.vram_guard.empty()) cuda_options.vram_guard = os::private_lib_path("libyonder-vram-guard.so");
+  cuda_options.run_dir = paths->home + "/cuda";
+  cuda_options.socket_dir = std::filesystem::path(socket_path).parent_path();
+  jobs::sessions::CudaSessions cuda_sessions(io, *peer_link, remote_provider, std::move(cuda_options));
   // --- end remote jobs
   // --- metering: receipts at every job's end, both sides; credits; tit-for-tat queue order.
   auto receipt_store = jobs::receipts::ReceiptStore::open(paths->database());
@@ -337,7 +349,8 @@ int run_daemon(const DaemonOptions& options) {
   modules = {&remote_provider, &upload_provider,  &fetch_provider,   &files_provider,    &remote_consumer,
              &fetch_consumer,  &files_consumer,   &forward_provider, &host_forward,      &forward_consumer,
              &receipts_provider, &receipts_consumer, &mesh_provider, &mesh_consumer,     &mesh_jobs,
-             &mesh_arrays,     &groups,           &mesh_opinions,    &mesh_benchmark,    &history_service};
+             &mesh_arrays,     &groups,           &mesh_opinions,    &mesh_benchmark,    &history_service,
+             &cuda_sessions};
   for (api::Module* m : modules) {
     m->register_methods();
     m->add_routes(router);

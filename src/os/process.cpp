@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 extern char** environ;
 
@@ -67,6 +68,42 @@ Result<ProcessOutput> run_capture(const std::vector<std::string>& argv, std::chr
   }
   out.exit_code = (!timed_out && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
   return out;
+}
+
+std::string private_lib_path(const std::string& name) {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  return (exe.parent_path().parent_path() / "lib" / "yonder" / name).string();
+}
+
+Result<int> spawn_with_fd(const std::vector<std::string>& argv, const std::vector<std::string>& env, int fd) {
+  if (argv.empty()) return make_error(ErrorCode::kInvalidArgument, "no program to run");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fd, 3);  // dup2 clears close-on-exec
+  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  std::vector<std::string> merged;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& extra : env) replaced |= extra.compare(0, name.size() + 1, name + "=") == 0;
+    if (!replaced) merged.push_back(std::move(entry));
+  }
+  merged.insert(merged.end(), env.begin(), env.end());
+  std::vector<char*> envp;
+  for (auto& e : merged) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return make_error(ErrorCode::kNotFound, "cannot run " + argv[0] + ": " + std::strerror(rc));
+  return static_cast<int>(pid);
 }
 
 }  // namespace yonder::os

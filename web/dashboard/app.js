@@ -22,7 +22,8 @@ const LOG_WAIT_MS = 10000;
 const TERMINAL = new Set(["exited", "stopped", "failed", "missing"]);
 const CAPABILITIES = [
   ["run", "run jobs"], ["exec", "open a shell in its jobs"], ["forward", "forward ports"],
-  ["files", "copy files in and out"], ["mesh", "see capacity and opinions (mesh)"]];
+  ["files", "copy files in and out"], ["mesh", "see capacity and opinions (mesh)"],
+  ["cuda", "drive its GPU from their own programs (remote CUDA)"]];
 const CHART_HEIGHT = 120;
 const COLORS = ["#2f6fde", "#b7791f", "#1f8a4c", "#c0392b"];
 

@@ -8,22 +8,10 @@
 #include "exec/docker/docker_executor.h"
 #include "exec/slurm/slurm_inventory.h"
 #include "jobs/provider/provider_jobs.h"
+#include "os/process.h"
 #include "store/database.h"
 
 namespace yonder::jobs::provider {
-namespace {
-
-// Where the package and the build tree put the VRAM guard: lib/yonder
-// beside the folder yonderd is in (/usr/bin -> /usr/lib/yonder;
-// build/dev/apps -> build/dev/lib/yonder).
-std::string default_vram_guard() {
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  return (exe.parent_path().parent_path() / "lib" / "yonder" / "libyonder-vram-guard.so").string();
-}
-
-}  // namespace
 
 ProviderService::~ProviderService() { shutdown(); }
 
@@ -67,7 +55,7 @@ Result<std::unique_ptr<ProviderService>> ProviderService::create(const config::C
     docker.gvisor_runtime = cfg.get("executor.gvisor_runtime");
     docker.egress_network = cfg.get("executor.egress_network");
     docker.vram_guard = cfg.get("gpu.vram_guard");
-    if (docker.vram_guard.empty()) docker.vram_guard = default_vram_guard();
+    if (docker.vram_guard.empty()) docker.vram_guard = os::private_lib_path("libyonder-vram-guard.so");
     service->executor_ = std::make_unique<exec::docker::DockerExecutor>(std::move(docker));
   }
 

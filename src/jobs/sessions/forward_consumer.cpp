@@ -16,7 +16,7 @@
 
 #include "jobs/consumer/consumer_jobs.h"
 #include "jobs/protocol/exec_frames.h"
-#include "jobs/sessions/tcp_pipe.h"
+#include "jobs/sessions/socket_pipe.h"
 
 namespace yonder::jobs::sessions {
 namespace asio = boost::asio;
@@ -45,7 +45,7 @@ struct ForwardConsumer::Listener : std::enable_shared_from_this<Listener> {
   int remote_port = 0;
   uint64_t accepted = 0;
   bool closed = false;
-  std::map<TcpPipe*, std::shared_ptr<TcpPipe>> conns;
+  std::map<SocketPipe*, std::shared_ptr<SocketPipe>> conns;
 
   nlohmann::json view() const {
     boost::system::error_code ec;
@@ -72,7 +72,7 @@ struct ForwardConsumer::Listener : std::enable_shared_from_this<Listener> {
 
   void connect(tcp::socket socket) {
     std::weak_ptr<Listener> weak = weak_from_this();
-    auto pipe = std::make_shared<TcpPipe>(std::move(socket), [weak](TcpPipe* p) {
+    auto pipe = std::make_shared<SocketPipe>(std::move(socket), [weak](SocketPipe* p) {
       // Posted: the pipe is inside one of its own callbacks.
       if (auto self = weak.lock()) {
         asio::post(self->io, [weak, p] {
@@ -121,7 +121,7 @@ struct ForwardConsumer::ExecRelay : std::enable_shared_from_this<ExecRelay> {
   nlohmann::json params;
   std::string token;
   std::array<char, kTokenBytes> got{};
-  std::shared_ptr<TcpPipe> pipe;
+  std::shared_ptr<SocketPipe> pipe;
   std::function<void()> done;
 
   void start() {
@@ -144,7 +144,7 @@ struct ForwardConsumer::ExecRelay : std::enable_shared_from_this<ExecRelay> {
 
   void relay() {
     std::weak_ptr<ExecRelay> weak = weak_from_this();
-    pipe = std::make_shared<TcpPipe>(std::move(socket), [weak](TcpPipe*) {
+    pipe = std::make_shared<SocketPipe>(std::move(socket), [weak](SocketPipe*) {
       if (auto self = weak.lock()) self->finish();
     });
     link.service().open_tunnel(

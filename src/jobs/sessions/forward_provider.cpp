@@ -17,7 +17,7 @@
 #include "crypto/node_id.h"
 #include "jobs/protocol/exec_frames.h"
 #include "jobs/provider/provider_jobs.h"
-#include "jobs/sessions/tcp_pipe.h"
+#include "jobs/sessions/socket_pipe.h"
 
 namespace yonder::jobs::sessions {
 namespace asio = boost::asio;
@@ -315,8 +315,8 @@ ForwardProvider::ForwardProvider(asio::io_context& io, asio::thread_pool& pool, 
 ForwardProvider::~ForwardProvider() {
   *alive_ = false;
   pipes_.clear();
-  for (auto& [_, p] : tcp_pipes_) p->fail();
-  tcp_pipes_.clear();
+  for (auto& [_, p] : socket_pipes_) p->fail();
+  socket_pipes_.clear();
 }
 
 void ForwardProvider::register_methods() {
@@ -358,7 +358,7 @@ void ForwardProvider::open(const PublicKeyBytes& peer, const nlohmann::json& par
   int port = static_cast<int>(port_it->get<int64_t>());
   std::string peer_id = NodeId(peer).to_string();
   std::string job_id = *job;
-  if (pipes_.size() + tcp_pipes_.size() >= kMaxConnections) {
+  if (pipes_.size() + socket_pipes_.size() >= kMaxConnections) {
     return launch(peer, job_id, exec::ExecSpec{}, false, {{"job_id", job_id}, {"port", port}}, std::move(accept));  // refuses
   }
   // The direct path first: a socket made in the job's own network namespace
@@ -406,12 +406,12 @@ void ForwardProvider::open(const PublicKeyBytes& peer, const nlohmann::json& par
       audit_.record(peer_id, "forward.tcp", job_id, std::move(detail));
       auto tunnel = accept(nlohmann::json{{"job_id", job_id}, {"port", port}});
       if (!tunnel) return;  // the caller gave up; the socket closes with the pipe
-      auto pipe = std::make_shared<TcpPipe>(std::move(socket), [this, alive](TcpPipe* p) {
+      auto pipe = std::make_shared<SocketPipe>(std::move(socket), [this, alive](SocketPipe* p) {
         asio::post(io_, [this, alive, p] {
-          if (*alive) tcp_pipes_.erase(p);
+          if (*alive) socket_pipes_.erase(p);
         });
       });
-      tcp_pipes_[pipe.get()] = pipe;
+      socket_pipes_[pipe.get()] = pipe;
       pipe->start(std::move(tunnel));
     });
   });
@@ -452,7 +452,7 @@ void ForwardProvider::launch(const PublicKeyBytes& peer, const std::string& job_
   // What the audit entry says about the request: the command, or the port.
   nlohmann::json detail = framed ? nlohmann::json{{"command", spec.command}, {"tty", spec.tty}}
                                  : nlohmann::json{{"port", answer.value("port", 0)}, {"via", "exec"}};
-  if (pipes_.size() + tcp_pipes_.size() >= kMaxConnections || (!framed && spec.command.empty())) {
+  if (pipes_.size() + socket_pipes_.size() >= kMaxConnections || (!framed && spec.command.empty())) {
     Error e = make_error(ErrorCode::kResourceExhausted, "this provider serves at most " + std::to_string(kMaxConnections) +
                                                             " forwarded connections and exec sessions at once; close "
                                                             "some and retry");

@@ -10,7 +10,7 @@
 // outside the container can connect to them. Each forwarded connection is
 // instead made from inside the job's own network namespace: a socket to
 // 127.0.0.1:PORT created there (os/netns.h, ProviderJobs::connect) and
-// joined to the tunnel (TcpPipe): kernel TCP, no process in the job. Where
+// joined to the tunnel (SocketPipe): kernel TCP, no process in the job. Where
 // that is not possible (yonderd without CAP_SYS_ADMIN, gVisor jobs whose
 // network lives in the sandbox) it execs `nc 127.0.0.1 PORT` inside the job
 // (the executor's exec, no TTY) and joins its stdin/stdout to the tunnel;
@@ -43,7 +43,7 @@ class thread_pool;
 namespace yonder::jobs::sessions {
 
 class ExecPipe;
-class TcpPipe;
+class SocketPipe;
 
 class ForwardProvider : public api::Module {
  public:
@@ -72,7 +72,7 @@ class ForwardProvider : public api::Module {
   jobs::provider::RemoteProvider& audit_;
   std::shared_ptr<bool> alive_;
   std::map<ExecPipe*, std::shared_ptr<ExecPipe>> pipes_;  // event loop only
-  std::map<TcpPipe*, std::shared_ptr<TcpPipe>> tcp_pipes_;  // direct forwards (event loop only)
+  std::map<SocketPipe*, std::shared_ptr<SocketPipe>> socket_pipes_;  // direct forwards (event loop only)
   bool direct_ = true;
 };
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "crypto/node_id.h"
-#include "jobs/sessions/tcp_pipe.h"
+#include "jobs/sessions/socket_pipe.h"
 
 namespace yonder::jobs::sessions {
 namespace asio = boost::asio;
@@ -121,7 +121,7 @@ void HostForward::open(const PublicKeyBytes& peer, const nlohmann::json& params,
         }
         auto tunnel = accept(nlohmann::json{{"port", port}});
         if (!tunnel) return;  // the caller gave up; the socket closes with us
-        auto pipe = std::make_shared<TcpPipe>(std::move(*socket), [this, alive, peer_id, port](TcpPipe* p) {
+        auto pipe = std::make_shared<SocketPipe>(std::move(*socket), [this, alive, peer_id, port](SocketPipe* p) {
           // Posted: the pipe is inside one of its own callbacks.
           asio::post(io_, [this, alive, p, peer_id, port] {
             if (!*alive) return;

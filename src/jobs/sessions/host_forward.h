@@ -32,7 +32,7 @@ class io_context;
 
 namespace yonder::jobs::sessions {
 
-class TcpPipe;
+class SocketPipe;
 
 class HostForward : public api::Module {
  public:
@@ -58,7 +58,7 @@ class HostForward : public api::Module {
   jobs::provider::RemoteProvider& audit_;
   std::set<int> ports_;
   std::shared_ptr<bool> alive_;
-  std::map<TcpPipe*, std::shared_ptr<TcpPipe>> pipes_;
+  std::map<SocketPipe*, std::shared_ptr<SocketPipe>> pipes_;
 };
 
 }  // namespace yonder::jobs::sessions

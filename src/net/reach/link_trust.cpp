@@ -12,6 +12,7 @@ const char* capability_word(Capability c) {
     case Capability::kForward: return "forward";
     case Capability::kFiles: return "files";
     case Capability::kMesh: return "mesh";
+    case Capability::kCuda: return "cuda";
   }
   return "?";
 }

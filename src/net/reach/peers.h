@@ -34,6 +34,7 @@ inline std::optional<Capability> capability_for(const std::string& method) {
   if (prefix == "forward") return Capability::kForward;
   if (prefix == "files") return Capability::kFiles;
   if (prefix == "mesh") return Capability::kMesh;
+  if (prefix == "cuda") return Capability::kCuda;
   return std::nullopt;
 }
 

@@ -34,9 +34,8 @@ TEST(AuthorizeCall, APeerThatIsNotPinnedIsRefusedWhateverItCalls) {
 
 TEST(AuthorizeCall, EachCapabilityGuardsItsMethodsOnly) {
   const std::vector<std::pair<Capability, std::string>> guarded = {
-      {Capability::kRun, "run.submit"},        {Capability::kExec, "exec.open"},
-      {Capability::kForward, "forward.open"},  {Capability::kFiles, "files.fetch"},
-      {Capability::kMesh, "mesh.lease"},
+      {Capability::kRun, "run.submit"},    {Capability::kExec, "exec.open"},  {Capability::kForward, "forward.open"},
+      {Capability::kFiles, "files.fetch"}, {Capability::kMesh, "mesh.lease"}, {Capability::kCuda, "cuda.session"},
   };
   for (const auto& [cap, method] : guarded) {
     EXPECT_TRUE(authorize_call(scope_of({cap}), method).ok()) << method;
@@ -116,13 +115,13 @@ TEST_F(LinkTrustTest, RedeemingPinsThePeerTellsTheHooksAndAnswersWithTheScope) {
   int changed = 0;
   std::vector<std::string> events;
   trust_->on_peers_changed([&] { ++changed; });
-  trust_->on_trust_event([&](const std::string& actor, const std::string& action, const std::string& subject,
-                             nlohmann::json detail) {
-    events.push_back(action);
-    EXPECT_EQ(actor, NodeId(key(9)).to_string());
-    EXPECT_EQ(subject, hex_encode(l.id));
-    EXPECT_EQ(detail.value("check_digits", ""), "12345");
-  });
+  trust_->on_trust_event(
+      [&](const std::string& actor, const std::string& action, const std::string& subject, nlohmann::json detail) {
+        events.push_back(action);
+        EXPECT_EQ(actor, NodeId(key(9)).to_string());
+        EXPECT_EQ(subject, hex_encode(l.id));
+        EXPECT_EQ(detail.value("check_digits", ""), "12345");
+      });
   trust_->on_redeemed([](const LinkIdBytes&, const PublicKeyBytes&, const std::string& name) {
     return nlohmann::json{{"groups", name}};
   });
@@ -145,7 +144,8 @@ TEST_F(LinkTrustTest, EveryRefusalReachesTheHookAndADeniedPeerIsRefusedEverythin
   peers::LinkRecord l = add_link(1, scope_of({Capability::kRun}), secret);
   ASSERT_TRUE(trust_->redeem(l.id, secret, key(9), "consumer", "12345").ok());
   std::vector<std::string> refused;
-  trust_->on_refused([&](const PublicKeyBytes&, const std::string& method, const Error&) { refused.push_back(method); });
+  trust_->on_refused(
+      [&](const PublicKeyBytes&, const std::string& method, const Error&) { refused.push_back(method); });
   EXPECT_TRUE(trust_->authorize(key(9), "run.submit").ok());
   EXPECT_FALSE(trust_->authorize(key(9), "exec.open").ok());
   ASSERT_TRUE(store_->deny(key(9), unix_seconds(clock_.now())).ok());

@@ -1,6 +1,8 @@
-// One TCP connection joined to a link tunnel stream, both ways: the
-// consumer's side of `yonder forward` (a local client's connection) and the
-// provider's side of a forward to one of its own ports (jobs/sessions/host_forward.h).
+// One stream socket joined to a link tunnel stream, both ways: a TCP
+// connection (the consumer's side of `yonder forward`, a local client's
+// connection; the provider's side of a forward to one of its own ports,
+// jobs/sessions/host_forward.h) or a unix one (remote CUDA's sessions,
+// jobs/sessions/cuda_sessions.h).
 //
 // Reads from the socket wait until the tunnel took the last chunk (drained),
 // and the tunnel is resumed only when the last chunk was written to the
@@ -15,7 +17,9 @@
 #pragma once
 
 #include <array>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,13 +28,15 @@
 
 namespace yonder::jobs::sessions {
 
-class TcpPipe : public std::enable_shared_from_this<TcpPipe> {
+class SocketPipe : public std::enable_shared_from_this<SocketPipe> {
  public:
   static constexpr size_t kReadChunk = 256 * 1024;
 
   // `done` is called once, when the pipe is over (from inside one of its
   // callbacks: post anything that may destroy the pipe).
-  TcpPipe(boost::asio::ip::tcp::socket socket, std::function<void(TcpPipe*)> done)
+  SocketPipe(boost::asio::ip::tcp::socket socket, std::function<void(SocketPipe*)> done)
+      : socket_(std::move(socket)), done_(std::move(done)) {}
+  SocketPipe(boost::asio::local::stream_protocol::socket socket, std::function<void(SocketPipe*)> done)
       : socket_(std::move(socket)), done_(std::move(done)) {}
 
   void start(std::shared_ptr<link::Tunnel> tunnel);
@@ -48,8 +54,8 @@ class TcpPipe : public std::enable_shared_from_this<TcpPipe> {
   void write_socket(Bytes b);
   void maybe_done();
 
-  boost::asio::ip::tcp::socket socket_;
-  std::function<void(TcpPipe*)> done_;
+  boost::asio::generic::stream_protocol::socket socket_;
+  std::function<void(SocketPipe*)> done_;
   std::shared_ptr<link::Tunnel> tunnel_;
   std::array<uint8_t, kReadChunk> buf_{};
   bool local_done_ = false, remote_done_ = false, finished_ = false;

@@ -1,4 +1,4 @@
-#include "jobs/sessions/tcp_pipe.h"
+#include "jobs/sessions/socket_pipe.h"
 
 #include <utility>  // before Boost.Asio (GCC 12)
 
@@ -7,11 +7,10 @@
 
 namespace yonder::jobs::sessions {
 namespace asio = boost::asio;
-using asio::ip::tcp;
 
-void TcpPipe::start(std::shared_ptr<link::Tunnel> tunnel) {
+void SocketPipe::start(std::shared_ptr<link::Tunnel> tunnel) {
   tunnel_ = std::move(tunnel);
-  std::weak_ptr<TcpPipe> weak = weak_from_this();
+  std::weak_ptr<SocketPipe> weak = weak_from_this();
   link::Tunnel::Handlers h;
   h.data = [weak](Bytes b) {
     if (auto self = weak.lock()) self->write_socket(std::move(b));
@@ -20,7 +19,7 @@ void TcpPipe::start(std::shared_ptr<link::Tunnel> tunnel) {
     auto self = weak.lock();
     if (!self) return;
     boost::system::error_code ec;
-    self->socket_.shutdown(tcp::socket::shutdown_send, ec);
+    self->socket_.shutdown(asio::socket_base::shutdown_send, ec);
     self->remote_done_ = true;
     self->maybe_done();
   };
@@ -30,7 +29,7 @@ void TcpPipe::start(std::shared_ptr<link::Tunnel> tunnel) {
   h.ended = [weak](const std::string& why) {
     auto self = weak.lock();
     if (!self) return;
-    spdlog::info("forward: connection closed by the other side: {}", why);
+    spdlog::info("tunnel: connection closed by the other side: {}", why);
     self->tunnel_.reset();
     // Bytes handed to the socket before the end still go out.
     if (self->writing_) {
@@ -43,7 +42,7 @@ void TcpPipe::start(std::shared_ptr<link::Tunnel> tunnel) {
   read_socket();
 }
 
-void TcpPipe::fail() {
+void SocketPipe::fail() {
   if (finished_) return;
   finished_ = true;
   boost::system::error_code ec;
@@ -54,14 +53,14 @@ void TcpPipe::fail() {
   if (done) done(this);
 }
 
-void TcpPipe::fail_with(std::string last) {
+void SocketPipe::fail_with(std::string last) {
   if (finished_) return;
   auto data = std::make_shared<std::string>(std::move(last));
   asio::async_write(socket_, asio::buffer(*data),
                     [self = shared_from_this(), data](boost::system::error_code, size_t) { self->fail(); });
 }
 
-void TcpPipe::read_socket() {
+void SocketPipe::read_socket() {
   if (finished_ || local_done_) return;
   socket_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
     if (self->finished_) return;
@@ -80,7 +79,7 @@ void TcpPipe::read_socket() {
   });
 }
 
-void TcpPipe::write_socket(Bytes b) {
+void SocketPipe::write_socket(Bytes b) {
   auto data = std::make_shared<Bytes>(std::move(b));
   writing_ = true;
   asio::async_write(socket_, asio::buffer(*data),
@@ -93,7 +92,7 @@ void TcpPipe::write_socket(Bytes b) {
                     });
 }
 
-void TcpPipe::maybe_done() {
+void SocketPipe::maybe_done() {
   if (!local_done_ || !remote_done_ || finished_) return;
   finished_ = true;
   boost::system::error_code ec;
