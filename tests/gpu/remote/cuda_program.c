@@ -14,12 +14,16 @@
  *   cuda_program threads      four threads, each with the context made current itself, launching on its own data
  *   cuda_program alloc MB     one allocation: prints "alloc MB ok" or "alloc MB error CODE"
  *   cuda_program init         cuInit only: prints its result
+ *   cuda_program wait_for F   a call ("before RESULT COUNT"), then, once file F exists, another
+ *                             ("after RESULT"): a session cut in between shows here
  *   cuda_program launches N   N fire-and-forget launches, then a synchronise (for the bench) */
+#define _DEFAULT_SOURCE /* usleep */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu/cuda/driver_api.h"
 #include "gpu/remote/test_kernels_ptx.h"
@@ -306,6 +310,16 @@ int main(int argc, char** argv) {
   if (argc >= 2 && strcmp(argv[1], "bad_handle") == 0) return bad_handle();
   if (argc >= 2 && strcmp(argv[1], "threads") == 0) return threads();
   if (argc >= 3 && strcmp(argv[1], "launches") == 0) return launches(atol(argv[2]));
+  if (argc >= 3 && strcmp(argv[1], "wait_for") == 0) {
+    start();
+    int count = 0;
+    CUresult r = cuDeviceGetCount(&count);
+    printf("before %d %d\n", r, count);
+    for (int i = 0; i < 6000 && access(argv[2], F_OK) != 0; ++i) usleep(10000);
+    r = cuDeviceGetCount(&count);
+    printf("after %d\n", r);
+    return 0;
+  }
   if (argc >= 2 && strcmp(argv[1], "init") == 0) {
     CUresult r = cuInit(0);
     printf("init %d\n", r);
@@ -322,6 +336,6 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  fprintf(stderr, "usage: cuda_program session|deferred|bad_handle|threads|init|alloc MB|launches N\n");
+  fprintf(stderr, "usage: cuda_program session|deferred|bad_handle|threads|init|alloc MB|launches N|wait_for FILE\n");
   return 2;
 }
