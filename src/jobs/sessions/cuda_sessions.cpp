@@ -19,6 +19,7 @@
 #include "gpu/vram_guard/ledger.h"
 #include "jobs/provider/remote_provider.h"
 #include "jobs/sessions/socket_pipe.h"
+#include "jobs/sessions/tunnel_listener.h"
 #include "os/process.h"
 
 namespace yonder::jobs::sessions {
@@ -30,64 +31,20 @@ using unix_socket = asio::local::stream_protocol;
 
 // ---- Consumer: a socket the stand-in connects to ----
 
-struct CudaSessions::Listener : std::enable_shared_from_this<Listener> {
+struct CudaSessions::Listener : TunnelListener<unix_socket> {
   Listener(asio::io_context& io_context, reach::Peers& peers, reach::Peers::Target t, std::string id,
            std::string socket_path)
-      : io(io_context),
-        link(peers),
-        target(std::move(t)),
-        session_id(std::move(id)),
-        path(std::move(socket_path)),
-        acceptor(io_context) {}
+      : TunnelListener<unix_socket>(io_context, peers), session_id(std::move(id)), path(std::move(socket_path)) {
+    target = std::move(t);
+    label = "cuda session " + session_id;
+    method = "cuda.session";
+  }
 
-  asio::io_context& io;
-  reach::Peers& link;
-  reach::Peers::Target target;
   std::string session_id;
   std::string path;
-  unix_socket::acceptor acceptor;
-  std::map<SocketPipe*, std::shared_ptr<SocketPipe>> conns;
-  uint64_t accepted = 0;
-  bool closed = false;
 
   nlohmann::json view() const {
     return {{"session_id", session_id}, {"socket", path}, {"peer", target.name}, {"connections", accepted}};
-  }
-
-  void accept_next() {
-    acceptor.async_accept([self = shared_from_this()](boost::system::error_code ec, unix_socket::socket socket) {
-      if (self->closed) return;
-      if (ec) {
-        spdlog::warn("cuda session {}: accept failed: {}", self->session_id, ec.message());
-        return self->accept_next();
-      }
-      self->accepted++;
-      self->connect(std::move(socket));
-      self->accept_next();
-    });
-  }
-
-  void connect(unix_socket::socket socket) {
-    std::weak_ptr<Listener> weak = weak_from_this();
-    auto pipe = std::make_shared<SocketPipe>(std::move(socket), [weak](SocketPipe* p) {
-      if (auto self = weak.lock()) {
-        asio::post(self->io, [weak, p] {
-          if (auto s = weak.lock()) s->conns.erase(p);
-        });
-      }
-    });
-    conns[pipe.get()] = pipe;
-    link.service().open_tunnel(target.key, target.addresses, "cuda.session", nlohmann::json::object(),
-                               [weak, pipe, id = session_id](Result<link::TunnelOpened> r) {
-                                 auto self = weak.lock();
-                                 if (!self || self->closed) return;
-                                 if (!r) {
-                                   // The program's stand-in reports the link closing; the reason is here.
-                                   spdlog::warn("cuda session {}: {}", id, r.error().message());
-                                   return pipe->fail();
-                                 }
-                                 pipe->start(std::move(r->tunnel));
-                               });
   }
 
   void close() {

@@ -17,16 +17,17 @@
 #include "jobs/consumer/consumer_jobs.h"
 #include "jobs/protocol/exec_frames.h"
 #include "jobs/sessions/socket_pipe.h"
+#include "jobs/sessions/tunnel_listener.h"
 
 namespace yonder::jobs::sessions {
 namespace asio = boost::asio;
-using jobs::protocol::ExecFrameType;
-using jobs::protocol::encode_exec_frame;
-using jobs::protocol::encode_exit;
 using api::Reply;
 using api::Request;
 using api::Response;
 using asio::ip::tcp;
+using jobs::protocol::encode_exec_frame;
+using jobs::protocol::encode_exit;
+using jobs::protocol::ExecFrameType;
 
 namespace {
 
@@ -34,65 +35,24 @@ constexpr size_t kTokenBytes = 32;  // hex characters the CLI sends first on an 
 
 }  // namespace
 
-struct ForwardConsumer::Listener : std::enable_shared_from_this<Listener> {
-  Listener(asio::io_context& context, reach::Peers& peer_link) : io(context), link(peer_link), acceptor(context) {}
+struct ForwardConsumer::Listener : TunnelListener<tcp> {
+  Listener(asio::io_context& context, reach::Peers& peer_link) : TunnelListener<tcp>(context, peer_link) {}
 
-  asio::io_context& io;
-  reach::Peers& link;
-  tcp::acceptor acceptor;
-  reach::Peers::Target target;
   std::string forward_id, job_id;  // job_id "": a port on the provider host itself (forward.host)
   int remote_port = 0;
-  uint64_t accepted = 0;
-  bool closed = false;
-  std::map<SocketPipe*, std::shared_ptr<SocketPipe>> conns;
 
   nlohmann::json view() const {
     boost::system::error_code ec;
     auto ep = acceptor.local_endpoint(ec);
-    return {{"forward_id", forward_id},         {"job_id", job_id},
-            {"provider", target.name},          {"address", "127.0.0.1:" + std::to_string(ec ? 0 : ep.port())},
-            {"local_port", ec ? 0 : ep.port()}, {"remote_port", remote_port},
-            {"connections", conns.size()},      {"accepted", accepted},
+    return {{"forward_id", forward_id},
+            {"job_id", job_id},
+            {"provider", target.name},
+            {"address", "127.0.0.1:" + std::to_string(ec ? 0 : ep.port())},
+            {"local_port", ec ? 0 : ep.port()},
+            {"remote_port", remote_port},
+            {"connections", conns.size()},
+            {"accepted", accepted},
             {"to", job_id.empty() ? "host" : "job"}};
-  }
-
-  void accept_next() {
-    acceptor.async_accept([self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
-      if (self->closed) return;
-      if (ec) {
-        spdlog::warn("forward {}: accept failed: {}", self->forward_id, ec.message());
-        return self->accept_next();
-      }
-      self->accepted++;
-      self->connect(std::move(socket));
-      self->accept_next();
-    });
-  }
-
-  void connect(tcp::socket socket) {
-    std::weak_ptr<Listener> weak = weak_from_this();
-    auto pipe = std::make_shared<SocketPipe>(std::move(socket), [weak](SocketPipe* p) {
-      // Posted: the pipe is inside one of its own callbacks.
-      if (auto self = weak.lock()) {
-        asio::post(self->io, [weak, p] {
-          if (auto s = weak.lock()) s->conns.erase(p);
-        });
-      }
-    });
-    conns[pipe.get()] = pipe;
-    nlohmann::json params = {{"port", remote_port}};
-    if (!job_id.empty()) params["job_id"] = job_id;
-    link.service().open_tunnel(target.key, target.addresses, job_id.empty() ? "forward.host" : "forward.tcp", params,
-                               [weak, pipe, fid = forward_id](Result<link::TunnelOpened> r) {
-                                 auto self = weak.lock();
-                                 if (!self || self->closed) return;
-                                 if (!r) {
-                                   spdlog::warn("forward {}: {}", fid, r.error().message());
-                                   return pipe->fail();
-                                 }
-                                 pipe->start(std::move(r->tunnel));
-                               });
   }
 
   void close() {
@@ -282,18 +242,17 @@ void ForwardConsumer::create(const Request& req, Reply reply) {
         // Not one of our jobs: a paired provider, to a port on that host.
         auto peer = link_.target(target);
         if (!peer) {
-          return reply(Response::error(make_error(
-              ErrorCode::kNotFound, "no job and no paired peer \"" + target.substr(0, 80) +
-                                        "\"; `yonder ps --all` lists jobs, `yonder peers` peers")));
+          return reply(Response::error(
+              make_error(ErrorCode::kNotFound, "no job and no paired peer \"" + target.substr(0, 80) +
+                                                   "\"; `yonder ps --all` lists jobs, `yonder peers` peers")));
         }
         // The provider says now whether it opens that port to us (and
         // audits a refusal), rather than on every connection.
-        return link_.service().call(
-            peer->key, peer->addresses, "forward.host_check", {{"port", remote}},
-            [this, t = *peer, remote, local, reply](Result<nlohmann::json> r) {
-              if (!r) return reply(Response::error(r.error()));
-              open_listener(t, "", remote, local, reply);
-            });
+        return link_.service().call(peer->key, peer->addresses, "forward.host_check", {{"port", remote}},
+                                    [this, t = *peer, remote, local, reply](Result<nlohmann::json> r) {
+                                      if (!r) return reply(Response::error(r.error()));
+                                      open_listener(t, "", remote, local, reply);
+                                    });
       }
       auto t = link_.target(found->provider_id);
       if (!t) {
@@ -341,14 +300,18 @@ void ForwardConsumer::open_listener(const reach::Peers::Target& t, const std::st
   if (!ec) l->acceptor.bind(ep, ec);
   if (!ec) l->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return reply(Response::error(make_error(ErrorCode::kFailedPrecondition,
-                                            "cannot listen on 127.0.0.1:" + std::to_string(local) + ": " +
-                                                ec.message() + "; pick another local port (0 picks one)")));
+    return reply(Response::error(
+        make_error(ErrorCode::kFailedPrecondition, "cannot listen on 127.0.0.1:" + std::to_string(local) + ": " +
+                                                       ec.message() + "; pick another local port (0 picks one)")));
   }
   l->target = t;
   l->job_id = job_id;
   l->remote_port = static_cast<int>(remote);
   l->forward_id = "fwd-" + std::to_string(next_id_++);
+  l->label = "forward " + l->forward_id;
+  l->method = job_id.empty() ? "forward.host" : "forward.tcp";
+  l->params = {{"port", remote}};
+  if (!job_id.empty()) l->params["job_id"] = job_id;
   listeners_[l->forward_id] = l;
   l->accept_next();
   if (job_id.empty()) {
