@@ -23,12 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const DriverTable driver = load_driver(library);
   CallWorker worker(driver, 256);
   std::vector<uint8_t> hello;
-  Writer w(hello);
-  w.put(static_cast<uint16_t>(CallId::kHello));
-  w.put(kHelloMagic);
-  w.put(kProtocolVersion);
+  encode_hello(hello);
   std::vector<uint8_t> out;
-  if (!worker.handle(hello.data(), hello.size(), out)) __builtin_trap();
+  if (!worker.handle(hello.data() + 4, hello.size() - 4, out)) __builtin_trap();
   size_t at = 0;
   while (size - at >= 2) {
     uint16_t length;

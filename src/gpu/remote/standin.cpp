@@ -187,12 +187,7 @@ class Session {
       return CUDA_ERROR_NO_DEVICE;
     }
     fd_ = fd;
-    size_t at = begin_frame(out_);
-    Writer w(out_);
-    w.put(static_cast<uint16_t>(CallId::kHello));
-    w.put(kHelloMagic);
-    w.put(kProtocolVersion);
-    finish_frame(out_, at);
+    encode_hello(out_);
     std::vector<uint8_t> reply;
     if (CUresult r = round_trip_locked(reply); r != CUDA_SUCCESS) return r;
     Reader r(reply.data(), reply.size());

@@ -130,6 +130,16 @@ inline int64_t complete_frame(const uint8_t* data, size_t size) {
   return length;
 }
 
+// Appends the client's hello frame (call 0: magic, version).
+inline void encode_hello(std::vector<uint8_t>& out, uint16_t version = kProtocolVersion) {
+  size_t at = begin_frame(out);
+  Writer w(out);
+  w.put(uint16_t{0});
+  w.put(kHelloMagic);
+  w.put(version);
+  finish_frame(out, at);
+}
+
 // What the worker says when a session cannot start.
 enum class HelloRefusal : int32_t {
   kBadMagic = 1,

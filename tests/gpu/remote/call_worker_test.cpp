@@ -120,12 +120,7 @@ class Worker : public ::testing::Test {
     ASSERT_NE(library_, nullptr) << dlerror();
     worker_ = std::make_unique<CallWorker>(load_driver(library_));
     std::vector<uint8_t> hello;
-    size_t at = begin_frame(hello);
-    Writer w(hello);
-    w.put(static_cast<uint16_t>(CallId::kHello));
-    w.put(kHelloMagic);
-    w.put(kProtocolVersion);
-    finish_frame(hello, at);
+    encode_hello(hello);
     std::vector<uint8_t> reply;
     ASSERT_TRUE(worker_->handle(hello.data() + 4, hello.size() - 4, reply)) << worker_->error();
     ASSERT_EQ(reply.size(), 4 + kReplyHeaderBytes + 2 + 4);
@@ -309,12 +304,9 @@ TEST_F(Worker, ATruncatedRequestOrAnUnknownCallEndsTheSession) {
 TEST(WorkerHello, AnotherVersionIsAnsweredWithOursAndTheSessionEnds) {
   CallWorker worker(DriverTable{});
   std::vector<uint8_t> hello;
-  Writer w(hello);
-  w.put(static_cast<uint16_t>(CallId::kHello));
-  w.put(kHelloMagic);
-  w.put(static_cast<uint16_t>(kProtocolVersion + 1));
+  encode_hello(hello, static_cast<uint16_t>(kProtocolVersion + 1));
   std::vector<uint8_t> reply;
-  EXPECT_FALSE(worker.handle(hello.data(), hello.size(), reply));
+  EXPECT_FALSE(worker.handle(hello.data() + 4, hello.size() - 4, reply));
   EXPECT_NE(worker.error().find("install the same Yonder release on both machines"), std::string::npos);
   Reader r(reply.data() + 4, reply.size() - 4);
   int32_t result = 0;
@@ -329,13 +321,11 @@ TEST(WorkerHello, AnotherVersionIsAnsweredWithOursAndTheSessionEnds) {
 TEST(WorkerHello, ADriverWithoutACallAnswersNotSupported) {
   CallWorker worker(DriverTable{});
   std::vector<uint8_t> frame;
-  Writer w(frame);
-  w.put(static_cast<uint16_t>(CallId::kHello));
-  w.put(kHelloMagic);
-  w.put(kProtocolVersion);
+  encode_hello(frame);
   std::vector<uint8_t> reply;
-  ASSERT_TRUE(worker.handle(frame.data(), frame.size(), reply));
+  ASSERT_TRUE(worker.handle(frame.data() + 4, frame.size() - 4, reply));
   frame.clear();
+  Writer w(frame);
   reply.clear();
   w.put(static_cast<uint16_t>(CallId::cuInit));
   w.put(0u);
