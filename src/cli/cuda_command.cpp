@@ -39,8 +39,8 @@ int cmd_cuda(const Context& ctx, const CudaArgs& args) {
   // group), and we end when it does.
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
-  struct sigaction old_int {
-  }, old_quit{};
+  struct sigaction old_int {};
+  struct sigaction old_quit {};
   ::sigaction(SIGINT, &ignore, &old_int);
   ::sigaction(SIGQUIT, &ignore, &old_quit);
   pid_t child = ::fork();
