@@ -20,6 +20,7 @@
 //
 // Built without sanitizers and with its symbols bound to itself
 // (-Bsymbolic): it is loaded into programs that are not ours.
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -159,6 +161,19 @@ class Session {
     return first;
   }
 
+  // A forked child shares the parent's connection but not its GPU state:
+  // as with NVIDIA's driver, CUDA begun in the parent cannot be used in the
+  // child (it may begin its own if the parent never did). The mutex is
+  // made anew: another thread of the parent may have held it.
+  void after_fork_in_child() {
+    new (&mu) std::mutex();
+    if (fd_ < 0) return;
+    ::close(fd_);
+    fd_ = -1;
+    out_.clear();
+    broken_ = CUDA_ERROR_NOT_INITIALIZED;
+  }
+
   CUresult broken(const char* what) {
     say("the GPU's worker sent %s; the session is over: run the program again", what);
     close_locked();
@@ -261,7 +276,12 @@ class Session {
 };
 
 Session& session() {
-  static Session* s = new Session();  // never destroyed: calls may come during exit
+  // Never destroyed: calls may come during exit.
+  static Session* s = [] {
+    auto* created = new Session();
+    ::pthread_atfork(nullptr, nullptr, [] { session().after_fork_in_child(); });
+    return created;
+  }();
   return *s;
 }
 

@@ -13,6 +13,7 @@
  *   cuda_program bad_handle   a stream the worker never handed out
  *   cuda_program threads      four threads, each with the context made current itself, launching on its own data
  *   cuda_program alloc MB     one allocation: prints "alloc MB ok" or "alloc MB error CODE"
+ *   cuda_program fork         a child forked after CUDA began cannot use it; the parent still can
  *   cuda_program init         cuInit only: prints its result
  *   cuda_program wait_for F   a call ("before RESULT COUNT"), then, once file F exists, another
  *                             ("after RESULT"): a session cut in between shows here
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gpu/cuda/driver_api.h"
@@ -320,6 +322,21 @@ int main(int argc, char** argv) {
     printf("after %d\n", r);
     return 0;
   }
+  if (argc >= 2 && strcmp(argv[1], "fork") == 0) {
+    start();
+    int count = 0;
+    pid_t child = fork();
+    if (child == 0) {
+      CUresult r = cuDeviceGetCount(&count);
+      _exit(r == CUDA_ERROR_NOT_INITIALIZED ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the forked child is refused", 0);
+    EXPECT_OK(cuDeviceGetCount(&count));
+    check(count == 1, "the parent's session goes on", count);
+    return g_failures == 0 ? 0 : 1;
+  }
   if (argc >= 2 && strcmp(argv[1], "init") == 0) {
     CUresult r = cuInit(0);
     printf("init %d\n", r);
@@ -336,6 +353,6 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  fprintf(stderr, "usage: cuda_program session|deferred|bad_handle|threads|init|alloc MB|launches N|wait_for FILE\n");
+  fprintf(stderr, "usage: cuda_program session|deferred|bad_handle|threads|fork|init|alloc MB|launches N|wait_for FILE\n");
   return 2;
 }

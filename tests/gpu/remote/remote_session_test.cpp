@@ -79,6 +79,12 @@ TEST_F(RemoteSession, ThreadsShareTheSessionEachWithItsOwnCurrentContext) {
   EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
 }
 
+TEST_F(RemoteSession, AChildForkedAfterCudaBeganCannotUseItAndTheParentGoesOn) {
+  start_worker();
+  RunResult r = program({"fork"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
 TEST_F(RemoteSession, WithoutASocketTheProgramIsToldHowToReachAGpu) {
   RunResult r = run({YONDER_CUDA_PROGRAM_PATH, "init"},
                     {{"LD_LIBRARY_PATH", YONDER_CUDA_STANDIN_DIR}, {"YONDER_CUDA_SOCKET", ""}});
