@@ -392,16 +392,22 @@ YONDER_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t b
 
 namespace {
 
-// Each function's parameter layout, asked of the worker at its first launch.
+// Each function's parameter layout, asked of the worker at its first launch
+// and kept with its packed size; entries are never erased, so a pointer to
+// one stays valid.
+struct Layout {
+  std::vector<std::pair<uint64_t, uint64_t>> params;  // (offset, size)
+  uint64_t total = 0;                                 // bytes the packed arguments take
+};
 std::mutex g_layouts_mu;
-std::unordered_map<CUfunction, std::vector<std::pair<uint64_t, uint64_t>>> g_layouts;
+std::unordered_map<CUfunction, Layout> g_layouts;
 
-CUresult layout_of(CUfunction function, std::vector<std::pair<uint64_t, uint64_t>>& layout) {
+CUresult layout_of(CUfunction function, const Layout*& layout) {
   {
     std::lock_guard lock(g_layouts_mu);
     auto it = g_layouts.find(function);
     if (it != g_layouts.end()) {
-      layout = it->second;
+      layout = &it->second;
       return CUDA_SUCCESS;
     }
   }
@@ -412,17 +418,18 @@ CUresult layout_of(CUfunction function, std::vector<std::pair<uint64_t, uint64_t
       CallId::ycFuncParamLayout, function, &count, pairs.data(), capacity);
   if (r != CUDA_SUCCESS) return r;
   if (count > kMaxKernelParams) return CUDA_ERROR_INVALID_VALUE;
-  layout.clear();
+  Layout fetched;
   for (uint32_t i = 0; i < count; ++i) {
     uint64_t offset;
     uint64_t size;
     std::memcpy(&offset, pairs.data() + 16 * i, 8);
     std::memcpy(&size, pairs.data() + 16 * i + 8, 8);
     if (size > 4096 || offset > 65536) return CUDA_ERROR_INVALID_VALUE;
-    layout.emplace_back(offset, size);
+    fetched.params.emplace_back(offset, size);
+    fetched.total = std::max(fetched.total, offset + size);
   }
   std::lock_guard lock(g_layouts_mu);
-  g_layouts[function] = layout;
+  layout = &(g_layouts[function] = std::move(fetched));
   return CUDA_SUCCESS;
 }
 
@@ -435,14 +442,12 @@ YONDER_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned int grid_x, 
   std::vector<uint8_t> packed;
   uint32_t form = kLaunchByLayout;
   if (params != nullptr) {
-    std::vector<std::pair<uint64_t, uint64_t>> layout;
+    const Layout* layout = nullptr;
     if (CUresult r = layout_of(function, layout); r != CUDA_SUCCESS) return r;
-    uint64_t total = 0;
-    for (const auto& [offset, size] : layout) total = std::max(total, offset + size);
-    packed.assign(total, 0);
-    for (size_t i = 0; i < layout.size(); ++i) {
+    packed.assign(layout->total, 0);
+    for (size_t i = 0; i < layout->params.size(); ++i) {
       if (params[i] == nullptr) return CUDA_ERROR_INVALID_VALUE;
-      std::memcpy(packed.data() + layout[i].first, params[i], layout[i].second);
+      std::memcpy(packed.data() + layout->params[i].first, params[i], layout->params[i].second);
     }
   } else if (extra != nullptr) {
     // (key, value) pairs to CU_LAUNCH_PARAM_END: the buffer and its size.
