@@ -26,7 +26,8 @@ struct QuicConfig {
   uint64_t max_stream_window = 16 * 1024 * 1024;
   uint64_t connection_window = 8 * 1024 * 1024;
   uint64_t max_connection_window = 24 * 1024 * 1024;
-  // Use UDP GSO (UDP_SEGMENT) when the kernel offers it.
+  // Send with UDP GSO (UDP_SEGMENT) and receive with UDP GRO when the kernel
+  // offers them: one system call per run of packets instead of per packet.
   bool gso = true;
   // Tests only: drop every Nth QUIC datagram this endpoint receives (0: none).
   uint32_t drop_every_nth_received = 0;

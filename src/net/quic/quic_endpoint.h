@@ -17,6 +17,7 @@
 // Event-loop thread only. Owned by a shared_ptr: connections hold a weak one.
 #pragma once
 
+#include <sys/types.h>
 #include <utility>  // before Boost.Asio (GCC 12)
 
 #include <boost/asio/any_io_executor.hpp>
@@ -59,6 +60,7 @@ class QuicEndpoint : public std::enable_shared_from_this<QuicEndpoint> {
   boost::asio::any_io_executor get_executor() { return socket_.get_executor(); }
   const QuicConfig& config() const { return config_; }
   bool gso_enabled() const { return gso_; }
+  bool gro_enabled() const { return gro_; }
 
   // Datagrams that are not QUIC (first byte 0x00-0x3f).
   void on_other_datagram(OtherDatagram handler) { other_ = std::move(handler); }
@@ -88,6 +90,7 @@ class QuicEndpoint : public std::enable_shared_from_this<QuicEndpoint> {
     uint64_t datagrams_in = 0;
     uint64_t datagrams_out = 0;
     uint64_t batches_out = 0;
+    uint64_t batches_in = 0;  // receive calls that returned bytes; fewer than datagrams_in with GRO
     uint64_t other_in = 0;
     uint64_t dropped_in = 0;  // unroutable, or the test loss knob
     uint64_t handshakes_limited = 0;  // new Initials dropped: too many from one source address
@@ -104,6 +107,7 @@ class QuicEndpoint : public std::enable_shared_from_this<QuicEndpoint> {
   void start();
   void receive_some();
   void handle(const udp::endpoint& from, ByteView data, std::vector<std::shared_ptr<QuicChannel>>& touched);
+  ssize_t receive_batch(size_t* segment);
 
   // For QuicChannel.
   enum class SendResult { kSent, kWouldBlock, kFailed };
@@ -118,6 +122,7 @@ class QuicEndpoint : public std::enable_shared_from_this<QuicEndpoint> {
   std::shared_ptr<QuicCredentials> creds_;
   QuicConfig config_;
   bool gso_ = false;
+  bool gro_ = false;
   bool closed_ = false;
   OtherDatagram other_;
   AcceptKey accept_key_;

@@ -582,6 +582,7 @@ struct PunchPaths::Impl : std::enable_shared_from_this<Impl> {
     j["state"] = "on";
     j["local"] = endpoint_text(endpoint->local_endpoint());
     j["gso"] = endpoint->gso_enabled();
+    j["gro"] = endpoint->gro_enabled();
     if (check) j["checking"] = true;
     if (!nat) {
       j["nat"] = "unknown";
