@@ -288,7 +288,8 @@ int main(int argc, char** argv) {
     t0 = Clock::now();
     for (int i = 0; i < handshakes; ++i) {
       QuicPair fresh = qp;
-      auto from = asio::ip::udp::endpoint(asio::ip::make_address_v4(0x7f000002u + static_cast<uint32_t>(sources++ % 250)), 0);
+      auto source = asio::ip::make_address_v4(0x7f000002u + static_cast<uint32_t>(sources++ % 250));
+      auto from = asio::ip::udp::endpoint(source, 0);
       fresh.client_ep = a.on_loop([&] { return quic::QuicEndpoint::bind(a.io.get_executor(), ca, from).value(); });
       auto [c, s] = quic_connect(a, b, fresh, ca, sb);
       a.on_loop([c = c, ep = fresh.client_ep] {
