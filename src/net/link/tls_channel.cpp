@@ -5,6 +5,9 @@
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 namespace yonder::link {
 namespace asio = boost::asio;
@@ -16,11 +19,77 @@ constexpr size_t kRxBuffer = 256 * 1024;
 error_code ssl_category_error() { return asio::error::make_error_code(asio::error::access_denied); }
 }  // namespace
 
+// The BIO OpenSSL reads ciphertext from and writes it to: a view of the
+// channel's buffers. Reading takes from what the last socket read left
+// (nothing there means "retry", as OpenSSL's memory BIO with eof_return -1);
+// writing appends to what the next socket write sends.
+struct ChannelBio {
+  static TlsChannel* channel(BIO* b) { return static_cast<TlsChannel*>(BIO_get_data(b)); }
+
+  static int read(BIO* b, char* out, int size) {
+    BIO_clear_retry_flags(b);
+    TlsChannel* c = channel(b);
+    size_t have = c->rx_end_ - c->rx_begin_;
+    if (have == 0 || size <= 0) {
+      BIO_set_retry_read(b);
+      return -1;
+    }
+    size_t n = std::min(have, static_cast<size_t>(size));
+    std::memcpy(out, c->rx_.data() + c->rx_begin_, n);
+    c->rx_begin_ += n;
+    return static_cast<int>(n);
+  }
+
+  static int write(BIO* b, const char* in, int size) {
+    BIO_clear_retry_flags(b);
+    if (size <= 0) return 0;
+    Bytes& sealed = channel(b)->sealed_;
+    const auto* p = reinterpret_cast<const uint8_t*>(in);
+    sealed.insert(sealed.end(), p, p + size);
+    return size;
+  }
+
+  static long ctrl(BIO* b, int cmd, long, void*) {
+    switch (cmd) {
+      case BIO_CTRL_FLUSH: return 1;  // the socket write is ours to start
+      case BIO_CTRL_PENDING: {
+        TlsChannel* c = channel(b);
+        return static_cast<long>(c->rx_end_ - c->rx_begin_);
+      }
+      case BIO_CTRL_WPENDING: return static_cast<long>(channel(b)->sealed_.size());
+      default: return 0;
+    }
+  }
+
+  static int create(BIO* b) {
+    BIO_set_init(b, 1);
+    return 1;
+  }
+
+  static const BIO_METHOD* method() {
+    static BIO_METHOD* m = [] {
+      BIO_METHOD* made = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "yonder tls channel");
+      if (made == nullptr) std::abort();  // out of memory at start-up
+      BIO_meth_set_read(made, read);
+      BIO_meth_set_write(made, write);
+      BIO_meth_set_ctrl(made, ctrl);
+      BIO_meth_set_create(made, create);
+      return made;
+    }();
+    return m;
+  }
+
+  static BIO* make(TlsChannel* c) {
+    BIO* b = BIO_new(method());
+    if (b == nullptr) std::abort();  // out of memory
+    BIO_set_data(b, c);
+    return b;
+  }
+};
+
 TlsChannel::TlsChannel(asio::ip::tcp::socket socket, SSL_CTX* ctx, bool server)
-    : socket_(std::move(socket)), ssl_(SSL_new(ctx)), in_(BIO_new(BIO_s_mem())), out_(BIO_new(BIO_s_mem())),
+    : socket_(std::move(socket)), ssl_(SSL_new(ctx)), in_(ChannelBio::make(this)), out_(ChannelBio::make(this)),
       rx_(kRxBuffer) {
-  BIO_set_mem_eof_return(in_, -1);  // empty input means "retry", not EOF
-  BIO_set_mem_eof_return(out_, -1);
   SSL_set_bio(ssl_, in_, out_);  // the SSL owns both BIOs now
   if (server) SSL_set_accept_state(ssl_);
   else SSL_set_connect_state(ssl_);
@@ -54,17 +123,16 @@ void TlsChannel::close() {
 // at a time; calls the drained_ handlers when nothing is left.
 void TlsChannel::pump() {
   if (writing_) return;
-  size_t pending = BIO_ctrl_pending(out_);
-  if (pending == 0) {
+  if (sealed_.empty()) {
     auto handlers = std::move(drained_);
     drained_.clear();
     for (auto& h : handlers) h(error_code());
     return;
   }
-  if (tx_.capacity() < pending) tx_.reserve(pending);
-  tx_.resize(pending);  // no zero-fill cost once capacity is there: values are overwritten
-  int n = BIO_read(out_, tx_.data(), static_cast<int>(pending));
-  tx_.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  // The sealed bytes go out as they are; OpenSSL seals the next ones into
+  // the other buffer meanwhile (both keep their capacity: no allocation).
+  tx_.clear();
+  std::swap(tx_, sealed_);
   writing_ = true;
   auto self = shared_from_this();
   asio::async_write(socket_, asio::buffer(tx_), [this, self](error_code ec, size_t) {
@@ -79,14 +147,24 @@ void TlsChannel::pump() {
   });
 }
 
-// Reads what the socket has into OpenSSL's input.
+// Reads what the socket has into OpenSSL's input, after what it has not
+// taken yet (nothing, when it asked for more: it takes all there is).
 void TlsChannel::fill(std::function<void(error_code)> then) {
+  if (rx_begin_ == rx_end_) {
+    rx_begin_ = rx_end_ = 0;
+  } else if (rx_begin_ > 0) {
+    std::memmove(rx_.data(), rx_.data() + rx_begin_, rx_end_ - rx_begin_);
+    rx_end_ -= rx_begin_;
+    rx_begin_ = 0;
+  }
+  if (rx_end_ == rx_.size()) rx_.resize(rx_.size() * 2);  // cannot happen: OpenSSL asks only when it took all
   auto self = shared_from_this();
-  socket_.async_read_some(asio::buffer(rx_), [this, self, then](error_code ec, size_t n) {
-    if (ec) return then(ec);
-    BIO_write(in_, rx_.data(), static_cast<int>(n));
-    then(error_code());
-  });
+  socket_.async_read_some(asio::buffer(rx_.data() + rx_end_, rx_.size() - rx_end_),
+                          [this, self, then](error_code ec, size_t n) {
+                            if (ec) return then(ec);
+                            rx_end_ += n;
+                            then(error_code());
+                          });
 }
 
 void TlsChannel::async_handshake(Handler done) {

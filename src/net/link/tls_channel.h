@@ -1,9 +1,11 @@
-// TLS over a TCP socket with OpenSSL driven through memory BIOs, so that
-// ciphertext moves in large batches: one SSL_write of a 256 KiB plaintext
-// chunk becomes one socket write of all its records, and one socket read
-// feeds every record it holds to SSL_read. Boost.Asio's ssl::stream writes one
-// ~16 KiB record per system call, which on loopback cost half the link's
-// throughput (bench/link_bench.cpp measures both ends).
+// TLS over a TCP socket with OpenSSL driven through BIOs of our own, so that
+// ciphertext moves in large batches and is not copied on its way: one
+// SSL_write of a 256 KiB plaintext chunk seals its records straight into the
+// buffer the next socket write sends, and one socket read lands in the buffer
+// SSL_read takes records from. Boost.Asio's ssl::stream writes one ~16 KiB
+// record per system call, which on loopback cost half the link's throughput;
+// OpenSSL's memory BIOs cost a copy of every ciphertext byte each way
+// (bench/link_bench.cpp measures both ends).
 //
 // Event-loop thread only. Reads and writes may be outstanding at the same
 // time (one of each); all ciphertext leaves through one output pump, so
@@ -60,10 +62,14 @@ class TlsChannel final : public Channel, public std::enable_shared_from_this<Tls
 
   boost::asio::ip::tcp::socket socket_;
   SSL* ssl_;
-  BIO* in_;   // ciphertext from the socket, for OpenSSL
-  BIO* out_;  // ciphertext from OpenSSL, for the socket
-  std::vector<uint8_t> rx_;
-  Bytes tx_;
+  friend struct ChannelBio;
+  BIO* in_;   // OpenSSL reads ciphertext from rx_ through it
+  BIO* out_;  // OpenSSL appends ciphertext to sealed_ through it
+  std::vector<uint8_t> rx_;  // what the last socket read brought
+  size_t rx_begin_ = 0;      // rx_[rx_begin_, rx_end_) is not yet taken by OpenSSL
+  size_t rx_end_ = 0;
+  Bytes sealed_;  // ciphertext waiting for the socket
+  Bytes tx_;      // ciphertext on its way to the socket (swapped with sealed_)
   bool writing_ = false;
   bool reading_ = false;
   bool socket_eof_ = false;
