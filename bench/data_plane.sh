@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The data plane's rows side by side with their anchors, in one run:
+#
+#   link, 1 stream    / raw TCP          (bench/link_bench)
+#   link, 16 streams  / raw TCP          (bench/link_bench)
+#   link handshake + first request, ms   (bench/link_bench; TCP round trip as anchor)
+#   relay             / direct TLS       (bench/relay_bench)
+#   QUIC              / TLS over TCP     (bench/quic_bench; and / raw TCP)
+#   QUIC handshake    / TLS handshake    (bench/quic_bench)
+#
+# Each program runs its A B A B pairs and prints every pair; this prints
+# their medians as one table at the end. These machines swing 2-3x between
+# quiet and loaded minutes, so --loaded runs the same rows again while one
+# busy loop per core competes for the CPU (at the same priority), and the
+# table shows both. Needs the release build (cmake --preset release &&
+# cmake --build --preset release); falls back to dev with a warning.
+#
+#   bench/data_plane.sh [--quick] [--loaded] [--pairs N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=build/release/bench
+if [ ! -x "$dir/link_bench" ] || [ ! -x "$dir/relay_bench" ] || [ ! -x "$dir/quic_bench" ]; then
+  dir=build/dev/bench
+  echo "data_plane: no release build of the benches; using $dir (debug: read only the ratios)" >&2
+fi
+for b in link_bench relay_bench quic_bench; do
+  [ -x "$dir/$b" ] || { echo "data_plane: $dir/$b is missing: build it with cmake --build --preset release" >&2; exit 2; }
+done
+link_bytes=1G relay_bytes=512M quic_bytes=256M pairs=5 loaded=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) link_bytes=128M relay_bytes=64M quic_bytes=64M pairs=2 ;;
+    --loaded) loaded=1 ;;
+    --pairs) pairs=$2; shift ;;
+    *) echo "usage: $0 [--quick] [--loaded] [--pairs N]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+out=$(mktemp -d)
+hogs=()
+stop_load() {
+  for pid in "${hogs[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${hogs[@]}"; do wait "$pid" 2>/dev/null || true; done
+  hogs=()
+}
+cleanup() {
+  stop_load
+  rm -rf "$out"
+}
+trap cleanup EXIT
+
+# run_rows TAG: every program once, its whole output kept in $out/TAG.*
+run_rows() {
+  local tag=$1
+  echo "=== $tag: link_bench"
+  "$dir/link_bench" --bytes="$link_bytes" --pairs="$pairs" --handshakes=50 | tee "$out/$tag.link"
+  echo "=== $tag: relay_bench"
+  "$dir/relay_bench" --bytes="$relay_bytes" --pairs="$pairs" | tee "$out/$tag.relay"
+  echo "=== $tag: quic_bench"
+  "$dir/quic_bench" --bytes="$quic_bytes" --pairs="$pairs" --handshakes=20 | tee "$out/$tag.quic"
+}
+
+# median FILE PATTERN: the median ratio on the line that matches
+median() { grep -m1 "$2" "$1" | sed -n 's/.*median ratio \([0-9.]*\).*/\1/p'; }
+# mid FORMAT: the median of the numbers on stdin, one per line (the upper
+# one of an even count, as the benches take theirs)
+mid() { sort -g | awk -v f="$1" '{ v[n++] = $1 } END { if (n) printf f, v[int(n / 2)]; else print "?" }'; }
+# column FILE COLUMN: the median of one column over the pair rows (lines
+# that start with a pair number) of the first table in FILE
+column() { awk -v c="$2" '/median ratio/ { exit } /^[0-9]+ / { print $c }' "$1" | mid %.0f; }
+# handshake FILE COLUMN: the same over the handshake table
+handshake() { awk -v c="$2" '/^handshake/ { on = 1; next } on && /^[0-9]+ / { print $c }' "$1" | mid %.2f; }
+
+row() { printf '%-34s %12s %12s\n' "$1" "$2" "$3"; }
+table() {
+  local tag=$1
+  local l=$out/$tag.link r=$out/$tag.relay q=$out/$tag.quic
+  echo "--- $tag (medians over $pairs pairs; MB/s = 10^6 bytes per second)"
+  row "row" "ratio" "figures"
+  row "link 1 stream / raw TCP" "$(median "$l" '(1 stream)')" "$(column "$l" 3) vs $(column "$l" 2) MB/s"
+  row "link 16 streams / raw TCP" "$(median "$l" '(16 streams)')" "$(column "$l" 4) vs $(column "$l" 2) MB/s"
+  row "link handshake+request / TCP rtt" "$(median "$l" 'link handshake /')" "$(handshake "$l" 3) vs $(handshake "$l" 2) ms"
+  row "relay / direct" "$(median "$r" 'relay / direct')" "$(column "$r" 3) vs $(column "$r" 2) MB/s"
+  row "QUIC / TLS over TCP" "$(median "$q" 'QUIC / TLS-over-TCP throughput')" "$(column "$q" 4) vs $(column "$q" 3) MB/s"
+  row "QUIC / raw TCP" "$(median "$q" 'QUIC / raw TCP')" "$(column "$q" 4) vs $(column "$q" 2) MB/s"
+  row "QUIC handshake / TLS handshake" "$(median "$q" 'handshake time')" "$(handshake "$q" 3) vs $(handshake "$q" 2) ms"
+}
+
+run_rows quiet
+if [ "$loaded" = 1 ]; then
+  for _ in $(seq "$(nproc)"); do
+    sh -c 'while :; do :; done' &
+    hogs+=("$!")
+  done
+  run_rows loaded
+  stop_load
+fi
+echo
+table quiet
+if [ "$loaded" = 1 ]; then table loaded; fi
