@@ -7,15 +7,23 @@
 #   relay             / direct TLS       (bench/relay_bench)
 #   QUIC              / TLS over TCP     (bench/quic_bench; and / raw TCP)
 #   QUIC handshake    / TLS handshake    (bench/quic_bench)
+#   QUIC              / ngtcp2's example (gtlsclient downloading a file from
+#                                         gtlsserver over HTTP/3: the same
+#                                         QUIC and crypto libraries; only
+#                                         where apt-get install ngtcp2-client
+#                                         ngtcp2-server put them)
 #
 # Each program runs its A B A B pairs and prints every pair; this prints
 # their medians as one table at the end. These machines swing 2-3x between
 # quiet and loaded minutes, so --loaded runs the same rows again while one
 # busy loop per core competes for the CPU (at the same priority), and the
-# table shows both. Needs the release build (cmake --preset release &&
-# cmake --build --preset release); falls back to dev with a warning.
+# table shows both. --before DIR runs the same rows with the benches in DIR
+# (an older build's bench folder, e.g. a git worktree of the last landing)
+# right before each of ours, so a change is compared within one run. Needs
+# the release build (cmake --preset release && cmake --build --preset
+# release); falls back to dev with a warning.
 #
-#   bench/data_plane.sh [--quick] [--loaded] [--pairs N]
+#   bench/data_plane.sh [--quick] [--loaded] [--pairs N] [--before DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build/release/bench
@@ -26,19 +34,27 @@ fi
 for b in link_bench relay_bench quic_bench; do
   [ -x "$dir/$b" ] || { echo "data_plane: $dir/$b is missing: build it with cmake --build --preset release" >&2; exit 2; }
 done
-link_bytes=1G relay_bytes=512M quic_bytes=256M pairs=5 loaded=0
+link_bytes=1G relay_bytes=512M quic_bytes=256M pairs=5 loaded=0 before=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) link_bytes=128M relay_bytes=64M quic_bytes=64M pairs=2 ;;
     --loaded) loaded=1 ;;
     --pairs) pairs=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--loaded] [--pairs N]" >&2; exit 2 ;;
+    --before) before=$2; shift ;;
+    *) echo "usage: $0 [--quick] [--loaded] [--pairs N] [--before DIR]" >&2; exit 2 ;;
   esac
   shift
 done
 
+if [ -n "$before" ]; then
+  for b in link_bench relay_bench quic_bench; do
+    [ -x "$before/$b" ] || { echo "data_plane: $before/$b is missing" >&2; exit 2; }
+  done
+fi
+
 out=$(mktemp -d)
 hogs=()
+server=""
 stop_load() {
   for pid in "${hogs[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${hogs[@]}"; do wait "$pid" 2>/dev/null || true; done
@@ -46,19 +62,69 @@ stop_load() {
 }
 cleanup() {
   stop_load
+  if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; fi
   rm -rf "$out"
 }
 trap cleanup EXIT
 
-# run_rows TAG: every program once, its whole output kept in $out/TAG.*
+# run_rows TAG DIR: every program in DIR once, its whole output kept in
+# $out/TAG.*
 run_rows() {
-  local tag=$1
+  local tag=$1 bin=$2
   echo "=== $tag: link_bench"
-  "$dir/link_bench" --bytes="$link_bytes" --pairs="$pairs" --handshakes=50 | tee "$out/$tag.link"
+  "$bin/link_bench" --bytes="$link_bytes" --pairs="$pairs" --handshakes=50 | tee "$out/$tag.link"
   echo "=== $tag: relay_bench"
-  "$dir/relay_bench" --bytes="$relay_bytes" --pairs="$pairs" | tee "$out/$tag.relay"
+  "$bin/relay_bench" --bytes="$relay_bytes" --pairs="$pairs" | tee "$out/$tag.relay"
   echo "=== $tag: quic_bench"
-  "$dir/quic_bench" --bytes="$quic_bytes" --pairs="$pairs" --handshakes=20 | tee "$out/$tag.quic"
+  "$bin/quic_bench" --bytes="$quic_bytes" --pairs="$pairs" --handshakes=20 | tee "$out/$tag.quic"
+}
+# ngtcp2_rows TAG: ngtcp2's example client fetching $quic_bytes from its
+# example server on loopback, $pairs times; MB/s per line in $out/TAG.ngtcp2
+ngtcp2_rows() {
+  local tag=$1
+  command -v gtlsclient >/dev/null && command -v gtlsserver >/dev/null || return 0
+  echo "=== $tag: ngtcp2 example (gtlsserver -> gtlsclient)"
+  local ng=$out/ngtcp2 port dl
+  mkdir -p "$ng/htdocs"
+  # Downloads land in memory where there is a tmpfs: the anchor is QUIC, not the disk.
+  dl=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d -p "$ng")
+  if [ ! -f "$ng/key.pem" ]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$ng/key.pem" \
+      -out "$ng/cert.pem" -days 1 -subj /CN=localhost 2>/dev/null
+    head -c "$(numfmt --from=iec "$quic_bytes")" /dev/zero >"$ng/htdocs/blob"
+  fi
+  port=$(python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  gtlsserver -q --no-quic-dump --no-http-dump -d "$ng/htdocs" 127.0.0.1 "$port" "$ng/key.pem" "$ng/cert.pem" \
+    >"$ng/server.log" 2>&1 &
+  server=$!
+  local size t0 t1
+  size=$(stat -c %s "$ng/htdocs/blob")
+  for p in $(seq "$pairs"); do
+    rm -f "$dl/blob"
+    t0=$(date +%s.%N)
+    gtlsclient -q --no-quic-dump --no-http-dump --download "$dl" --exit-on-all-streams-close \
+      127.0.0.1 "$port" "https://127.0.0.1:$port/blob" >/dev/null 2>&1 || true
+    t1=$(date +%s.%N)
+    if [ "$(stat -c %s "$dl/blob" 2>/dev/null || echo 0)" != "$size" ]; then
+      echo "$p ngtcp2 example: download incomplete (see $ng/server.log)"
+      continue
+    fi
+    awk -v p="$p" -v b="$size" -v a="$t0" -v z="$t1" 'BEGIN { printf "%d %.0f MB/s\n", p, b / 1e6 / (z - a) }'
+  done | tee "$out/$tag.ngtcp2"
+  kill "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+  server=""
+  rm -rf "$dl"
+}
+# both TAG: the --before build's rows (tagged "TAG, before"), then ours
+both() {
+  if [ -n "$before" ]; then run_rows "$1, before" "$before"; fi
+  run_rows "$1" "$dir"
+  ngtcp2_rows "$1"
+}
+tables() {
+  if [ -n "$before" ]; then table "$1, before"; fi
+  table "$1"
 }
 
 # median FILE PATTERN: the median ratio on the line that matches
@@ -85,17 +151,23 @@ table() {
   row "QUIC / TLS over TCP" "$(median "$q" 'QUIC / TLS-over-TCP throughput')" "$(column "$q" 4) vs $(column "$q" 3) MB/s"
   row "QUIC / raw TCP" "$(median "$q" 'QUIC / raw TCP')" "$(column "$q" 4) vs $(column "$q" 2) MB/s"
   row "QUIC handshake / TLS handshake" "$(median "$q" 'handshake time')" "$(handshake "$q" 3) vs $(handshake "$q" 2) ms"
+  local base=${tag%, before} ours ng
+  if [ -s "$out/$base.ngtcp2" ]; then
+    ours=$(column "$q" 4)
+    ng=$(awk '{ print $2 }' "$out/$base.ngtcp2" | mid %.0f)
+    row "QUIC / ngtcp2's example" "$(awk -v a="$ours" -v b="$ng" 'BEGIN { printf "%.2f", a / b }')" "$ours vs $ng MB/s"
+  fi
 }
 
-run_rows quiet
+both quiet
 if [ "$loaded" = 1 ]; then
   for _ in $(seq "$(nproc)"); do
     sh -c 'while :; do :; done' &
     hogs+=("$!")
   done
-  run_rows loaded
+  both loaded
   stop_load
 fi
 echo
-table quiet
-if [ "$loaded" = 1 ]; then table loaded; fi
+tables quiet
+if [ "$loaded" = 1 ]; then tables loaded; fi
