@@ -42,7 +42,7 @@ wait
 # the real driver; then the bench with the real driver on both sides.
 echo "== remote CUDA: cuda_program through the stand-in and the worker on the real driver"
 W=build/dev/lib/yonder/yonder-cuda-worker
-for scenario in session threads "launches 100000"; do
+for scenario in session threads "samples /tmp" "launches 100000"; do
   S=$(mktemp -u /tmp/yonder-cuda.XXXXXX)
   $W --listen "$S" --driver libcuda.so.1 & WP=$!
   for _ in $(seq 100); do [ -S "$S" ] && break; sleep 0.1; done

@@ -43,6 +43,7 @@ enum {
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_IMAGE = 200,
   CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_FILE_NOT_FOUND = 301,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
@@ -124,6 +125,12 @@ enum {
   YONDER_CU_LAUNCH_PARAM_BUFFER_SIZE = 0x02,
 };
 
+/* cuMemHostAlloc and cuMemHostRegister flags: host memory mapped into the
+ * device's address space (which a remote GPU cannot do). */
+enum { YONDER_CU_MEMHOSTALLOC_DEVICEMAP = 0x02, YONDER_CU_MEMHOSTREGISTER_DEVICEMAP = 0x02 };
+/* A JIT option's name (CUjit_option); only passed through or ignored here. */
+typedef int CUjit_option;
+
 typedef CUresult (*PFN_cuDriverGetVersion)(int* version);
 typedef CUresult (*PFN_cuDeviceGetCount)(int* count);
 typedef CUresult (*PFN_cuDeviceGet)(CUdevice* device, int ordinal);
@@ -132,6 +139,11 @@ typedef CUresult (*PFN_cuDeviceTotalMem_v2)(size_t* bytes, CUdevice device);
 typedef CUresult (*PFN_cuDeviceGetAttribute)(int* value, CUdevice_attribute attribute, CUdevice device);
 typedef CUresult (*PFN_cuDevicePrimaryCtxRetain)(CUcontext* ctx, CUdevice device);
 typedef CUresult (*PFN_cuDevicePrimaryCtxRelease_v2)(CUdevice device);
+typedef CUresult (*PFN_cuDeviceComputeCapability)(int* major, int* minor, CUdevice device);
+typedef CUresult (*PFN_cuCtxCreate_v2)(CUcontext* ctx, unsigned int flags, CUdevice device);
+typedef CUresult (*PFN_cuCtxDestroy_v2)(CUcontext ctx);
+typedef CUresult (*PFN_cuCtxPushCurrent_v2)(CUcontext ctx);
+typedef CUresult (*PFN_cuCtxPopCurrent_v2)(CUcontext* ctx);
 typedef CUresult (*PFN_cuCtxSetCurrent)(CUcontext ctx);
 typedef CUresult (*PFN_cuCtxGetCurrent)(CUcontext* ctx);
 typedef CUresult (*PFN_cuCtxGetDevice)(CUdevice* device);
@@ -143,6 +155,15 @@ typedef CUresult (*PFN_cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void* src, s
 typedef CUresult (*PFN_cuMemcpyDtoHAsync_v2)(void* dst, CUdeviceptr src, size_t bytes, CUstream stream);
 typedef CUresult (*PFN_cuMemsetD8_v2)(CUdeviceptr dst, unsigned char value, size_t count);
 typedef CUresult (*PFN_cuMemsetD32_v2)(CUdeviceptr dst, unsigned int value, size_t count);
+typedef CUresult (*PFN_cuMemsetD16_v2)(CUdeviceptr dst, unsigned short value, size_t count);
+typedef CUresult (*PFN_cuMemcpyDtoDAsync_v2)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
+typedef CUresult (*PFN_cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream);
+typedef CUresult (*PFN_cuMemsetD32Async)(CUdeviceptr dst, unsigned int value, size_t count, CUstream stream);
+typedef CUresult (*PFN_cuMemAllocHost_v2)(void** host, size_t bytes);
+typedef CUresult (*PFN_cuMemHostAlloc)(void** host, size_t bytes, unsigned int flags);
+typedef CUresult (*PFN_cuMemFreeHost)(void* host);
+typedef CUresult (*PFN_cuMemHostRegister_v2)(void* host, size_t bytes, unsigned int flags);
+typedef CUresult (*PFN_cuMemHostUnregister)(void* host);
 typedef CUresult (*PFN_cuStreamCreate)(CUstream* stream, unsigned int flags);
 typedef CUresult (*PFN_cuStreamDestroy_v2)(CUstream stream);
 typedef CUresult (*PFN_cuStreamSynchronize)(CUstream stream);
@@ -155,6 +176,10 @@ typedef CUresult (*PFN_cuEventQuery)(CUevent event);
 typedef CUresult (*PFN_cuEventElapsedTime)(float* milliseconds, CUevent start, CUevent end);
 typedef CUresult (*PFN_cuEventDestroy_v2)(CUevent event);
 typedef CUresult (*PFN_cuModuleLoadData)(CUmodule* module, const void* image);
+typedef CUresult (*PFN_cuModuleLoad)(CUmodule* module, const char* path);
+typedef CUresult (*PFN_cuModuleLoadDataEx)(CUmodule* module, const void* image, unsigned int options,
+                                           CUjit_option* names, void** values);
+typedef CUresult (*PFN_cuModuleGetGlobal_v2)(CUdeviceptr* address, size_t* bytes, CUmodule module, const char* name);
 typedef CUresult (*PFN_cuModuleUnload)(CUmodule module);
 typedef CUresult (*PFN_cuModuleGetFunction)(CUfunction* function, CUmodule module, const char* name);
 typedef CUresult (*PFN_cuFuncGetAttribute)(int* value, CUfunction_attribute attribute, CUfunction function);

@@ -132,6 +132,22 @@ struct Kind<Out<T>> {
   static bool decode(Reader& r, T* out) { return r.take(*out); }
 };
 
+template <class T>
+struct Kind<OptOut<T>> {  // the value is always sent back; written only where asked for
+  template <class Args>
+  static bool valid(T*, const Args&) {
+    return true;
+  }
+  template <class Args>
+  static void encode(Writer&, T*, const Args&) {}
+  static bool decode(Reader& r, T* out) {
+    T value{};
+    if (!r.take(value)) return false;
+    if (out != nullptr) *out = value;
+    return true;
+  }
+};
+
 template <class H>
 struct HandleIn {
   template <class Args>
@@ -332,6 +348,9 @@ struct Slot<Out<T>> {
   void commit(const Slots&, HandleTable&) {}
   void encode(Writer& w) const { w.put(value); }
 };
+
+template <class T>
+struct Slot<OptOut<T>> : Slot<Out<T>> {};  // the driver always gets somewhere to write
 
 template <class H>
 struct HandleInSlot {

@@ -57,6 +57,10 @@ template <class H>
 struct DropHandle {  // a handle the call destroys: its id is forgotten once the call succeeds
   using Arg = H;
 };
+template <class T>
+struct OptOut {  // as Out, where the caller may pass NULL for a value it does not want
+  using Arg = T*;
+};
 template <size_t Length>
 struct InBytes {  // a buffer the caller passes, of the length in parameter Length
   using Arg = const void*;
@@ -123,6 +127,15 @@ using OutFunctionOfModule = OutChildHandle<CUfunction, 1>;
   X(37, cuFuncGetAttribute, kSync, kGenerated, Out<int>, In<CUfunction_attribute>, InHandle<CUfunction>)      \
   X(38, cuOccupancyMaxActiveBlocksPerMultiprocessor, kSync, kGenerated, Out<int>, InHandle<CUfunction>,       \
     In<int>, In<size_t>)                                                                                      \
+  X(39, cuCtxCreate_v2, kSync, kWritten, OutHandle<CUcontext>, In<unsigned int>, In<CUdevice>)                \
+  X(40, cuCtxDestroy_v2, kSync, kWritten, DropHandle<CUcontext>)                                              \
+  X(41, cuModuleGetGlobal_v2, kSync, kGenerated, OptOut<CUdeviceptr>, OptOut<size_t>, InHandle<CUmodule>,     \
+    InName)                                                                                                   \
+  X(42, cuMemsetD16_v2, kAsync, kGenerated, In<CUdeviceptr>, In<unsigned short>, In<size_t>)                  \
+  X(43, cuMemcpyDtoDAsync_v2, kAsync, kGenerated, In<CUdeviceptr>, In<CUdeviceptr>, In<size_t>,               \
+    InHandle<CUstream>)                                                                                       \
+  X(44, cuMemsetD8Async, kAsync, kGenerated, In<CUdeviceptr>, In<unsigned char>, In<size_t>, InHandle<CUstream>) \
+  X(45, cuMemsetD32Async, kAsync, kGenerated, In<CUdeviceptr>, In<unsigned int>, In<size_t>, InHandle<CUstream>) \
   /* Ours: a kernel's parameter layout (offset, size pairs as u64), so the stand-in can pack a launch's     \
      arguments; and a launch with its arguments packed (form 0: by that layout; form 1: a buffer given      \
      with CU_LAUNCH_PARAM_BUFFER_POINTER). */                                                                 \

@@ -6,8 +6,9 @@
 // Built from the call table: every row of origin kGenerated becomes an
 // exported function of the driver's own name and signature; the rows of
 // origin kWritten are written below (the current context, chunked copies,
-// launches); a few calls are answered here without the worker
-// (cuCtxGetCurrent, cuGetErrorName/String, cuGetProcAddress).
+// launches, contexts made and destroyed); a few calls are answered here
+// without the worker (the context stack, host memory, module files,
+// cuGetErrorName/String, cuGetProcAddress).
 //
 // The session: one connection per process to the socket named by
 // YONDER_CUDA_SOCKET, opened at the first call, guarded by one mutex (the
@@ -50,6 +51,8 @@ namespace yonder::gpu::remote {
 namespace {
 
 constexpr CUresult kLinkLost = 46;  // CUDA_ERROR_DEVICE_UNAVAILABLE
+constexpr CUresult kAlreadyRegistered = 712;  // CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+constexpr CUresult kNotRegistered = 713;      // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
 constexpr size_t kFlushBytes = 256 * 1024;
 // Chunks of a copy from the device requested before the first is read.
 constexpr size_t kCopyWindow = 8;
@@ -64,7 +67,15 @@ void say(const char* format, ...) {
   std::fputc('\n', stderr);
 }
 
+// This thread's context stack, as the driver keeps it: t_current on top of
+// t_below.
 thread_local CUcontext t_current = nullptr;
+thread_local std::vector<CUcontext> t_below;
+
+// What the worker's thread had current after a call that changed it in ways
+// the stand-in cannot follow (a destroyed context pops the worker's own
+// stack): the next call sends its thread's context whatever it is.
+const CUcontext kWorkerContextUnknown = reinterpret_cast<CUcontext>(~uintptr_t{0});
 
 class Session {
  public:
@@ -86,6 +97,8 @@ class Session {
   }
 
   std::vector<uint8_t>& out() { return out_; }
+  // A call just made `ctx` current on the worker's thread.
+  void worker_made_current_locked(CUcontext ctx) { worker_current_ = ctx; }
 
   CUresult after_async_locked() {
     if (out_.size() < kFlushBytes) return CUDA_SUCCESS;
@@ -286,9 +299,11 @@ Session& session() {
 }
 
 // One call through the session: checks, encodes, and for a synchronous call
-// waits for the reply and fills the outputs.
-template <Mode M, class... P>
-CUresult remote_call(CallId id, ArgOf<P>... a) {
+// waits for the reply and fills the outputs; then, still holding the
+// session, `after(session, result)` (the context calls keep the worker's
+// current context in step there, before another thread's call goes out).
+template <Mode M, class... P, class After>
+CUresult remote_call_then(CallId id, After after, ArgOf<P>... a) {
   std::tuple<ArgOf<P>...> args(a...);
   if (!client::valid<P...>(args)) return CUDA_ERROR_INVALID_VALUE;
   Session& s = session();
@@ -305,8 +320,14 @@ CUresult remote_call(CallId id, ArgOf<P>... a) {
     if (result == CUDA_SUCCESS && !client::decode_outputs<P...>(r, args)) {
       return s.broken("a reply that does not match its call");
     }
+    after(s, result);
     return result;
   }
+}
+
+template <Mode M, class... P>
+CUresult remote_call(CallId id, ArgOf<P>... a) {
+  return remote_call_then<M, P...>(id, [](Session&, CUresult) {}, a...);
 }
 
 }  // namespace
@@ -328,9 +349,63 @@ YONDER_REMOTE_CUDA_CALLS(YONDER_REMOTE_EXPORT)
 
 // ---- Written ----
 
+// Replaces the top of this thread's stack; NULL pops it, as on the driver.
 YONDER_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  if (ctx == nullptr && !t_below.empty()) {
+    t_current = t_below.back();
+    t_below.pop_back();
+    return CUDA_SUCCESS;
+  }
   t_current = ctx;
   return CUDA_SUCCESS;
+}
+
+YONDER_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  t_below.push_back(t_current);
+  t_current = ctx;
+  return CUDA_SUCCESS;
+}
+
+YONDER_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx != nullptr) *ctx = t_current;
+  t_current = t_below.empty() ? nullptr : t_below.back();
+  if (!t_below.empty()) t_below.pop_back();
+  return CUDA_SUCCESS;
+}
+
+// A new context is pushed on this thread's stack, and is current on the
+// worker's thread once the call returns there.
+YONDER_EXPORT CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int flags, CUdevice device) {
+  CUresult r = remote_call_then<Mode::kSync, OutHandle<CUcontext>, In<unsigned int>, In<CUdevice>>(
+      CallId::cuCtxCreate_v2,
+      [ctx](Session& s, CUresult result) {
+        if (result == CUDA_SUCCESS) s.worker_made_current_locked(*ctx);
+      },
+      ctx, flags, device);
+  if (r == CUDA_SUCCESS) {
+    t_below.push_back(t_current);
+    t_current = *ctx;
+  }
+  return r;
+}
+
+// Destroying a context pops it from the stack of the thread it is current
+// to; on the worker's thread that uncovers a context the stand-in did not
+// send, so the next call says which one it wants.
+YONDER_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  CUresult r = remote_call_then<Mode::kSync, DropHandle<CUcontext>>(
+      CallId::cuCtxDestroy_v2,
+      [](Session& s, CUresult result) {
+        if (result == CUDA_SUCCESS) s.worker_made_current_locked(kWorkerContextUnknown);
+      },
+      ctx);
+  if (r == CUDA_SUCCESS && t_current == ctx) {
+    t_current = t_below.empty() ? nullptr : t_below.back();
+    if (!t_below.empty()) t_below.pop_back();
+  }
+  return r;
 }
 
 YONDER_EXPORT CUresult cuCtxGetCurrent(CUcontext* ctx) {
@@ -488,6 +563,10 @@ constexpr ErrorText kErrors[] = {
     {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_FILE_NOT_FOUND, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
+    {kAlreadyRegistered, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "part or all of the requested memory range is already mapped"},
+    {kNotRegistered, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
@@ -520,6 +599,85 @@ YONDER_EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
   return e != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+// Host memory stays here, where the program is: "pinned" memory is ordinary
+// page-aligned memory (the bytes cross a socket either way, so nothing is
+// gained by locking it), and registering memory only checks and records it.
+// Mapping host memory into the device's address space cannot be done from
+// another machine: those flags are CUDA_ERROR_NOT_SUPPORTED.
+namespace {
+std::mutex g_host_mu;
+std::unordered_map<void*, size_t> g_host_allocated;
+std::unordered_map<void*, size_t> g_host_registered;
+}  // namespace
+
+YONDER_EXPORT CUresult cuMemHostAlloc(void** host, size_t bytes, unsigned int flags) {
+  if (host == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & YONDER_CU_MEMHOSTALLOC_DEVICEMAP) != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  void* p = nullptr;
+  if (::posix_memalign(&p, 4096, bytes) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::lock_guard lock(g_host_mu);
+  g_host_allocated[p] = bytes;
+  *host = p;
+  return CUDA_SUCCESS;
+}
+
+YONDER_EXPORT CUresult cuMemAllocHost_v2(void** host, size_t bytes) { return cuMemHostAlloc(host, bytes, 0); }
+
+YONDER_EXPORT CUresult cuMemFreeHost(void* host) {
+  {
+    std::lock_guard lock(g_host_mu);
+    if (g_host_allocated.erase(host) == 0) return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::free(host);
+  return CUDA_SUCCESS;
+}
+
+YONDER_EXPORT CUresult cuMemHostRegister_v2(void* host, size_t bytes, unsigned int flags) {
+  if (host == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & YONDER_CU_MEMHOSTREGISTER_DEVICEMAP) != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  std::lock_guard lock(g_host_mu);
+  return g_host_registered.emplace(host, bytes).second ? CUDA_SUCCESS : kAlreadyRegistered;
+}
+
+YONDER_EXPORT CUresult cuMemHostUnregister(void* host) {
+  std::lock_guard lock(g_host_mu);
+  return g_host_registered.erase(host) == 1 ? CUDA_SUCCESS : kNotRegistered;
+}
+
+// A module from a file: read here (the file is on this machine) and sent
+// as cuModuleLoadData sends an image. Text (PTX) gets its terminating NUL.
+YONDER_EXPORT CUresult cuModuleLoad(CUmodule* module, const char* path) {
+  if (module == nullptr || path == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FILE* f = std::fopen(path, "rb");
+  if (f == nullptr) return CUDA_ERROR_FILE_NOT_FOUND;
+  std::vector<char> image;
+  char chunk[65536];
+  size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0 && image.size() <= kMaxFrameBytes) {
+    image.insert(image.end(), chunk, chunk + n);
+  }
+  std::fclose(f);
+  if (image.empty() || image.size() > kMaxFrameBytes - 64) return CUDA_ERROR_INVALID_IMAGE;
+  image.push_back('\0');
+  return cuModuleLoadData(module, image.data());
+}
+
+// JIT options are not carried: the image loads as with cuModuleLoadData,
+// and any log buffers the options name stay as they were.
+YONDER_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int, CUjit_option*,
+                                          void**) {
+  return cuModuleLoadData(module, image);
+}
+
+// The deprecated query, from the two attributes that replaced it.
+YONDER_EXPORT CUresult cuDeviceComputeCapability(int* major, int* minor, CUdevice device) {
+  if (major == nullptr || minor == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  constexpr auto kMajor = static_cast<CUdevice_attribute>(75);
+  constexpr auto kMinor = static_cast<CUdevice_attribute>(76);
+  if (CUresult r = cuDeviceGetAttribute(major, kMajor, device); r != CUDA_SUCCESS) return r;
+  return cuDeviceGetAttribute(minor, kMinor, device);
+}
+
 YONDER_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
                                            CUdriverProcAddressQueryResult* status);
 YONDER_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags);
@@ -540,6 +698,16 @@ const Entry kEntries[] = {
     YONDER_REMOTE_CUDA_CALLS(YONDER_REMOTE_ENTRY)
 #undef YONDER_REMOTE_ENTRY
         {"cuCtxGetCurrent", reinterpret_cast<void*>(&cuCtxGetCurrent)},
+    {"cuCtxPushCurrent_v2", reinterpret_cast<void*>(&cuCtxPushCurrent_v2)},
+    {"cuCtxPopCurrent_v2", reinterpret_cast<void*>(&cuCtxPopCurrent_v2)},
+    {"cuMemHostAlloc", reinterpret_cast<void*>(&cuMemHostAlloc)},
+    {"cuMemAllocHost_v2", reinterpret_cast<void*>(&cuMemAllocHost_v2)},
+    {"cuMemFreeHost", reinterpret_cast<void*>(&cuMemFreeHost)},
+    {"cuMemHostRegister_v2", reinterpret_cast<void*>(&cuMemHostRegister_v2)},
+    {"cuMemHostUnregister", reinterpret_cast<void*>(&cuMemHostUnregister)},
+    {"cuModuleLoad", reinterpret_cast<void*>(&cuModuleLoad)},
+    {"cuModuleLoadDataEx", reinterpret_cast<void*>(&cuModuleLoadDataEx)},
+    {"cuDeviceComputeCapability", reinterpret_cast<void*>(&cuDeviceComputeCapability)},
     {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
     {"cuGetErrorName", reinterpret_cast<void*>(&cuGetErrorName)},
     {"cuGetErrorString", reinterpret_cast<void*>(&cuGetErrorString)},

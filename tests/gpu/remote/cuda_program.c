@@ -17,7 +17,11 @@
  *   cuda_program init         cuInit only: prints its result
  *   cuda_program wait_for F   a call ("before RESULT COUNT"), then, once file F exists, another
  *                             ("after RESULT"): a session cut in between shows here
- *   cuda_program launches N   N fire-and-forget launches, then a synchronise (for the bench) */
+ *   cuda_program launches N   N fire-and-forget launches, then a synchronise (for the bench)
+ *   cuda_program samples DIR  what NVIDIA's driver-API samples do besides: a context of their own
+ *                             (cuCtxCreate, push, pop, destroy), a module from a file in DIR
+ *                             (cuModuleLoad), a module's global, pinned and registered host memory,
+ *                             the other memsets and the stream-ordered copy and memsets */
 #define _DEFAULT_SOURCE /* usleep */
 #include <pthread.h>
 #include <stdint.h>
@@ -59,6 +63,25 @@ CUresult cuEventDestroy_v2(CUevent event);
 CUresult cuModuleLoadData(CUmodule* module, const void* image);
 CUresult cuModuleUnload(CUmodule module);
 CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name);
+CUresult cuDeviceComputeCapability(int* major, int* minor, CUdevice device);
+CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int flags, CUdevice device);
+CUresult cuCtxDestroy_v2(CUcontext ctx);
+CUresult cuCtxPushCurrent_v2(CUcontext ctx);
+CUresult cuCtxPopCurrent_v2(CUcontext* ctx);
+CUresult cuModuleLoad(CUmodule* module, const char* path);
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int options, CUjit_option* names,
+                            void** values);
+CUresult cuModuleGetGlobal_v2(CUdeviceptr* address, size_t* bytes, CUmodule module, const char* name);
+CUresult cuMemAllocHost_v2(void** host, size_t bytes);
+CUresult cuMemHostAlloc(void** host, size_t bytes, unsigned int flags);
+CUresult cuMemFreeHost(void* host);
+CUresult cuMemHostRegister_v2(void* host, size_t bytes, unsigned int flags);
+CUresult cuMemHostUnregister(void* host);
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count);
+CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short value, size_t count);
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream);
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count, CUstream stream);
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                         unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params,
                         void** extra);
@@ -305,6 +328,119 @@ static int launches(long count) {
   return g_failures == 0 ? 0 : 1;
 }
 
+static int samples(const char* dir) {
+  CUdevice device = -1;
+  EXPECT_OK(cuInit(0));
+  EXPECT_OK(cuDeviceGet(&device, 0));
+  int major = 0, minor = -1;
+  EXPECT_OK(cuDeviceComputeCapability(&major, &minor, device));
+  check(major > 0 && minor >= 0, "a compute capability", major);
+
+  /* A context of the program's own, current once made; push and pop. */
+  CUcontext ctx = NULL, current = NULL, popped = NULL;
+  EXPECT_OK(cuCtxCreate_v2(&ctx, 0, device));
+  EXPECT_OK(cuCtxGetCurrent(&current));
+  check(ctx != NULL && current == ctx, "the new context is current", 0);
+  EXPECT_OK(cuCtxPopCurrent_v2(&popped));
+  EXPECT_OK(cuCtxGetCurrent(&current));
+  check(popped == ctx && current == NULL, "popped, nothing is current", 0);
+  EXPECT_OK(cuCtxPushCurrent_v2(ctx));
+  EXPECT_OK(cuCtxGetCurrent(&current));
+  check(current == ctx, "pushed back, current again", 0);
+
+  /* A module from a file, and its global. */
+  char path[4096];
+  snprintf(path, sizeof path, "%s/kernels.ptx", dir);
+  FILE* f = fopen(path, "w");
+  check(f != NULL && fputs(kTestKernelsPtx, f) >= 0 && fclose(f) == 0, "the PTX file written", 0);
+  CUmodule module = NULL;
+  CUresult missing = cuModuleLoad(&module, "/nonexistent/kernels.ptx");
+  check(missing == CUDA_ERROR_FILE_NOT_FOUND, "a missing module file is CUDA_ERROR_FILE_NOT_FOUND", missing);
+  EXPECT_OK(cuModuleLoad(&module, path));
+  CUdeviceptr counter = 0;
+  size_t counter_bytes = 0;
+  EXPECT_OK(cuModuleGetGlobal_v2(&counter, &counter_bytes, module, "yonder_counter"));
+  check(counter != 0 && counter_bytes == 4, "the global's address and size", (CUresult)counter_bytes);
+  CUdeviceptr again = 0;
+  EXPECT_OK(cuModuleGetGlobal_v2(&again, NULL, module, "yonder_counter"));
+  check(again == counter, "the size may be left out", 0);
+  CUresult unknown = cuModuleGetGlobal_v2(&again, NULL, module, "no_such_global");
+  check(unknown == CUDA_ERROR_NOT_FOUND, "an unknown global is CUDA_ERROR_NOT_FOUND", unknown);
+  unsigned int value = 1;
+  EXPECT_OK(cuMemcpyDtoH_v2(&value, counter, 4));
+  check(value == 0, "the global starts at zero", (CUresult)value);
+  EXPECT_OK(cuMemsetD32_v2(counter, 0xfeedu, 1));
+  EXPECT_OK(cuMemcpyDtoH_v2(&value, counter, 4));
+  check(value == 0xfeedu, "the global written and read back", 0);
+  CUmodule module_ex = NULL;
+  EXPECT_OK(cuModuleLoadDataEx(&module_ex, kTestKernelsPtx, 0, NULL, NULL));
+  EXPECT_OK(cuModuleUnload(module_ex));
+
+  /* Pinned host memory through copies on a stream; registered memory. */
+  enum { N = 4096 };
+  unsigned char* pinned = NULL;
+  EXPECT_OK(cuMemAllocHost_v2((void**)&pinned, N));
+  check(pinned != NULL && ((uintptr_t)pinned % 4096) == 0, "pinned memory, page-aligned", 0);
+  for (int i = 0; i < N; ++i) pinned[i] = (unsigned char)(i * 7);
+  CUstream stream = NULL;
+  EXPECT_OK(cuStreamCreate(&stream, 0));
+  CUdeviceptr a = 0, b = 0;
+  EXPECT_OK(cuMemAlloc_v2(&a, N));
+  EXPECT_OK(cuMemAlloc_v2(&b, N));
+  EXPECT_OK(cuMemcpyHtoDAsync_v2(a, pinned, N, stream));
+  EXPECT_OK(cuMemcpyDtoDAsync_v2(b, a, N, stream));
+  unsigned char* registered = malloc(N);
+  EXPECT_OK(cuMemHostRegister_v2(registered, N, 0));
+  CUresult twice = cuMemHostRegister_v2(registered, N, 0);
+  check(twice == 712, "registering twice is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", twice);
+  EXPECT_OK(cuMemcpyDtoHAsync_v2(registered, b, N, stream));
+  EXPECT_OK(cuStreamSynchronize(stream));
+  check(memcmp(pinned, registered, N) == 0, "bytes through pinned memory and a device copy", 0);
+  void* mapped_host = NULL;
+  CUresult mapped = cuMemHostAlloc(&mapped_host, N, YONDER_CU_MEMHOSTALLOC_DEVICEMAP);
+  check(mapped == CUDA_ERROR_NOT_SUPPORTED, "host memory mapped to the device is not supported", mapped);
+
+  /* The other memsets, checked byte for byte. */
+  EXPECT_OK(cuMemsetD16_v2(a, 0xabcd, N / 2));
+  EXPECT_OK(cuMemsetD8Async(b, 0x5a, N, stream));
+  EXPECT_OK(cuMemsetD32Async(b, 0x01020304u, 2, stream));
+  EXPECT_OK(cuStreamSynchronize(stream));
+  unsigned short halves[4] = {0};
+  EXPECT_OK(cuMemcpyDtoH_v2(halves, a + N - 8, 8));
+  check(halves[0] == 0xabcd && halves[3] == 0xabcd, "cuMemsetD16 reached the end", 0);
+  unsigned char bytes[12] = {0};
+  EXPECT_OK(cuMemcpyDtoH_v2(bytes, b, sizeof bytes));
+  unsigned int first = 0;
+  memcpy(&first, bytes, 4);
+  check(first == 0x01020304u && bytes[8] == 0x5a && bytes[11] == 0x5a, "cuMemsetD8Async and cuMemsetD32Async", 0);
+
+  EXPECT_OK(cuMemHostUnregister(registered));
+  CUresult not_registered = cuMemHostUnregister(registered);
+  check(not_registered == 713, "unregistering twice is CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", not_registered);
+  free(registered);
+  EXPECT_OK(cuMemFreeHost(pinned));
+  CUresult not_ours = cuMemFreeHost(pinned);
+  check(not_ours == CUDA_ERROR_INVALID_VALUE, "freeing pinned memory twice is refused", not_ours);
+  EXPECT_OK(cuMemFree_v2(a));
+  EXPECT_OK(cuMemFree_v2(b));
+  EXPECT_OK(cuStreamDestroy_v2(stream));
+  EXPECT_OK(cuModuleUnload(module));
+
+  /* Destroying the current context pops it; calls go on in the next one. */
+  CUcontext primary = NULL;
+  EXPECT_OK(cuDevicePrimaryCtxRetain(&primary, device));
+  EXPECT_OK(cuCtxPushCurrent_v2(primary));
+  EXPECT_OK(cuCtxPushCurrent_v2(ctx));
+  EXPECT_OK(cuCtxDestroy_v2(ctx));
+  EXPECT_OK(cuCtxGetCurrent(&current));
+  check(current == primary, "the destroyed context popped, the one below current", 0);
+  CUdeviceptr after = 0;
+  EXPECT_OK(cuMemAlloc_v2(&after, 64));
+  EXPECT_OK(cuMemFree_v2(after));
+  EXPECT_OK(cuCtxSynchronize());
+  return g_failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc >= 2 && strcmp(argv[1], "session") == 0) return session();
@@ -312,6 +448,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && strcmp(argv[1], "bad_handle") == 0) return bad_handle();
   if (argc >= 2 && strcmp(argv[1], "threads") == 0) return threads();
   if (argc >= 3 && strcmp(argv[1], "launches") == 0) return launches(atol(argv[2]));
+  if (argc >= 3 && strcmp(argv[1], "samples") == 0) return samples(argv[2]);
   if (argc >= 3 && strcmp(argv[1], "wait_for") == 0) {
     start();
     int count = 0;
@@ -353,6 +490,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  fprintf(stderr, "usage: cuda_program session|deferred|bad_handle|threads|fork|init|alloc MB|launches N|wait_for FILE\n");
+  fprintf(stderr, "usage: cuda_program session|deferred|bad_handle|threads|fork|init|alloc MB|launches N|"
+          "wait_for FILE|samples DIR\n");
   return 2;
 }

@@ -79,6 +79,20 @@ TEST_F(RemoteSession, ThreadsShareTheSessionEachWithItsOwnCurrentContext) {
   EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
 }
 
+// What NVIDIA's driver-API samples use besides the calls above: their own
+// context (created, pushed, popped, destroyed), a module from a file and
+// its global, pinned and registered host memory, the other memsets.
+TEST_F(RemoteSession, TheCallsOfTheDriverApiSamplesWork) {
+  start_worker();
+  RunResult r = program({"samples", dir_.path()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the destroyed context popped, the one below current ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the global written and read back ok"), std::string::npos) << r.out;
+  RunResult w = finish_worker();
+  EXPECT_EQ(w.exit_code, 0) << w.err;
+}
+
 TEST_F(RemoteSession, AChildForkedAfterCudaBeganCannotUseItAndTheParentGoesOn) {
   start_worker();
   RunResult r = program({"fork"});

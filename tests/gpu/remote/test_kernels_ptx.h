@@ -6,11 +6,13 @@
  * for the GPU it runs on), so the same program runs on a real GPU
  * (scripts/gpu-check.sh); the test double runs its host versions of the
  * kernels these entries name. Parameter layouts: add_one (u64 @0, u32 @8),
- * saxpy (f32 @0, u64 @8, u64 @16, u32 @24). */
+ * saxpy (f32 @0, u64 @8, u64 @16, u32 @24). A global, `yonder_counter`
+ * (u32, zero), for cuModuleGetGlobal. */
 static const char kTestKernelsPtx[] =
     ".version 7.0\n"
     ".target sm_52\n"
     ".address_size 64\n"
+    ".visible .global .align 4 .u32 yonder_counter;\n"
     ".visible .entry add_one(.param .u64 data, .param .u32 n)\n"
     "{\n"
     "  .reg .pred %p<2>; .reg .b32 %r<6>; .reg .f32 %f<3>; .reg .b64 %rd<5>;\n"

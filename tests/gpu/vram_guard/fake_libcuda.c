@@ -26,6 +26,7 @@
  * installed, never shipped. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -123,8 +124,41 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice device) {
   return CUDA_SUCCESS;
 }
 static __thread CUcontext t_current;
+/* Contexts made with cuCtxCreate: ids past the primary one; each made
+ * current on the creating thread, as on the driver. */
+#define MAX_CREATED 64
+static int g_created[MAX_CREATED];
+static int created_index(CUcontext ctx) {
+  uintptr_t v = (uintptr_t)ctx;
+  if (v <= (uintptr_t)kOnlyContext || v > (uintptr_t)kOnlyContext + MAX_CREATED) return -1;
+  return (int)(v - (uintptr_t)kOnlyContext - 1);
+}
+EXPORT CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int flags, CUdevice device) {
+  (void)flags;
+  if (ctx == NULL || device != 0) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&g_mu);
+  int i = 0;
+  while (i < MAX_CREATED && g_created[i]) ++i;
+  if (i < MAX_CREATED) g_created[i] = 1;
+  pthread_mutex_unlock(&g_mu);
+  if (i == MAX_CREATED) return CUDA_ERROR_OUT_OF_MEMORY;
+  *ctx = (CUcontext)((uintptr_t)kOnlyContext + 1 + (uintptr_t)i);
+  t_current = *ctx;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  int i = created_index(ctx);
+  pthread_mutex_lock(&g_mu);
+  int live = i >= 0 && g_created[i];
+  if (live) g_created[i] = 0;
+  pthread_mutex_unlock(&g_mu);
+  if (!live) return CUDA_ERROR_INVALID_CONTEXT;
+  if (t_current == ctx) t_current = NULL;
+  return CUDA_SUCCESS;
+}
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
-  if (ctx != kOnlyContext && ctx != NULL) return CUDA_ERROR_INVALID_VALUE;
+  int i = created_index(ctx);
+  if (ctx != kOnlyContext && ctx != NULL && !(i >= 0 && g_created[i])) return CUDA_ERROR_INVALID_VALUE;
   t_current = ctx;
   return CUDA_SUCCESS;
 }
@@ -290,6 +324,23 @@ EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t count
   for (size_t i = 0; i < count; ++i) memcpy((char*)(uintptr_t)dst + 4 * i, &value, 4);
   return CUDA_SUCCESS;
 }
+EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short value, size_t count) {
+  if (count > SIZE_MAX / 2 || !device_range(dst, count * 2)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; ++i) memcpy((char*)(uintptr_t)dst + 2 * i, &value, 2);
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
+  (void)s;
+  return cuMemcpyDtoD_v2(dst, src, bytes);
+}
+EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count, CUstream s) {
+  (void)s;
+  return cuMemsetD8_v2(dst, value, count);
+}
+EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count, CUstream s) {
+  (void)s;
+  return cuMemsetD32_v2(dst, value, count);
+}
 
 /* Streams, events and modules come from fixed pools (no heap, so a test
  * that leaves some behind leaks nothing); work runs at once. */
@@ -305,6 +356,7 @@ struct CUevent_st {
 };
 struct CUmod_st {
   int used;
+  uint64_t counter; /* the module's global `yonder_counter` (4 zero bytes), as in the test PTX */
 };
 static struct CUstream_st g_streams[POOL];
 static struct CUevent_st g_events[POOL];
@@ -460,7 +512,20 @@ EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
 }
 EXPORT CUresult cuModuleUnload(CUmodule module) {
   if (!POOL_LIVE(g_modules, module)) return CUDA_ERROR_INVALID_HANDLE;
+  if (module->counter != 0) give(module->counter);
   module->used = 0;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr* address, size_t* bytes, CUmodule module, const char* name) {
+  if (name == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (!POOL_LIVE(g_modules, module)) return CUDA_ERROR_INVALID_HANDLE;
+  if (strcmp(name, "yonder_counter") != 0) return CUDA_ERROR_NOT_FOUND;
+  if (module->counter == 0) { /* made at its first lookup: modules that never ask cost nothing */
+    CUresult r = take(&module->counter, 4);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  if (address != NULL) *address = module->counter;
+  if (bytes != NULL) *bytes = 4;
   return CUDA_SUCCESS;
 }
 EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
@@ -517,6 +582,61 @@ EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned int gx, unsigned in
   }
   function->run(args);
   return CUDA_SUCCESS;
+}
+
+/* What the driver-API samples use besides, for programs linked against this
+ * double (remote CUDA's stand-in answers these itself). */
+static __thread CUcontext t_below[16];
+static __thread int t_depth;
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  if (ctx == NULL || t_depth == 16) return CUDA_ERROR_INVALID_VALUE;
+  t_below[t_depth++] = t_current;
+  t_current = ctx;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
+  if (t_current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx != NULL) *ctx = t_current;
+  t_current = t_depth > 0 ? t_below[--t_depth] : NULL;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDeviceComputeCapability(int* major, int* minor, CUdevice device) {
+  if (major == NULL || minor == NULL || device != 0) return CUDA_ERROR_INVALID_VALUE;
+  *major = 8;
+  *minor = 0;
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemHostAlloc(void** host, size_t bytes, unsigned int flags) {
+  (void)flags;
+  if (host == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  return posix_memalign(host, 4096, bytes) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+EXPORT CUresult cuMemAllocHost_v2(void** host, size_t bytes) { return cuMemHostAlloc(host, bytes, 0); }
+EXPORT CUresult cuMemFreeHost(void* host) {
+  free(host);
+  return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemHostRegister_v2(void* host, size_t bytes, unsigned int flags) {
+  (void)flags;
+  return host != NULL && bytes != 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+EXPORT CUresult cuMemHostUnregister(void* host) { return host != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int options, CUjit_option* names,
+                                   void** values) {
+  (void)options;
+  (void)names;
+  (void)values;
+  return cuModuleLoadData(module, image);
+}
+EXPORT CUresult cuModuleLoad(CUmodule* module, const char* path) {
+  if (module == NULL || path == NULL) return CUDA_ERROR_INVALID_VALUE;
+  FILE* f = fopen(path, "rb");
+  if (f == NULL) return CUDA_ERROR_FILE_NOT_FOUND;
+  char text[65536];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  return cuModuleLoadData(module, text);
 }
 
 EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags);
