@@ -49,9 +49,12 @@ RemoteConsumer::RemoteConsumer(asio::io_context& io, asio::thread_pool& pool, re
       pool_(pool),
       link_(link),
       store_(std::move(store)),
-      uploads_(io, pool, link, std::move(hash_cache_dir)) {}
+      uploads_(io, pool, link, std::move(hash_cache_dir)),
+      log_feeds_(io, link) {}
 
 RemoteConsumer::~RemoteConsumer() = default;
+
+void RemoteConsumer::stop() { log_feeds_.stop(); }
 
 void RemoteConsumer::add_routes(api::Router& router) {
   router.add("POST", "/v1/jobs", [this](const Request& req, Reply reply) { run(req, std::move(reply)); });
@@ -80,7 +83,10 @@ void RemoteConsumer::add_routes(api::Router& router) {
   });
   router.add("GET", "/v1/jobs/logs", [this](const Request& req, Reply reply) {
     auto q = api::parse_query(req.query);
-    nlohmann::json params = {{"offset", query_u64(q, "offset")}, {"wait_ms", std::min<uint64_t>(query_u64(q, "wait_ms"), 20000)}};
+    uint64_t wait_ms = std::min<uint64_t>(query_u64(q, "wait_ms"), 20000);
+    // A follower (it waits) reads from the job's pushed log stream; a one-off read asks run.logs.
+    if (wait_ms > 0) return follow(q["id"], query_u64(q, "offset"), std::chrono::milliseconds(wait_ms), std::move(reply));
+    nlohmann::json params = {{"offset", query_u64(q, "offset")}, {"wait_ms", wait_ms}};
     forward(q["id"], "run.logs", params, false, std::move(reply));
   });
   // The same records pushed over a WebSocket (the dashboard's live logs).
@@ -393,6 +399,31 @@ void RemoteConsumer::call_job(const std::string& id, const std::string& method, 
       };
       if (deadline.count() > 0) return link_.call_within(*t, method, params, deadline, std::move(answered));
       link_.service().call(t->key, t->addresses, method, params, std::move(answered));
+    });
+  });
+}
+
+void RemoteConsumer::follow(const std::string& id, uint64_t offset, std::chrono::milliseconds wait, Reply reply) {
+  if (id.empty()) return reply(Response::error(make_error(ErrorCode::kInvalidArgument, "a job id is required")));
+  auto by_rpc = [this, id, offset, wait, reply] {
+    forward(id, "run.logs", {{"offset", offset}, {"wait_ms", wait.count()}}, false, reply);
+  };
+  asio::post(pool_, [this, id, offset, wait, reply, by_rpc] {
+    auto job = store_->find(id);
+    asio::post(io_, [this, job = std::move(job), offset, wait, reply, by_rpc] {
+      if (!job) return reply(Response::error(job.error()));
+      auto t = link_.target(job->provider_id);
+      if (!t) return by_rpc();  // says what is wrong
+      PeerId provider(job->provider_id);
+      JobId job_id(job->job_id);
+      log_feeds_.poll(
+          *t, job->job_id, offset, wait,
+          [this, reply, provider, job_id](Result<nlohmann::json> r) {
+            if (!r) return reply(Response::error(r.error()));
+            if (r->value("ended", false)) seen_ending(provider, job_id);
+            reply(Response::json(200, *r));
+          },
+          by_rpc);
     });
   });
 }

@@ -9,7 +9,9 @@
 //   GET  /v1/jobs/inspect?id=ID                                one job, from its provider
 //   GET  /v1/jobs/stats?id=ID                                  a running job's CPU, memory, GPU use now
 //   POST /v1/jobs/stop    {"job_id"}
-//   GET  /v1/jobs/logs?id=ID&offset=N[&wait_ms=T]              log records from offset N (long-poll)
+//   GET  /v1/jobs/logs?id=ID&offset=N[&wait_ms=T]              log records from offset N (long-poll;
+//                                                              a follower's polls are answered from the
+//                                                              job's pushed log stream, log_feeds.h)
 //
 // "dir" is read by this daemon (same user as the CLI, same machine): the
 // upload streams from disk over the link and never passes through the API
@@ -31,6 +33,7 @@
 #include "base/hook.h"
 #include "base/strong_id.h"
 #include "jobs/files/transfers.h"
+#include "jobs/consumer/log_feeds.h"
 #include "jobs/files/upload_consumer.h"
 #include "jobs/protocol/job_request.h"
 #include "net/reach/peers.h"
@@ -53,6 +56,7 @@ class RemoteConsumer : public api::Module {
                  std::unique_ptr<jobs::consumer::ConsumerJobStore> store, std::string hash_cache_dir);
   ~RemoteConsumer();
   void add_routes(api::Router& router) override;
+  void stop() override;
   // The jobs submitted from here (for port forwarding's job lookups).
   std::shared_ptr<jobs::consumer::ConsumerJobStore> store() const { return store_; }
   // Uploads and downloads in flight (also used by the fetch routes).
@@ -92,6 +96,8 @@ class RemoteConsumer : public api::Module {
   // Finds the job (pool), calls `method` on its provider with {"job_id"} +
   // `params`, records a returned view, and replies with the result.
   void forward(const std::string& id, const std::string& method, nlohmann::json params, bool record, api::Reply reply);
+  // GET /v1/jobs/logs with a wait: from the job's log feed, or run.logs.
+  void follow(const std::string& id, uint64_t offset, std::chrono::milliseconds wait, api::Reply reply);
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool& pool_;
@@ -100,6 +106,7 @@ class RemoteConsumer : public api::Module {
   jobs::files::UploadConsumer uploads_;
   jobs::files::Transfers transfers_;
   Hook<PeerId, JobId> job_ended_;
+  LogFeeds log_feeds_;
   std::mutex naming_mutex_;
   std::set<std::string> naming_;  // names of jobs being submitted now
 };

@@ -15,6 +15,7 @@
 #include "crypto/node_id.h"
 #include "crypto/scope.h"
 #include "jobs/provider/provider_jobs.h"
+#include "net/link/message.h"
 #include "os/files.h"
 
 namespace yonder::jobs::provider {
@@ -234,6 +235,10 @@ void RemoteProvider::register_methods() {
   service.add_method("run.logs", [this](const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply) {
     logs(NodeId(peer).to_string(), params, std::move(reply));
   });
+  service.add_tunnel_method("run.logs.follow", [this](const PublicKeyBytes& peer, const nlohmann::json& params,
+                                                      link::TunnelAccept accept) {
+    follow_logs(NodeId(peer).to_string(), params, std::move(accept));
+  });
 
   // What this peer may ask of us and what we have (`yonder gpu PEER`): the
   // GPUs and which are in use, the per-job maxima, the images allowed, the
@@ -393,6 +398,80 @@ void RemoteProvider::logs(const std::string& peer_id, const nlohmann::json& para
     });
   };
   (*read)(true);
+}
+
+void RemoteProvider::follow_logs(const std::string& peer_id, const nlohmann::json& params,
+                                 link::TunnelAccept accept) {
+  auto id = job_id_param(params);
+  if (!id) return (void)accept(std::move(id).error());
+  struct Follow {
+    std::string job;
+    uint64_t offset = 0;
+    std::shared_ptr<link::Tunnel> tunnel;  // dropped at the end (its handlers hold this)
+    bool reading = false;  // a run.logs read is in flight
+    bool blocked = false;  // the last push waits for the consumer's credit (drained() goes on)
+    std::function<void()> step;
+    // Ends the stream: cleanly after the job's end, else with `why`.
+    void finish(const std::string& why) {
+      auto t = std::move(tunnel);
+      tunnel = nullptr;
+      step = nullptr;
+      if (!t) return;
+      if (why.empty()) {
+        t->close();
+      } else {
+        t->reset(why);
+      }
+    }
+    // Pushes a read's answer if it says anything; true while the job runs.
+    bool push(const nlohmann::json& reply) {
+      bool ended = reply.value("ended", false);
+      if (!reply["records"].empty() || ended) {
+        offset = reply.value("next_offset", offset);
+        blocked = !tunnel->write(link::encode_message(reply));
+      }
+      if (ended) finish("");
+      return !ended;
+    }
+  };
+  auto f = std::make_shared<Follow>();
+  f->job = *id;
+  f->offset = params.value("offset", uint64_t{0});
+  std::weak_ptr<Follow> weak = f;
+  // One long poll at a time; its answer is pushed and the next one follows,
+  // unless the push waits for credit.
+  f->step = [this, weak, peer_id] {
+    auto me = weak.lock();
+    if (!me || !me->tunnel || me->reading || me->blocked) return;
+    me->reading = true;
+    logs(peer_id, {{"job_id", me->job}, {"offset", me->offset}, {"wait_ms", kRemoteProviderMaxWaitMs}},
+         [me](Result<nlohmann::json> r) {
+           me->reading = false;
+           if (!me->tunnel) return;
+           if (!r) return me->finish(r.error().message());
+           if (me->push(*r) && me->step) me->step();
+         });
+  };
+  // The first read answers the request: a refusal (not this peer's job, no
+  // such job) refuses the tunnel in run.logs' own words.
+  logs(peer_id, {{"job_id", f->job}, {"offset", f->offset}, {"wait_ms", 0}},
+       [f, accept = std::move(accept)](Result<nlohmann::json> first) {
+         if (!first) return (void)accept(std::move(first).error());
+         f->tunnel = accept(nlohmann::json{{"job_id", f->job}});
+         if (!f->tunnel) return;
+         link::Tunnel::Handlers h;
+         h.data = [f](Bytes) {  // the consumer sends nothing: ignored
+           if (f->tunnel) f->tunnel->resume();
+         };
+         h.eof = [f] { f->finish(""); };
+         h.drained = [f] {
+           f->blocked = false;
+           if (f->step) f->step();
+         };
+         h.ended = [f](const std::string&) { f->finish(""); };
+         f->tunnel->start(std::move(h));
+         if (f->push(*first) && f->step) f->step();
+       });
 }
 
 }  // namespace yonder::jobs::provider

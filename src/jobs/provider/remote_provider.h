@@ -7,6 +7,8 @@
 //   run.inspect {"job_id"}                              -> view
 //   run.stop    {"job_id"}                              -> view
 //   run.logs    {"job_id", "offset", "wait_ms"?}        -> {"records", "next_offset", "ended"}
+//   run.logs.follow (tunnel) {"job_id", "offset"}       -> each run.logs reply pushed as the log grows
+//                                                         (link messages), until the job's end
 //
 // LinkService has already checked that the caller's scope includes `run`.
 // Here the job is held to the rest of that scope (GPUs, VRAM, time, jobs,
@@ -79,6 +81,9 @@ class RemoteProvider : public api::Module {
  private:
   void submit(const PublicKeyBytes& peer, const nlohmann::json& params, link::RpcReply reply);
   void logs(const std::string& peer_id, const nlohmann::json& params, link::RpcReply reply);
+  // run.logs.follow: a first read (whose refusal refuses the tunnel, as
+  // run.logs would), then a long poll after each push, each answer pushed.
+  void follow_logs(const std::string& peer_id, const nlohmann::json& params, link::TunnelAccept accept);
   // provider_.ready(), and hooks the manager's job ends into the audit log.
   Result<jobs::provider::ProviderJobs*> ready();
 
