@@ -8,6 +8,10 @@
 #   forward     yonder forward JOB vs ssh -L, to the same echo server
 #               (busybox nc -e cat): bulk throughput and small round trips
 #   log latency time from a job printing a line to `yonder logs -f` showing it
+#   log reading a finished job's log (`seq 1 200000`: 200,000 records)
+#               through the consumer's API as a follower does (wait_ms: the
+#               daemon's pushed stream, run.logs.follow) vs as one-off reads
+#               do (wait_ms=0: one run.logs round trip per reply)
 #
 # Needs: the release build (cmake --preset release && cmake --build --preset
 # release), a running Docker engine with the test image
@@ -245,4 +249,38 @@ while True:
 lat = sorted(lat[5:]) or [0]
 print("log line latency           p50 %.1f ms   p99 %.1f ms   (%d lines; job output to the consumer's API)" % (lat[len(lat)//2], lat[int(len(lat)*0.99)], len(lat)))
 EOF
+# Each pair on a fresh job (a follower's stream is kept for a minute after
+# it is read, and would answer the second read from memory): the one-off
+# reads first, then the follower's, which opens the stream.
+pushed=() polled=()
+for _ in $(seq "$runs"); do
+  job=$(C run --on studio --image "$image" --no-upload -d -- seq 1 200000)
+  C wait "$job" >/dev/null
+  read -r t_poll t_push size < <(python3 - "$tmp/laptop/yonderd.sock" "$job" "$tmp/laptop/api-token" <<'EOF'
+import http.client, json, socket, sys, time
+class Conn(http.client.HTTPConnection):
+    def __init__(self, path): super().__init__("localhost", timeout=60); self.path = path
+    def connect(self): self.sock = socket.socket(socket.AF_UNIX); self.sock.connect(self.path)
+sock, job = sys.argv[1], sys.argv[2]
+auth = {"Authorization": "Bearer " + open(sys.argv[3]).read().strip()}
+def read_all(wait_ms):
+    offset, t0 = 0, time.monotonic()
+    while True:
+        c = Conn(sock); c.request("GET", "/v1/jobs/logs?id=%s&offset=%d&wait_ms=%d" % (job, offset, wait_ms), headers=auth)
+        r = json.loads(c.getresponse().read()); c.close()
+        offset = r.get("next_offset", offset)
+        if r.get("ended") or (wait_ms == 0 and not r.get("records")): break
+    return time.monotonic() - t0, offset
+t_poll, size = read_all(0)
+t_push, _ = read_all(15000)
+print(t_poll, t_push, size)
+EOF
+)
+  polled+=("$t_poll") pushed+=("$t_push")
+done
+mb=$(awk -v b="$size" 'BEGIN {printf "%.2f", b / 1e6}')
+mp=$(printf '%s\n' "${polled[@]}" | median) ms=$(printf '%s\n' "${pushed[@]}" | median)
+printf 'log reading (%s MB)       pushed stream %s MB/s   run.logs per reply %s MB/s   ratio %s\n' "$mb" \
+  "$(awk -v a="$mb" -v t="$ms" 'BEGIN {printf "%.0f", a / t}')" "$(awk -v a="$mb" -v t="$mp" 'BEGIN {printf "%.0f", a / t}')" \
+  "$(ratio "$mp" "$ms")"
 fi
