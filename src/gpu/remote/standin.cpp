@@ -72,6 +72,15 @@ void say(const char* format, ...) {
 thread_local CUcontext t_current = nullptr;
 thread_local std::vector<CUcontext> t_below;
 
+void push_context(CUcontext ctx) {
+  t_below.push_back(t_current);
+  t_current = ctx;
+}
+void pop_context() {
+  t_current = t_below.empty() ? nullptr : t_below.back();
+  if (!t_below.empty()) t_below.pop_back();
+}
+
 // What the worker's thread had current after a call that changed it in ways
 // the stand-in cannot follow (a destroyed context pops the worker's own
 // stack): the next call sends its thread's context whatever it is.
@@ -352,26 +361,23 @@ YONDER_REMOTE_CUDA_CALLS(YONDER_REMOTE_EXPORT)
 // Replaces the top of this thread's stack; NULL pops it, as on the driver.
 YONDER_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
   if (ctx == nullptr && !t_below.empty()) {
-    t_current = t_below.back();
-    t_below.pop_back();
-    return CUDA_SUCCESS;
+    pop_context();
+  } else {
+    t_current = ctx;
   }
-  t_current = ctx;
   return CUDA_SUCCESS;
 }
 
 YONDER_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  t_below.push_back(t_current);
-  t_current = ctx;
+  push_context(ctx);
   return CUDA_SUCCESS;
 }
 
 YONDER_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
   if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (ctx != nullptr) *ctx = t_current;
-  t_current = t_below.empty() ? nullptr : t_below.back();
-  if (!t_below.empty()) t_below.pop_back();
+  pop_context();
   return CUDA_SUCCESS;
 }
 
@@ -384,10 +390,7 @@ YONDER_EXPORT CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int flags, CUdevi
         if (result == CUDA_SUCCESS) s.worker_made_current_locked(*ctx);
       },
       ctx, flags, device);
-  if (r == CUDA_SUCCESS) {
-    t_below.push_back(t_current);
-    t_current = *ctx;
-  }
+  if (r == CUDA_SUCCESS) push_context(*ctx);
   return r;
 }
 
@@ -401,10 +404,7 @@ YONDER_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
         if (result == CUDA_SUCCESS) s.worker_made_current_locked(kWorkerContextUnknown);
       },
       ctx);
-  if (r == CUDA_SUCCESS && t_current == ctx) {
-    t_current = t_below.empty() ? nullptr : t_below.back();
-    if (!t_below.empty()) t_below.pop_back();
-  }
+  if (r == CUDA_SUCCESS && t_current == ctx) pop_context();
   return r;
 }
 

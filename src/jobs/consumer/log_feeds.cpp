@@ -52,12 +52,6 @@ LogFeeds::LogFeeds(asio::io_context& io, reach::Peers& link) : io_(io), link_(li
 
 LogFeeds::~LogFeeds() { stop(); }
 
-size_t LogFeeds::open_feeds() const {
-  size_t n = 0;
-  for (const auto& [job, feed] : feeds_) n += feed->dead ? 0 : 1;
-  return n;
-}
-
 // Waiting polls are dropped, not answered: the API server is stopping too.
 void LogFeeds::stop() {
   auto feeds = std::move(feeds_);

@@ -43,8 +43,6 @@ class LogFeeds {
   // there is none that can serve it), or handed to `fallback`.
   void poll(const reach::Peers::Target& provider, const std::string& job_id, uint64_t offset,
             std::chrono::milliseconds wait, Answer answer, std::function<void()> fallback);
-  // Feeds open now (tests, metrics).
-  size_t open_feeds() const;
   void stop();
 
   struct Feed;
